@@ -1,0 +1,18 @@
+"""`specinfer bench ...`: benchmarks that print figures (never timed unit tests)."""
+
+from __future__ import annotations
+
+from specinfer.cli import LazyGroup
+
+import click
+
+# name -> "module:attribute"; each benchmark lives in its own module under bench/.
+BENCHMARKS: dict[str, str] = {
+    "load": "specinfer.bench.load:load_command",
+    "tuner": "specinfer.bench.tuner:tuner_command",
+}
+
+
+@click.group(cls=LazyGroup, lazy_commands=BENCHMARKS)
+def bench() -> None:
+    """Benchmarks: load generation against a vLLM-compatible server, closed-loop tuner runs."""

@@ -1,0 +1,1 @@
+"""specinfer.operator.handlers"""

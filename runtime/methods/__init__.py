@@ -1,0 +1,1 @@
+"""specinfer.runtime.methods"""
