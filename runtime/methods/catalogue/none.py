@@ -1,0 +1,16 @@
+"""`none`: plain decoding, no speculative config at all (the baseline every method must beat)."""
+
+from specinfer.runtime.methods.accelerators import everywhere
+from specinfer.runtime.methods.registry import MethodSpec, register
+
+NONE = register(MethodSpec(
+    name="none",
+    vllm_method=None,
+    draft_model="forbidden",
+    drafting="none",
+    k_min=0,
+    k_max=0,
+    k_default=0,
+    summary="no speculation; the baseline",
+    accelerators=everywhere(),
+))

@@ -1,0 +1,87 @@
+"""Base model, bounded scalar types and validation rules shared by every API model.
+
+A `Rule` carries a CEL expression (emitted into the CRD as `x-kubernetes-validations`,
+so the API server rejects the resource at admission) and the same predicate in Python
+(run by pydantic, so `parse_spec`, `specinfer render` and the runtime reject it too,
+with the same message). tests/unit/test_api_rules.py runs every rule's examples through
+the Python predicate; tests/integration/test_admission.py runs them through the real
+API server -- the two must agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
+
+# Every string, list and map is bounded: the API server estimates the worst-case cost
+# of each CEL rule from these bounds and refuses a CRD whose rules could exceed its budget.
+Name = Annotated[str, Field(min_length=1, max_length=253)]
+ShortText = Annotated[str, Field(min_length=1, max_length=128)]
+ModelId = Annotated[str, Field(min_length=1, max_length=256, description="Hugging Face repo id or local path")]
+Text = Annotated[str, Field(max_length=4096)]
+Url = Annotated[str, Field(min_length=1, max_length=2048, pattern=r"^https?://")]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One validation rule, in CEL for admission and in Python for everything offline.
+
+    `check` gets the model instance and returns True when the rule holds. `field` is the
+    field the message is about, relative to the model that declares the rule (CEL's
+    `fieldPath`); `message` names the full field path and the fix.
+    """
+
+    cel: str
+    message: str
+    check: Callable[[Any], bool]
+    field: str = ""
+    # CEL messageExpression and its Python twin, for messages that name the offending value
+    message_expression: str | None = None
+    python_message: Callable[[Any], str] | None = None
+
+    def message_for(self, model: Any) -> str:
+        return self.python_message(model) if self.python_message else self.message
+
+    def to_crd(self) -> dict[str, str]:
+        rule = {"rule": self.cel, "message": self.message}
+        if self.message_expression:
+            rule["messageExpression"] = self.message_expression
+        if self.field:
+            rule["fieldPath"] = "." + self.field
+        return rule
+
+
+class ApiModel(BaseModel):
+    """camelCase on the wire, snake_case in Python, unknown fields refused."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        validate_default=False,
+        use_attribute_docstrings=True,
+    )
+    rules: ClassVar[tuple[Rule, ...]] = ()
+
+    @model_validator(mode="after")
+    def _apply_rules(self):
+        for rule in type(self).rules:
+            if not rule.check(self):
+                message = rule.message_for(self).replace("{", "(").replace("}", ")")
+                raise PydanticCustomError("specinfer_rule", message, {"field": rule.field})
+        return self
+
+    def to_json(self) -> dict[str, Any]:
+        """The camelCase JSON form, without unset optional fields."""
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+class StatusModel(ApiModel):
+    """Status is written by the operator and read back: tolerate fields from newer versions."""
+
+    model_config = ConfigDict(extra="ignore")

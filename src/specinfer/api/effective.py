@@ -1,0 +1,92 @@
+"""The configuration that actually runs: spec + the tuner's applied choice (status.tuning.applied).
+
+The operator renders from `effective_spec(...)` and writes it into the pod's RuntimeConfig;
+status.effective is `effective_speculation(...)` in JSON. Tuned values never touch the
+resource's spec (GitOps tools see no drift).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from specinfer.api.spec import SpeculativeInferenceSpec
+from specinfer.api.status import SpeculationChoice
+from specinfer.runtime.methods import get_method
+
+
+@dataclass(frozen=True)
+class EffectiveSpeculation:
+    method: str
+    num_speculative_tokens: int          # 0: running without speculation
+    schedule: list[tuple[int, int, int]] | None
+    speculative_config: dict[str, Any] | None   # exact --speculative-config JSON; None: omit the flag
+    engine_args: tuple[str, ...] = ()    # catalogue pins for this method on this accelerator
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def status_json(self) -> dict[str, Any]:
+        """camelCase for status.effective (the operator adds configHash)."""
+        out: dict[str, Any] = {"method": self.method, "numSpeculativeTokens": self.num_speculative_tokens}
+        if self.schedule:
+            out["schedule"] = [
+                {"minBatchSize": s, "maxBatchSize": e, "numSpeculativeTokens": k} for s, e, k in self.schedule
+            ]
+        return out
+
+
+def _choice(applied: SpeculationChoice | Mapping[str, Any] | None) -> SpeculationChoice | None:
+    if applied is None or isinstance(applied, SpeculationChoice):
+        return applied
+    return SpeculationChoice.model_validate(dict(applied))
+
+
+def effective_spec(
+    spec: SpeculativeInferenceSpec, applied: SpeculationChoice | Mapping[str, Any] | None = None
+) -> SpeculativeInferenceSpec:
+    """The spec with the tuned K / schedule merged in, with every default made explicit.
+
+    An applied K of 0 means "speculation off": the result has method none (vLLM refuses
+    num_speculative_tokens = 0). Re-validated, so a tuner bug cannot render a config the
+    API would have refused.
+    """
+    choice = _choice(applied)
+    speculation = spec.speculation.model_dump()
+    if choice is not None:
+        if choice.method is not None and choice.method != spec.speculation.method:
+            speculation = {"method": choice.method}  # a method switch drops method-specific settings
+        if choice.num_speculative_tokens is not None:
+            speculation["num_speculative_tokens"] = choice.num_speculative_tokens
+            speculation["schedule"] = None
+        if choice.schedule:
+            speculation["schedule"] = [entry.model_dump() for entry in choice.schedule]
+    method = get_method(speculation["method"])
+    if speculation.get("num_speculative_tokens") is None:
+        speculation["num_speculative_tokens"] = method.default_k(spec.hardware.accelerator)
+    if method.name != "none" and speculation["num_speculative_tokens"] == 0:
+        speculation = {"method": "none", "num_speculative_tokens": 0}
+    merged = spec.model_dump()
+    merged["speculation"] = speculation
+    return SpeculativeInferenceSpec.model_validate(merged)
+
+
+def effective_speculation(
+    spec: SpeculativeInferenceSpec, applied: SpeculationChoice | Mapping[str, Any] | None = None
+) -> EffectiveSpeculation:
+    """Method, K, schedule, --speculative-config and catalogue pins that the pods run."""
+    merged = effective_spec(spec, applied)
+    speculation, accelerator = merged.speculation, merged.hardware.accelerator
+    method = get_method(speculation.method)
+    support = method.accelerators[accelerator]
+    schedule = (
+        [(r.min_batch_size, r.max_batch_size, r.num_speculative_tokens) for r in speculation.schedule]
+        if speculation.schedule else None
+    )
+    return EffectiveSpeculation(
+        method=method.name,
+        num_speculative_tokens=speculation.num_speculative_tokens or 0,
+        schedule=schedule,
+        speculative_config=method.speculative_config(speculation, accelerator),
+        engine_args=support.engine_args if method.vllm_method else (),
+        env=dict(support.env),
+    )

@@ -1,0 +1,140 @@
+"""`parse_spec`: the one entry point that turns a resource's spec into typed models or a precise error.
+
+It applies every admission rule (the same predicates as the CRD's CEL) plus the checks
+CEL cannot express (values inside `speculation.advanced`, cross-field rules of vLLM's
+SpeculativeConfig). The operator reports an `InvalidSpecError` as condition
+Ready=False, reason InvalidSpec, with `str(error)` as the message, and creates nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from specinfer.api.resource import RuntimeConfig, SpeculativeInference
+from specinfer.api.spec import SpeculativeInferenceSpec
+from specinfer.runtime.methods import get_method
+from specinfer.runtime.methods.advanced import ADVANCED_FIELDS, advanced_value_problem
+
+
+class InvalidSpecError(ValueError):
+    """A spec that cannot serve. `field_path` is e.g. "spec.speculation.draftModel"."""
+
+    def __init__(self, field_path: str, message: str, problems: list[tuple[str, str]] | None = None):
+        self.field_path = field_path
+        self.message = message
+        self.problems = problems or [(field_path, message)]
+        super().__init__(self._describe(field_path, message))
+
+    @staticmethod
+    def _describe(field_path: str, message: str) -> str:
+        return message if message.startswith(field_path) else f"{field_path}: {message}"
+
+    def describe_all(self) -> str:
+        """Every problem, one per line (for Events and `specinfer render`)."""
+        return "\n".join(self._describe(path, message) for path, message in self.problems)
+
+
+def _path(root: str, loc: tuple[Any, ...]) -> str:
+    path = root
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path
+
+
+def _from_validation_error(error: ValidationError, root: str) -> InvalidSpecError:
+    problems = []
+    for item in error.errors():
+        path = _path(root, tuple(item["loc"]))
+        if item["type"] == "specinfer_rule":
+            field = (item.get("ctx") or {}).get("field")
+            if field:
+                path = f"{path}.{field}"
+            problems.append((path, item["msg"]))
+        elif item["type"] == "missing":
+            problems.append((path, f"{path} is required: add it"))
+        elif item["type"] == "extra_forbidden":
+            problems.append((path, f"{path} is not a field of this API: remove it or check its spelling"))
+        else:
+            problems.append((path, f"{path}: {item['msg']}"))
+    first_path, first_message = problems[0]
+    return InvalidSpecError(first_path, first_message, problems)
+
+
+def semantic_problems(spec: SpeculativeInferenceSpec) -> list[tuple[str, str]]:
+    """Checks CEL cannot express; empty when the spec is sound."""
+    problems: list[tuple[str, str]] = []
+    speculation = spec.speculation
+    method = get_method(speculation.method)
+    advanced = speculation.advanced or {}
+    base = "spec.speculation.advanced"
+    for key, value in advanced.items():
+        if key in ADVANCED_FIELDS:
+            problem = advanced_value_problem(key, value)
+            if problem:
+                problems.append((f"{base}.{key}", f"{base}.{key} {problem}"))
+    tp = spec.hardware.tensor_parallel_size or spec.hardware.count
+    draft_tp = advanced.get("draft_tensor_parallel_size")
+    if isinstance(draft_tp, int) and draft_tp not in (1, tp):
+        problems.append((f"{base}.draft_tensor_parallel_size",
+                         f"{base}.draft_tensor_parallel_size must be 1 or the target's tensor parallel size {tp}"))
+    synthetic = advanced.get("rejection_sample_method") == "synthetic"
+    has_rates, has_length = "synthetic_acceptance_rates" in advanced, "synthetic_acceptance_length" in advanced
+    if synthetic and has_rates == has_length:
+        problems.append((f"{base}.rejection_sample_method",
+                         f"{base}.rejection_sample_method synthetic needs exactly one of synthetic_acceptance_rates "
+                         "or synthetic_acceptance_length"))
+    if (has_rates or has_length) and not synthetic:
+        problems.append((base, f"{base}: synthetic_acceptance_* needs rejection_sample_method synthetic"))
+    rates = advanced.get("synthetic_acceptance_rates")
+    k = speculation.num_speculative_tokens or method.default_k(spec.hardware.accelerator)
+    if isinstance(rates, list) and len(rates) != k:
+        problems.append((f"{base}.synthetic_acceptance_rates",
+                         f"{base}.synthetic_acceptance_rates needs one rate per draft position ({k})"))
+    if isinstance(rates, list) and any(b > a for a, b in zip(rates, rates[1:])):
+        problems.append((f"{base}.synthetic_acceptance_rates", f"{base}.synthetic_acceptance_rates must be non-increasing"))
+    if advanced.get("use_heterogeneous_vocab") and advanced.get("draft_sample_method", "greedy") != "greedy":
+        problems.append((f"{base}.draft_sample_method",
+                         f"{base}.use_heterogeneous_vocab needs draft_sample_method greedy"))
+    tuning = spec.tuning
+    k_max = method.k_max_on(spec.hardware.accelerator)
+    if tuning.min_num_speculative_tokens is not None and tuning.min_num_speculative_tokens > k_max:
+        problems.append(("spec.tuning.minNumSpeculativeTokens",
+                         f"spec.tuning.minNumSpeculativeTokens must be <= {k_max}, the largest K of method "
+                         f"{method.name} on {spec.hardware.accelerator}"))
+    return problems
+
+
+def parse_spec(obj: Mapping[str, Any]) -> SpeculativeInferenceSpec:
+    """Validate a resource's `spec` (camelCase dict) into typed models, or raise InvalidSpecError."""
+    if not isinstance(obj, Mapping):
+        raise InvalidSpecError("spec", "spec must be an object")
+    try:
+        spec = SpeculativeInferenceSpec.model_validate(dict(obj))
+    except ValidationError as error:
+        raise _from_validation_error(error, "spec") from None
+    problems = semantic_problems(spec)
+    if problems:
+        raise InvalidSpecError(problems[0][0], problems[0][1], problems)
+    return spec
+
+
+def parse_resource(obj: Mapping[str, Any]) -> SpeculativeInference:
+    """Validate a whole resource (apiVersion, kind, metadata, spec, status)."""
+    spec = parse_spec(obj.get("spec") or {})
+    try:
+        resource = SpeculativeInference.model_validate({**obj, "spec": spec})
+    except ValidationError as error:
+        raise _from_validation_error(error, "") from None
+    return resource
+
+
+def parse_runtime_config(obj: Mapping[str, Any]) -> RuntimeConfig:
+    """Validate the operator -> pod RuntimeConfig; its spec goes through parse_spec."""
+    spec = parse_spec(obj.get("spec") or {})
+    try:
+        return RuntimeConfig.model_validate({**obj, "spec": spec})
+    except ValidationError as error:
+        raise _from_validation_error(error, "runtimeConfig") from None

@@ -1,0 +1,48 @@
+"""The top-level objects: the `SpeculativeInference` resource and the operator -> pod `RuntimeConfig`."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from specinfer.api.base import ApiModel, Name
+from specinfer.api.spec import SpeculativeInferenceSpec
+from specinfer.api.status import SpeculativeInferenceStatus
+
+GROUP = "specinfer.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "SpeculativeInference"
+PLURAL = "speculativeinferences"
+SINGULAR = "speculativeinference"
+SHORT_NAMES = ("specinf", "si")
+CRD_NAME = f"{PLURAL}.{GROUP}"
+
+RUNTIME_CONFIG_KIND = "RuntimeConfig"
+RUNTIME_CONFIG_PATH = "/etc/specinfer/runtime.json"
+RUNTIME_CONFIG_ENV = "SPECINFER_CONFIG"
+
+
+class SpeculativeInference(ApiModel):
+    """A vLLM deployment with speculative decoding whose draft length the operator tunes from live metrics."""
+
+    api_version: Literal["specinfer.io/v1alpha1"] = Field(default=API_VERSION, alias="apiVersion")
+    kind: Literal["SpeculativeInference"] = KIND
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    spec: SpeculativeInferenceSpec
+    status: SpeculativeInferenceStatus | None = None
+
+
+class RuntimeConfig(ApiModel):
+    """What the operator hands a pod (JSON file, default /etc/specinfer/runtime.json, env SPECINFER_CONFIG).
+
+    `spec` is the EFFECTIVE spec: the user's spec with the tuned K / schedule merged in,
+    so the runtime never needs the resource's status.
+    """
+
+    api_version: Literal["specinfer.io/v1alpha1"] = Field(default=API_VERSION, alias="apiVersion")
+    kind: Literal["RuntimeConfig"] = RUNTIME_CONFIG_KIND
+    name: Name
+    namespace: Name
+    spec: SpeculativeInferenceSpec

@@ -1,0 +1,44 @@
+"""`SpeculativeInferenceSpec`: the whole desired state a user writes."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from specinfer.api.base import ApiModel, Rule
+from specinfer.api.catalogue_rules import accelerator_rules
+from specinfer.api.speculation import DraftModel, PromptLookup, ScheduleRange, Speculation
+from specinfer.api.tuning import Tuning
+from specinfer.api.workload import Hardware, Model, Runtime
+
+__all__ = ["DraftModel", "PromptLookup", "ScheduleRange", "Speculation", "SpeculativeInferenceSpec"]
+
+# Objects that default to {} so the API server fills in their own defaults (and CEL can read them).
+EMPTY_OBJECT_DEFAULT = {"default": {}}
+
+
+class SpeculativeInferenceSpec(ApiModel):
+    """A vLLM deployment with speculative decoding, validated against the method x hardware catalogue."""
+
+    model: Model
+    """Target model to serve."""
+    speculation: Speculation
+    """Speculative-decoding method, draft model and draft length."""
+    hardware: Hardware = Field(default_factory=Hardware, json_schema_extra=EMPTY_OBJECT_DEFAULT)
+    """Accelerator family, devices per replica and placement."""
+    runtime: Runtime = Field(default_factory=Runtime, json_schema_extra=EMPTY_OBJECT_DEFAULT)
+    """Engine (vllm or simulator) and container settings."""
+    replicas: int = Field(default=1, ge=0, le=128)
+    """Number of engine pods (leave replica autoscaling to an HPA or KEDA)."""
+    tuning: Tuning = Field(default_factory=Tuning, json_schema_extra=EMPTY_OBJECT_DEFAULT)
+    """Automatic draft-length tuning from Prometheus metrics."""
+
+    rules = (
+        *accelerator_rules(),
+        Rule(
+            cel="self.tuning.mode != 'auto' || self.speculation.method != 'none'",
+            message="spec.tuning.mode auto needs a speculative method: set spec.speculation.method, "
+            "or use tuning mode observe or off",
+            check=lambda s: s.tuning.mode != "auto" or s.speculation.method != "none",
+            field="tuning.mode",
+        ),
+    )

@@ -1,0 +1,160 @@
+"""`status`: what the operator (issue 4) and the tuning loop (issue 7) report.
+
+Status models ignore unknown fields when reading (an older operator may read a status
+written by a newer one); the CRD still prunes anything not declared here.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from specinfer.api.base import Name, ShortText, StatusModel, Text
+from specinfer.api.speculation import K_CEILING, MAX_SCHEDULE_RANGES, MethodName
+
+ConditionType = Literal["Ready", "Progressing", "Degraded", "Tuned", "TuningDegraded"]
+Timestamp = Annotated[str, Field(max_length=64)]  # RFC 3339
+MAX_HISTORY = 20
+
+
+class Condition(StatusModel):
+    """A kstatus condition (metav1.Condition shape)."""
+
+    type: ShortText
+    """Ready, Progressing, Degraded, Tuned or TuningDegraded."""
+    status: Literal["True", "False", "Unknown"]
+    """Condition status."""
+    reason: ShortText | None = None
+    """CamelCase reason, e.g. InvalidSpec, RolloutInProgress, PrometheusUnreachable."""
+    message: Text | None = None
+    """Human-readable detail."""
+    last_transition_time: Timestamp | None = None
+    """When status last changed."""
+    observed_generation: int | None = Field(default=None, ge=0)
+    """metadata.generation this condition was computed from."""
+
+
+class ScheduleEntry(StatusModel):
+    """One Dynamic SD range as applied (same meaning as spec.speculation.schedule[])."""
+
+    min_batch_size: int = Field(ge=1)
+    """First batch size, inclusive."""
+    max_batch_size: int = Field(ge=1)
+    """Last batch size, inclusive."""
+    num_speculative_tokens: int = Field(ge=0, le=K_CEILING)
+    """Draft length in the range (0: no drafting)."""
+
+
+class SpeculationChoice(StatusModel):
+    """A method + K + schedule: what runs, what is recommended or what was applied."""
+
+    method: MethodName | None = None
+    """Speculative-decoding method."""
+    num_speculative_tokens: int | None = Field(default=None, ge=0, le=K_CEILING)
+    """Draft length K (the maximum when a schedule is set; 0: speculation off)."""
+    schedule: list[ScheduleEntry] | None = Field(default=None, max_length=MAX_SCHEDULE_RANGES)
+    """Dynamic SD schedule, if any."""
+
+
+class EffectiveConfig(SpeculationChoice):
+    """The configuration the pods run now: spec merged with the applied tuning."""
+
+    config_hash: ShortText | None = None
+    """Hash of the rendered engine configuration; changes exactly when a rollout is needed."""
+
+
+class Recommendation(SpeculationChoice):
+    """The tuner's current best configuration."""
+
+    reason: Text | None = None
+    """Why this configuration."""
+    predicted_gain: float | None = None
+    """Predicted relative goodput change versus the applied configuration (0.12 = +12%)."""
+    time: Timestamp | None = None
+    """When it was computed."""
+
+
+class AppliedConfig(SpeculationChoice):
+    """The tuned configuration in force (in auto mode), which rendering merges over the spec."""
+
+    since: Timestamp | None = None
+    """When it was applied."""
+
+
+class Decision(StatusModel):
+    """One tuning decision."""
+
+    time: Timestamp | None = None
+    """When it was taken."""
+    action: ShortText
+    """hold, apply, recommend, rollback, ..."""
+    reason: Text | None = None
+    """Why."""
+    predicted_gain: float | None = None
+    """Predicted relative goodput change."""
+    num_speculative_tokens: int | None = Field(default=None, ge=0, le=K_CEILING)
+    """K chosen by this decision, if any."""
+    schedule: list[ScheduleEntry] | None = Field(default=None, max_length=MAX_SCHEDULE_RANGES)
+    """Schedule chosen by this decision, if any."""
+
+
+class TuningStatus(StatusModel):
+    """What the tuner sees, recommends and did."""
+
+    mode: Literal["off", "observe", "auto"] | None = None
+    """The mode in force."""
+    recommendation: Recommendation | None = None
+    """Current recommendation."""
+    applied: AppliedConfig | None = None
+    """Tuned configuration applied to the pods (auto mode)."""
+    last_decision: Decision | None = None
+    """Most recent decision."""
+    realised_gain: float | None = None
+    """Measured relative goodput change since the last applied change."""
+    history: list[Decision] | None = Field(default=None, max_length=MAX_HISTORY)
+    """Recent decisions, newest first (bounded)."""
+    restarts_last_hour: int | None = Field(default=None, ge=0)
+    """Rollouts triggered by the tuner in the last hour."""
+
+
+class MetricsStatus(StatusModel):
+    """Latest metrics summary from Prometheus."""
+
+    acceptance_rate: float | None = Field(default=None, ge=0, le=1)
+    """accepted / drafted tokens."""
+    mean_accepted_length: float | None = Field(default=None, ge=0)
+    """Tokens emitted per draft step, including the bonus token."""
+    per_position_acceptance: list[float] | None = Field(default=None, max_length=K_CEILING)
+    """P(position i accepted) for i = 0..K-1."""
+    p99_time_per_output_token_seconds: float | None = Field(default=None, ge=0)
+    """p99 per-token decode time."""
+    p99_time_to_first_token_seconds: float | None = Field(default=None, ge=0)
+    """p99 time to first token."""
+    mean_batch_size: float | None = Field(default=None, ge=0)
+    """Mean running requests."""
+    tokens_per_second: float | None = Field(default=None, ge=0)
+    """Generated tokens per second across replicas."""
+    sampled_at: Timestamp | None = None
+    """When the metrics were read."""
+
+
+class SpeculativeInferenceStatus(StatusModel):
+    """Observed state, written only by the operator."""
+
+    observed_generation: int | None = Field(default=None, ge=0)
+    """metadata.generation the operator last reconciled."""
+    conditions: list[Condition] | None = Field(default=None, max_length=16)
+    """kstatus conditions: Ready, Progressing, Degraded, Tuned, TuningDegraded."""
+    replicas: int | None = Field(default=None, ge=0)
+    """Engine pods that exist."""
+    ready_replicas: int | None = Field(default=None, ge=0)
+    """Engine pods that are ready."""
+    effective: EffectiveConfig | None = None
+    """Configuration the pods run now."""
+    tuning: TuningStatus | None = None
+    """Tuner state."""
+    metrics: MetricsStatus | None = None
+    """Latest metrics summary."""
+    selector: Name | None = None
+    """Label selector of the engine pods (for the scale subresource and tooling)."""

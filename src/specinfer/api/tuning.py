@@ -1,0 +1,68 @@
+"""`spec.tuning`: whether and how the operator tunes the draft length from Prometheus metrics."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from specinfer.api.base import ApiModel, Rule, Url
+from specinfer.api.workload import SecretKeyRef
+
+# Default mode: observe. The tuner then computes and shows its recommendation in
+# status.tuning but never restarts pods on its own: every applied change is a rolling
+# restart with a model reload, which an operator should opt into ("auto"), while
+# "off" would hide the very insight the product exists for.
+DEFAULT_TUNING_MODE = "observe"
+
+
+class Slo(ApiModel):
+    """Latency objectives the tuner must keep; it prefers the fastest configuration that meets them."""
+
+    p99_time_per_output_token_seconds: float | None = Field(default=None, gt=0, le=60)
+    """p99 of vllm:request_time_per_output_token_seconds (per-token decode time)."""
+    p99_time_to_first_token_seconds: float | None = Field(default=None, gt=0, le=3600)
+    """p99 of vllm:time_to_first_token_seconds."""
+
+
+class PrometheusSource(ApiModel):
+    """Where the tuner reads vLLM metrics; unset fields fall back to the operator's configuration."""
+
+    url: Url | None = None
+    """Prometheus base URL, e.g. http://prometheus.monitoring:9090."""
+    auth_secret_ref: SecretKeyRef | None = None
+    """Secret with a bearer token under `key`, or keys `username` and `password` for basic auth."""
+
+
+class Tuning(ApiModel):
+    """The closed loop: metrics -> decision -> (in auto mode) a new K or schedule rolled out one pod at a time."""
+
+    mode: Literal["off", "observe", "auto"] = DEFAULT_TUNING_MODE
+    """off: no tuning; observe (default): recommend in status only; auto: apply recommendations."""
+    interval_seconds: int = Field(default=30, ge=5, le=3600)
+    """Seconds between tuning decisions."""
+    slo: Slo | None = None
+    """Latency objectives (optional)."""
+    min_num_speculative_tokens: int | None = Field(default=None, ge=0, le=64)
+    """Smallest K the tuner may choose (0 allows switching drafting off at some batch sizes)."""
+    max_num_speculative_tokens: int | None = Field(default=None, ge=0, le=64)
+    """Largest K the tuner may choose; default: the method's maximum (capped for the accelerator)."""
+    max_restarts_per_hour: int = Field(default=2, ge=0, le=60)
+    """Rollouts the tuner may trigger per hour (each reloads the model)."""
+    min_samples: int = Field(default=1000, ge=1, le=10**9)
+    """Draft steps (vllm:spec_decode_num_drafts) that must be observed since the last change before deciding."""
+    prometheus: PrometheusSource | None = None
+    """Prometheus to read from."""
+
+    rules = (
+        Rule(
+            cel="!has(self.minNumSpeculativeTokens) || !has(self.maxNumSpeculativeTokens) || "
+            "self.minNumSpeculativeTokens <= self.maxNumSpeculativeTokens",
+            message="spec.tuning.minNumSpeculativeTokens must be <= spec.tuning.maxNumSpeculativeTokens: "
+            "lower the minimum or raise the maximum",
+            check=lambda t: t.min_num_speculative_tokens is None
+            or t.max_num_speculative_tokens is None
+            or t.min_num_speculative_tokens <= t.max_num_speculative_tokens,
+            field="minNumSpeculativeTokens",
+        ),
+    )

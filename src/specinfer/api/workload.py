@@ -1,0 +1,200 @@
+"""`spec.model`, `spec.hardware` and `spec.runtime`: what to serve, where, and with which engine."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from specinfer.api.base import ApiModel, ModelId, Name, Rule, ShortText, Text
+from specinfer.runtime.methods import ACCELERATORS
+from specinfer.runtime.sim.model import COST_MODELS, WORKLOADS
+
+AcceleratorName = Literal[tuple(ACCELERATORS)]  # type: ignore[valid-type]
+WorkloadName = Literal[WORKLOADS]  # type: ignore[valid-type]
+CostModelName = Literal[tuple(sorted(COST_MODELS))]  # type: ignore[valid-type]
+IntOrString = int | Text
+
+# vLLM flags the operator sets from typed fields; setting them in extraArgs would fight the spec.
+OWNED_FLAGS = (
+    "--speculative-config", "-sc", "--spec-method", "--spec-model", "--spec-tokens",
+    "--port", "--tensor-parallel-size", "-tp", "--served-model-name", "--model", "--revision",
+)
+
+
+class SecretKeyRef(ApiModel):
+    """A key in a Secret in the resource's namespace."""
+
+    name: Name
+    """Secret name."""
+    key: ShortText = "token"
+    """Key inside the Secret."""
+
+
+class Model(ApiModel):
+    """The target model vLLM serves."""
+
+    name: ModelId
+    """Hugging Face repo id or local path of the target model, e.g. meta-llama/Llama-3.1-8B-Instruct."""
+    revision: ShortText | None = None
+    """Branch, tag or commit of the target weights."""
+    served_model_name: Name | None = None
+    """Model name clients send in OpenAI requests (vLLM --served-model-name); defaults to `name`."""
+    hub_token_secret_ref: SecretKeyRef | None = None
+    """Secret holding a Hugging Face token for gated or private weights (exported as HF_TOKEN)."""
+
+
+class Toleration(ApiModel):
+    """A Kubernetes toleration (core/v1 Toleration) for the vLLM pods."""
+
+    key: Name | None = None
+    """Taint key; empty with operator Exists tolerates every taint."""
+    operator: Literal["Exists", "Equal"] = "Equal"
+    """Exists matches any value; Equal matches `value`."""
+    value: Name | None = None
+    """Taint value to match with operator Equal."""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    """Taint effect to match; empty matches all effects."""
+    toleration_seconds: int | None = Field(default=None, ge=0)
+    """How long a NoExecute taint is tolerated."""
+
+    rules = (
+        Rule(
+            cel="self.operator != 'Exists' || !has(self.value)",
+            message="spec.hardware.tolerations: a toleration with operator Exists must not set value; remove value",
+            check=lambda t: t.operator != "Exists" or t.value is None,
+        ),
+    )
+
+
+class Hardware(ApiModel):
+    """Where the pods run: accelerator family, devices per replica and node placement."""
+
+    accelerator: AcceleratorName = "nvidia"
+    """Accelerator family: nvidia (nvidia.com/gpu), amd (amd.com/gpu), ascend (huawei.com/Ascend910) or cpu."""
+    count: int = Field(default=1, ge=1, le=64)
+    """Devices per replica (ignored for cpu)."""
+    tensor_parallel_size: int | None = Field(default=None, ge=1, le=64)
+    """vLLM --tensor-parallel-size; defaults to `count`."""
+    product: ShortText | None = None
+    """Device product to schedule on, e.g. NVIDIA-H100-80GB-HBM3 or MI300X; the operator's hardware profile maps
+    it to a node selector."""
+    node_selector: dict[Name, Name] | None = Field(default=None, max_length=32)
+    """Extra node labels the pods must match."""
+    tolerations: list[Toleration] | None = Field(default=None, max_length=32)
+    """Extra tolerations for the pods."""
+
+    rules = (
+        Rule(
+            cel="!has(self.tensorParallelSize) || self.tensorParallelSize <= self.count",
+            message="spec.hardware.tensorParallelSize must not exceed spec.hardware.count (devices per replica): "
+            "raise count or lower tensorParallelSize",
+            check=lambda h: h.tensor_parallel_size is None or h.tensor_parallel_size <= h.count,
+            field="tensorParallelSize",
+        ),
+    )
+
+
+class EnvVarSource(ApiModel):
+    """Where an environment variable's value comes from."""
+
+    secret_key_ref: SecretKeyRef | None = None
+    """A key of a Secret."""
+    config_map_key_ref: SecretKeyRef | None = None
+    """A key of a ConfigMap (same shape: name, key)."""
+
+
+class EnvVar(ApiModel):
+    """An environment variable for the engine container."""
+
+    name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    """Variable name."""
+    value: Text | None = None
+    """Literal value."""
+    value_from: EnvVarSource | None = None
+    """Value taken from a Secret or ConfigMap."""
+
+    rules = (
+        Rule(
+            cel="!(has(self.value) && has(self.valueFrom))",
+            message="spec.runtime.env: set either value or valueFrom, not both",
+            check=lambda e: not (e.value is not None and e.value_from is not None),
+        ),
+    )
+
+
+class Resources(ApiModel):
+    """Container resources beyond the accelerator devices, e.g. {requests: {cpu: 8, memory: 64Gi}}."""
+
+    requests: dict[ShortText, IntOrString] | None = Field(default=None, max_length=16)
+    """Minimum resources (Kubernetes quantities)."""
+    limits: dict[ShortText, IntOrString] | None = Field(default=None, max_length=16)
+    """Maximum resources (Kubernetes quantities)."""
+
+
+class SimulatorPhase(ApiModel):
+    """One phase of a scripted simulator run: a workload held for a while."""
+
+    workload: WorkloadName
+    """Workload profile of this phase (drives acceptance rates)."""
+    duration_seconds: float = Field(gt=0, le=86400)
+    """Phase length in simulated seconds; after the last phase the run loops to the first."""
+
+
+class Simulator(ApiModel):
+    """Settings of the built-in vLLM simulator (engine simulator): no GPU, vLLM-compatible API and metrics."""
+
+    workload: WorkloadName = "chat"
+    """Workload profile that sets acceptance rates per draft position."""
+    time_scale: float = Field(default=1.0, gt=0, le=1000)
+    """Simulated seconds per wall-clock second (10 runs ten times faster)."""
+    max_num_seqs: int = Field(default=256, ge=1, le=4096)
+    """Largest batch size, as vLLM --max-num-seqs."""
+    cost_model: CostModelName = "h100-llama8b"
+    """Step-latency preset (hardware x model) of the simulated engine."""
+    seed: int = Field(default=0, ge=0, le=2**31 - 1)
+    """Random seed; the same seed replays the same run."""
+    phases: list[SimulatorPhase] | None = Field(default=None, min_length=1, max_length=32)
+    """Optional workload phases; overrides `workload` while set."""
+
+
+class Runtime(ApiModel):
+    """The engine process: vLLM itself or the simulator, and its container settings."""
+
+    engine: Literal["vllm", "simulator"] = "vllm"
+    """vllm runs the real engine; simulator runs specinfer's GPU-free stand-in with the same API and metrics."""
+    image: Text | None = None
+    """Container image override; default from the operator's hardware profile for the accelerator."""
+    extra_args: list[Text] | None = Field(default=None, max_length=64)
+    """Extra `vllm serve` arguments. Flags the spec owns (--speculative-config, --port, ...) are refused."""
+    env: list[EnvVar] | None = Field(default=None, max_length=64)
+    """Extra environment variables for the engine container."""
+    resources: Resources | None = None
+    """CPU and memory requests/limits; accelerator devices come from spec.hardware."""
+    port: int = Field(default=8000, ge=1024, le=65535)
+    """HTTP port of the OpenAI-compatible API and /metrics."""
+    simulator: Simulator | None = None
+    """Simulator settings; only with engine simulator (defaults apply when unset)."""
+
+    rules = (
+        Rule(
+            cel="!has(self.simulator) || self.engine == 'simulator'",
+            message="spec.runtime.simulator applies only when spec.runtime.engine is simulator: "
+            "remove it or set engine: simulator",
+            check=lambda r: r.simulator is None or r.engine == "simulator",
+            field="simulator",
+        ),
+        Rule(
+            cel=f"!has(self.extraArgs) || self.extraArgs.all(a, !(a.split('=')[0] in {list(OWNED_FLAGS)!r}))",
+            message="spec.runtime.extraArgs must not set flags the spec owns (--speculative-config, --port, "
+            "--tensor-parallel-size, --served-model-name, ...): use the typed fields",
+            check=lambda r: not any(a.split("=")[0] in OWNED_FLAGS for a in r.extra_args or []),
+            field="extraArgs",
+        ),
+        Rule(
+            cel="!has(self.env) || self.env.all(e, self.env.exists_one(f, f.name == e.name))",
+            message="spec.runtime.env must not name a variable twice: merge the duplicates",
+            check=lambda r: len({e.name for e in r.env or []}) == len(r.env or []),
+            field="env",
+        ),
+    )
