@@ -1,0 +1,121 @@
+"""The objective: goodput B*E_K/T(B,K) per batch size, the best K per batch size, and configs.
+
+At a fixed batch size the K that maximises goodput also minimises per-token latency (both are
+E_K/T(B,K)), so the per-batch-size choice needs no trade-off; the schedule is that choice over
+every batch size up to maxBatchSize, compressed into vLLM's Dynamic SD ranges. A config is the
+plain dict {"numSpeculativeTokens": K, "schedule": [[start, end, k], ...] | None}; K = 0 is off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from specinfer.runtime.methods.schedule import compress, effective_k
+
+from .acceptance import expected_tokens
+from .cost import CostModel
+from .tuning import TuningSpec
+
+KEEP_TOLERANCE = 0.01  # within 1% of the best, a batch size keeps its current K (no churn from noise)
+Distribution = Sequence[tuple[int, float]]
+
+
+def dense_ks(config: dict, max_batch_size: int) -> list[int]:
+    """Index b -> effective K at batch size b (index 0 unused), vLLM semantics."""
+    k = int(config.get("numSpeculativeTokens") or 0)
+    schedule = config.get("schedule") or None
+    return [0] + [effective_k(b, k, schedule) for b in range(1, max_batch_size + 1)]
+
+
+def config_from_dense(dense: Sequence[int]) -> dict:
+    """Smallest config that runs `dense`: off, a single K, or K = max plus a schedule."""
+    ks = list(dense[1:])
+    top = max(ks) if ks else 0
+    if top == 0:
+        return {"numSpeculativeTokens": 0, "schedule": None}
+    if all(k == top for k in ks):
+        return {"numSpeculativeTokens": top, "schedule": None}
+    return {"numSpeculativeTokens": top, "schedule": [list(entry) for entry in compress(list(dense))]}
+
+
+def same_config(a: dict | None, b: dict | None, max_batch_size: int) -> bool:
+    """Equal when the engine would run the same K at every batch size."""
+    if a is None or b is None:
+        return a is b
+    return dense_ks(a, max_batch_size) == dense_ks(b, max_batch_size)
+
+
+@dataclass(frozen=True)
+class Model:
+    """Everything the objective needs: extrapolated acceptance and the fitted step-cost multipliers."""
+
+    prefix: Sequence[float]
+    cost: CostModel
+    theta: np.ndarray
+    _times: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def step_time(self, batch_size: float, k: int) -> float:
+        key = (batch_size, k)
+        if key not in self._times:
+            self._times[key] = self.cost.step_time(batch_size, k, self.theta)
+        return self._times[key]
+
+    def speed(self, batch_size: float, k: int) -> float:
+        """Tokens per second for one running request."""
+        return expected_tokens(self.prefix, k) / self.step_time(batch_size, k)
+
+
+def _clamp(size: int, max_batch_size: int) -> int:
+    return max(1, min(int(size), max_batch_size))
+
+
+def goodput(model: Model, dense: Sequence[int], distribution: Distribution) -> float:
+    """Expected tokens/s of the engine, averaged over the batch-size distribution (time fractions)."""
+    top = len(dense) - 1
+    return sum(f * b * model.speed(b, dense[_clamp(b, top)]) for b, f in distribution)
+
+
+def sequence_speed(model: Model, dense: Sequence[int], distribution: Distribution) -> float:
+    """Tokens per sequence-second, weighted like vLLM's inter-token latency (by batch size)."""
+    top = len(dense) - 1
+    tokens = sum(f * b * expected_tokens(model.prefix, dense[_clamp(b, top)]) for b, f in distribution)
+    seconds = sum(f * b * model.step_time(b, dense[_clamp(b, top)]) for b, f in distribution)
+    return tokens / seconds if seconds > 0 else 0.0
+
+
+def per_token_seconds(model: Model, dense: Sequence[int], distribution: Distribution) -> float:
+    speed = sequence_speed(model, dense, distribution)
+    return 1.0 / speed if speed > 0 else float("inf")
+
+
+def best_dense(model: Model, spec: TuningSpec, current: Sequence[int], distribution: Distribution) -> list[int]:
+    """The best K at each batch size within the method's and the spec's bounds.
+
+    With schedules allowed every batch size picks its own K (0 included); otherwise one K (or
+    off, when disabling is allowed) for all, chosen on the observed batch-size distribution.
+    """
+    size = spec.max_batch_size
+    positive = list(range(spec.k_min, spec.k_max + 1))
+    if not spec.allow_schedule:
+        candidates = positive + ([0] if spec.allow_disable else [])
+        scored = {k: goodput(model, [0] + [k] * size, distribution) for k in candidates}
+        best = max(scored, key=lambda k: (scored[k], -k))
+        current_k = current[1] if len(current) > 1 else None
+        if current_k in scored and scored[current_k] >= scored[best] * (1 - KEEP_TOLERANCE):
+            best = current_k
+        return [0] + [best] * size
+    candidates = [0] + positive
+    dense = [0]
+    for b in range(1, size + 1):
+        speeds = {k: model.speed(b, k) for k in candidates}
+        best = max(speeds, key=lambda k: (speeds[k], -k))
+        now = current[b] if b < len(current) else None
+        if now in speeds and speeds[now] >= speeds[best] * (1 - KEEP_TOLERANCE):
+            best = now
+        dense.append(best)
+    if not spec.allow_disable and max(dense[1:]) == 0:
+        dense = [0] + [spec.k_min] * size  # never switch speculation off entirely when told not to
+    return dense

@@ -1,0 +1,122 @@
+"""Safety guards: each a small pure check that returns why the policy must hold, or None.
+
+Restarts are expensive (a vLLM restart reloads the model), so every change must clear all of
+these; the guard's name is reported in the decision so status and metrics can say what held.
+"""
+
+from __future__ import annotations
+
+from .observation import Observation
+from .state import PolicyState
+from .tuning import TuningSpec
+
+# Guard names as they appear in decisions (`decision["guard"]`).
+INVALID_DATA = "invalidData"
+STALE_DATA = "staleData"
+ROLLOUT = "rolloutInProgress"
+SETTLING = "settling"
+INSUFFICIENT_SAMPLES = "insufficientSamples"
+COOLDOWN = "cooldown"
+RESTART_BUDGET = "restartBudget"
+BELOW_THRESHOLD = "belowThreshold"
+CONFIRMING = "confirming"
+RECENTLY_REJECTED = "recentlyRejected"
+COLLAPSE_HOLD = "collapseHold"
+VERIFYING = "verifying"
+NO_ACCEPTANCE_DATA = "noAcceptanceData"
+
+
+def rollout_guard(obs: Observation) -> str | None:
+    if obs.rollout_in_progress:
+        return "a rollout is in progress: its replicas mix two configs, waiting for it to finish"
+    return None
+
+
+def samples_guard(obs: Observation, spec: TuningSpec) -> str | None:
+    """Enough drafts (when speculating) and engine steps in the window to trust the rates."""
+    if obs.sequence_steps < spec.min_steps:
+        return f"only {obs.sequence_steps:.0f} request-steps in the window (need {spec.min_steps:.0f})"
+    if obs.applied.num_speculative_tokens > 0 and obs.drafts < spec.min_drafts and obs.drafts > 0:
+        return f"only {obs.drafts:.0f} drafts in the window (need {spec.min_drafts:.0f})"
+    return None
+
+
+def collapse_detected(first_position: float | None, obs: Observation, spec: TuningSpec) -> bool:
+    """Acceptance near zero on plenty of drafts: the drafter is broken (backend bug, bad upgrade)."""
+    return (
+        first_position is not None
+        and obs.drafts >= spec.min_drafts
+        and first_position < spec.collapse_acceptance
+    )
+
+
+def cooldown_guard(state: PolicyState, spec: TuningSpec, now: float) -> str | None:
+    if state.last_change_at is None:
+        return None
+    waited = now - state.last_change_at
+    if waited < spec.cooldown_seconds:
+        return f"cooling down: the last change was {waited:.0f}s ago (cooldown {spec.cooldown_seconds:.0f}s)"
+    return None
+
+
+def budget_guard(state: PolicyState, spec: TuningSpec, now: float, *, reserve: int) -> str | None:
+    """Restarts in the past hour; ordinary changes keep `reserve` restarts back for a rollback."""
+    used = state.restarts_within(now)
+    if used + reserve >= spec.max_restarts_per_hour:
+        return (f"restart budget: {used} restart(s) in the past hour, limit {spec.max_restarts_per_hour}"
+                + (f" with {reserve} kept for a rollback" if reserve else ""))
+    return None
+
+
+def required_gain(spec: TuningSpec, *, slo_violated: bool) -> tuple[float, str]:
+    """The gain a change must promise: the hysteresis threshold and the restart's payback.
+
+    A restart removes `downtimeFraction` of capacity for `restartSeconds`; over `paybackSeconds`
+    the gain must repay it. While the SLO is violated only the payback is required.
+    """
+    payback = spec.restart_seconds * spec.downtime_fraction / spec.payback_seconds
+    if slo_violated:
+        return payback, "restart payback (SLO violated, hysteresis waived)"
+    if payback > spec.min_gain:
+        return payback, "restart payback"
+    return spec.min_gain, "hysteresis threshold"
+
+
+def threshold_guard(gain: float, spec: TuningSpec, *, slo_violated: bool) -> str | None:
+    needed, name = required_gain(spec, slo_violated=slo_violated)
+    if gain < needed:
+        return f"predicted gain {gain:+.1%} is below the {name} of {needed:.1%}"
+    return None
+
+
+def confirmation_guard(state: PolicyState, spec: TuningSpec) -> str | None:
+    """The gain must clear the threshold in `confirmations` consecutive windows (noise rejection)."""
+    if state.confirmations < spec.confirmations:
+        return f"gain seen in {state.confirmations} of {spec.confirmations} consecutive windows needed"
+    return None
+
+
+def rejected_guard(state: PolicyState, same, config: dict, now: float) -> str | None:
+    """A config rolled back recently is not retried until its hold expires."""
+    for entry in state.rejected:
+        if entry["until"] > now and same(entry["config"], config):
+            return f"this config was rolled back {entry['until'] - now:.0f}s before its retry hold ends"
+    return None
+
+
+def collapse_hold_guard(state: PolicyState, spec: TuningSpec, now: float) -> str | None:
+    if state.collapsed_at is None:
+        return None
+    held = now - state.collapsed_at
+    if held < spec.collapse_hold_seconds:
+        return (f"speculation is off since acceptance collapsed {held:.0f}s ago; "
+                f"retrying after {spec.collapse_hold_seconds:.0f}s")
+    return None
+
+
+def slo_violated(obs: Observation, spec: TuningSpec) -> bool:
+    per_token = spec.per_token_p99_slo is not None and obs.per_token_p99_seconds is not None \
+        and obs.per_token_p99_seconds > spec.per_token_p99_slo
+    ttft = spec.ttft_p99_slo is not None and obs.ttft_p99_seconds is not None \
+        and obs.ttft_p99_seconds > spec.ttft_p99_slo
+    return bool(per_token or ttft)

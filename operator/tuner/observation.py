@@ -1,0 +1,224 @@
+"""The observation window the policy decides from, parsed and checked before any maths.
+
+The tuning loop builds one observation per resource per tick from Prometheus (rates over a
+window). It arrives as a plain JSON-serialisable dict (camelCase, documented in docs/tuner.md);
+this module turns it into typed objects and lists every reason not to trust it: missing or
+non-finite numbers, a stale scrape, a window that straddles a config change. The policy never
+acts on an observation with problems -- it keeps the current config and says why.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+# Which telemetry the numbers came from: our stat-logger plugin's unbiased series (per-position
+# draft counts, step time by batch size and K) or only vLLM's standard series.
+SIGNALS_SPECINFER = "specinfer"
+SIGNALS_VLLM = "vllm"
+
+
+class ObservationError(ValueError):
+    """The observation dict cannot even be read (wrong types, missing sections)."""
+
+
+@dataclass(frozen=True)
+class AppliedConfig:
+    """What the engine runs now. numSpeculativeTokens 0 means speculation is off."""
+
+    method: str
+    num_speculative_tokens: int
+    schedule: tuple[tuple[int, int, int], ...] | None
+    since: float
+
+    def to_config(self) -> dict[str, Any]:
+        return {
+            "numSpeculativeTokens": self.num_speculative_tokens,
+            "schedule": [list(entry) for entry in self.schedule] if self.schedule else None,
+        }
+
+
+@dataclass(frozen=True)
+class StepSample:
+    """Engine steps at one batch size (bucket representative) and effective K."""
+
+    batch_size: float
+    k: int
+    count: float
+    mean_seconds: float
+
+
+@dataclass(frozen=True)
+class Observation:
+    time: float
+    window_seconds: float
+    scrape_time: float
+    rollout_in_progress: bool
+    applied: AppliedConfig
+    drafts: float
+    accepted_per_position: tuple[float, ...]
+    drafts_per_position: tuple[float, ...] | None
+    sequence_steps: float
+    step_mean_seconds: float
+    generated_tokens: float
+    step_samples: tuple[StepSample, ...] | None
+    batch_size_mean: float
+    batch_size_distribution: tuple[tuple[int, float], ...] | None
+    per_token_p99_seconds: float | None
+    ttft_p99_seconds: float | None
+
+    @property
+    def signals(self) -> str:
+        """specinfer when the unbiased plugin series are present, else vllm."""
+        if self.drafts_per_position is not None or self.step_samples is not None:
+            return SIGNALS_SPECINFER
+        return SIGNALS_VLLM
+
+    @property
+    def measured_speed(self) -> float:
+        """Tokens per sequence-second: what each running request actually got (1 / mean per-token time)."""
+        busy = self.sequence_steps * self.step_mean_seconds
+        return self.generated_tokens / busy if busy > 0 else 0.0
+
+    def batch_distribution(self) -> list[tuple[int, float]]:
+        """Fraction of engine time at each batch size; a point mass at the mean when not given."""
+        if self.batch_size_distribution:
+            total = sum(fraction for _, fraction in self.batch_size_distribution)
+            return [(size, fraction / total) for size, fraction in self.batch_size_distribution if fraction > 0]
+        return [(max(1, round(self.batch_size_mean)), 1.0)]
+
+
+def _number(section: dict, key: str, path: str, *, optional: bool = False) -> float | None:
+    if key not in section or section[key] is None:
+        if optional:
+            return None
+        raise ObservationError(f"{path}.{key} is missing")
+    value = section[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ObservationError(f"{path}.{key} must be a number, got {value!r}")
+    return float(value)
+
+
+def _section(data: dict, key: str) -> dict:
+    value = data.get(key)
+    if not isinstance(value, dict):
+        raise ObservationError(f"observation.{key} is missing or not an object")
+    return value
+
+
+def _schedule(value: Any) -> tuple[tuple[int, int, int], ...] | None:
+    if value in (None, []):
+        return None
+    try:
+        return tuple((int(a), int(b), int(c)) for a, b, c in value)
+    except (TypeError, ValueError) as error:
+        raise ObservationError(f"observation.applied.schedule must be [[start, end, K], ...]: {error}") from error
+
+
+def parse_observation(data: dict) -> Observation:
+    """Typed view of the observation dict; raises ObservationError naming the field when unreadable."""
+    if not isinstance(data, dict):
+        raise ObservationError("the observation must be a JSON object")
+    applied = _section(data, "applied")
+    acceptance = _section(data, "acceptance")
+    steps = _section(data, "steps")
+    batch = _section(data, "batchSize")
+    latency = data.get("latency") or {}
+    samples = steps.get("byBatchSize")
+    distribution = batch.get("distribution")
+    per_pos_drafts = acceptance.get("draftsPerPosition")
+    try:
+        return Observation(
+            time=_number(data, "time", "observation"),
+            window_seconds=_number(data, "windowSeconds", "observation"),
+            scrape_time=_number(data, "scrapeTime", "observation"),
+            rollout_in_progress=bool(data.get("rolloutInProgress", False)),
+            applied=AppliedConfig(
+                method=str(applied.get("method", "")),
+                num_speculative_tokens=int(_number(applied, "numSpeculativeTokens", "observation.applied")),
+                schedule=_schedule(applied.get("schedule")),
+                since=_number(applied, "since", "observation.applied"),
+            ),
+            drafts=_number(acceptance, "drafts", "observation.acceptance"),
+            accepted_per_position=tuple(float(v) for v in acceptance.get("acceptedPerPosition") or ()),
+            drafts_per_position=None if per_pos_drafts is None else tuple(float(v) for v in per_pos_drafts),
+            sequence_steps=_number(steps, "count", "observation.steps"),
+            step_mean_seconds=_number(steps, "meanSeconds", "observation.steps"),
+            generated_tokens=_number(steps, "generatedTokens", "observation.steps"),
+            step_samples=None
+            if samples is None
+            else tuple(
+                StepSample(float(s["batchSize"]), int(s["k"]), float(s["count"]), float(s["meanSeconds"]))
+                for s in samples
+            ),
+            batch_size_mean=_number(batch, "mean", "observation.batchSize"),
+            batch_size_distribution=None
+            if not distribution
+            else tuple((int(size), float(fraction)) for size, fraction in distribution),
+            per_token_p99_seconds=_number(latency, "perTokenP99Seconds", "observation.latency", optional=True),
+            ttft_p99_seconds=_number(latency, "ttftP99Seconds", "observation.latency", optional=True),
+        )
+    except (KeyError, TypeError, ValueError) as error:
+        if isinstance(error, ObservationError):
+            raise
+        raise ObservationError(f"observation has a malformed field: {error!r}") from error
+
+
+def _finite_numbers(obs: Observation) -> list[tuple[str, float]]:
+    values: list[tuple[str, float]] = [
+        ("time", obs.time),
+        ("windowSeconds", obs.window_seconds),
+        ("scrapeTime", obs.scrape_time),
+        ("applied.since", obs.applied.since),
+        ("acceptance.drafts", obs.drafts),
+        ("steps.count", obs.sequence_steps),
+        ("steps.meanSeconds", obs.step_mean_seconds),
+        ("steps.generatedTokens", obs.generated_tokens),
+        ("batchSize.mean", obs.batch_size_mean),
+    ]
+    values += [(f"acceptance.acceptedPerPosition[{i}]", v) for i, v in enumerate(obs.accepted_per_position)]
+    values += [(f"acceptance.draftsPerPosition[{i}]", v) for i, v in enumerate(obs.drafts_per_position or ())]
+    for i, sample in enumerate(obs.step_samples or ()):
+        values += [(f"steps.byBatchSize[{i}].count", sample.count), (f"steps.byBatchSize[{i}].meanSeconds", sample.mean_seconds)]
+    values += [(f"batchSize.distribution[{i}]", f) for i, (_, f) in enumerate(obs.batch_size_distribution or ())]
+    for name, value in (("latency.perTokenP99Seconds", obs.per_token_p99_seconds), ("latency.ttftP99Seconds", obs.ttft_p99_seconds)):
+        if value is not None:
+            values.append((name, value))
+    return values
+
+
+def settling_problem(obs: Observation) -> str | None:
+    """The window began before the applied config took effect, so its rates mix two configs."""
+    if obs.applied.since > obs.time - obs.window_seconds:
+        return (f"the window began {obs.applied.since - (obs.time - obs.window_seconds):.0f}s before the "
+                "applied config took effect: waiting for a window of the new config alone")
+    return None
+
+
+def observation_problems(obs: Observation, now: float, max_staleness_seconds: float) -> list[str]:
+    """Every reason the numbers cannot be trusted this tick; empty when they can."""
+    problems = [f"{name} is {value} (NaN, infinite or negative)" for name, value in _finite_numbers(obs)
+                if not math.isfinite(value) or value < 0]
+    if problems:
+        return problems
+    age = now - obs.scrape_time
+    if age > max_staleness_seconds:
+        problems.append(f"the newest scrape is {age:.0f}s old (limit {max_staleness_seconds:.0f}s): stale data")
+    if obs.applied.num_speculative_tokens > 0:
+        if len(obs.accepted_per_position) > obs.applied.num_speculative_tokens:
+            problems.append(
+                f"acceptance has {len(obs.accepted_per_position)} positions but the applied K is "
+                f"{obs.applied.num_speculative_tokens}: the series belong to another config"
+            )
+        if obs.drafts > 0 and not obs.accepted_per_position:
+            problems.append("acceptance.acceptedPerPosition is empty although drafts were made")
+        slack = 1.02  # rate() extrapolation can overshoot by a hair
+        for i, accepted in enumerate(obs.accepted_per_position):
+            denominator = obs.drafts_per_position[i] if obs.drafts_per_position and i < len(obs.drafts_per_position) else obs.drafts
+            if accepted > denominator * slack + 1:
+                problems.append(f"acceptedPerPosition[{i}]={accepted:.0f} exceeds its drafts {denominator:.0f}: counter reset or mixed series")
+                break
+    if obs.step_mean_seconds == 0 and obs.sequence_steps > 0:
+        problems.append("steps.meanSeconds is 0 although steps were counted")
+    return problems
