@@ -17,6 +17,7 @@ from specinfer import VLLM_VERSION, __version__
 LAZY_COMMANDS: dict[str, str] = {
     "cluster": "specinfer.devcluster.cli:cluster",
     "bench": "specinfer.bench.cli:bench",
+    "sim": "specinfer.runtime.sim.cli:sim",
 }
 
 
