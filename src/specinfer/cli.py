@@ -17,6 +17,8 @@ from specinfer import VLLM_VERSION, __version__
 LAZY_COMMANDS: dict[str, str] = {
     "cluster": "specinfer.devcluster.cli:cluster",
     "bench": "specinfer.bench.cli:bench",
+    "methods": "specinfer.runtime.methods.cli:methods_command",
+    "crd": "specinfer.api.crd:crd_command",
     "sim": "specinfer.runtime.sim.cli:sim",
 }
 

@@ -22,7 +22,7 @@ from pydantic_core import PydanticCustomError
 # of each CEL rule from these bounds and refuses a CRD whose rules could exceed its budget.
 Name = Annotated[str, Field(min_length=1, max_length=253)]
 ShortText = Annotated[str, Field(min_length=1, max_length=128)]
-ModelId = Annotated[str, Field(min_length=1, max_length=256, description="Hugging Face repo id or local path")]
+ModelId = Annotated[str, Field(min_length=1, max_length=256)]
 Text = Annotated[str, Field(max_length=4096)]
 Url = Annotated[str, Field(min_length=1, max_length=2048, pattern=r"^https?://")]
 
@@ -75,6 +75,15 @@ class ApiModel(BaseModel):
                 message = rule.message_for(self).replace("{", "(").replace("}", ")")
                 raise PydanticCustomError("specinfer_rule", message, {"field": rule.field})
         return self
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema, handler):
+        """Carry the rules into the JSON schema, from which the CRD is generated."""
+        schema = handler(core_schema)
+        target = handler.resolve_ref_schema(schema)
+        if cls.rules:
+            target["x-kubernetes-validations"] = [rule.to_crd() for rule in cls.rules]
+        return schema
 
     def to_json(self) -> dict[str, Any]:
         """The camelCase JSON form, without unset optional fields."""

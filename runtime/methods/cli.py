@@ -1,0 +1,52 @@
+"""`specinfer methods`: the method x accelerator catalogue, as a table or as JSON."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from specinfer.runtime.methods import ACCELERATORS, all_methods
+
+
+def _k_range(method) -> str:
+    return "0" if method.k_max == 0 else f"{method.k_min}-{method.k_max} ({method.k_default})"
+
+
+def methods_table() -> str:
+    header = ["METHOD", "VLLM METHOD", "DRAFT MODEL", "DRAFTING", "K (DEFAULT)", *(a.upper() for a in ACCELERATORS)]
+    rows = [header]
+    for method in all_methods():
+        cells = [
+            method.name,
+            method.vllm_method or "-",
+            method.draft_model,
+            method.drafting,
+            _k_range(method),
+        ]
+        for accelerator in ACCELERATORS:
+            support = method.accelerators.get(accelerator)
+            cells.append("-" if support is None else ("yes*" if support.caveats or support.engine_args else "yes"))
+        rows.append(cells)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    notes = []
+    for method in all_methods():
+        for accelerator, support in method.accelerators.items():
+            for caveat in support.caveats:
+                notes.append(f"  {method.name} on {accelerator}: {caveat}")
+            if support.engine_args:
+                notes.append(f"  {method.name} on {accelerator}: adds `{' '.join(support.engine_args)}`")
+    caps = [f"  {a.name}: K <= {a.max_k}" for a in ACCELERATORS.values() if a.max_k < 1 << 10]
+    return "\n".join([*lines, "", "yes* = supported with caveats; - = not supported:", *notes,
+                      "accelerator caps:", *caps])
+
+
+@click.command("methods")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of method objects.")
+def methods_command(as_json: bool) -> None:
+    """List speculative-decoding methods, their K bounds and hardware support (vLLM 0.33)."""
+    if as_json:
+        click.echo(json.dumps([method.to_dict() for method in all_methods()], indent=2))
+    else:
+        click.echo(methods_table())

@@ -1,0 +1,133 @@
+"""Generate the SpeculativeInference CustomResourceDefinition from the pydantic models.
+
+    specinfer crd                 # write crds/specinfer.io_speculativeinferences.yaml
+    specinfer crd --check         # exit 1 if the committed file differs (CI)
+    python -m specinfer.api.crd   # same as `specinfer crd`
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import yaml
+
+from specinfer.api.openapi import model_schema
+from specinfer.api.resource import CRD_NAME, GROUP, KIND, PLURAL, SHORT_NAMES, SINGULAR, VERSION
+from specinfer.api.spec import SpeculativeInferenceSpec
+from specinfer.api.status import SpeculativeInferenceStatus
+
+CRD_FILE = Path("crds") / f"{GROUP}_{PLURAL}.yaml"
+
+PRINTER_COLUMNS = [
+    {"name": "Model", "type": "string", "jsonPath": ".spec.model.name", "description": "Target model"},
+    {"name": "Method", "type": "string", "jsonPath": ".status.effective.method",
+     "description": "Speculative-decoding method the pods run"},
+    {"name": "K", "type": "integer", "jsonPath": ".status.effective.numSpeculativeTokens",
+     "description": "Effective draft length (maximum when a schedule is set)"},
+    {"name": "Acceptance", "type": "number", "jsonPath": ".status.metrics.acceptanceRate",
+     "description": "Accepted / drafted tokens"},
+    {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
+     "description": "Ready condition"},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    {"name": "Accelerator", "type": "string", "jsonPath": ".spec.hardware.accelerator", "priority": 1,
+     "description": "Accelerator family"},
+    {"name": "Engine", "type": "string", "jsonPath": ".spec.runtime.engine", "priority": 1,
+     "description": "vllm or simulator"},
+    {"name": "Tuning", "type": "string", "jsonPath": ".spec.tuning.mode", "priority": 1,
+     "description": "Tuning mode"},
+    {"name": "Reason", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].reason', "priority": 1,
+     "description": "Reason of the Ready condition"},
+]
+
+
+def openapi_schema() -> dict[str, Any]:
+    spec = model_schema(SpeculativeInferenceSpec)
+    status = model_schema(SpeculativeInferenceStatus)
+    return {
+        "type": "object",
+        "description": "A vLLM deployment with speculative decoding whose draft length specinfer tunes from live "
+        "metrics. Tuned values appear in status only; the spec is never written by the operator.",
+        "required": ["spec"],
+        "properties": {
+            "apiVersion": {"type": "string", "description": "specinfer.io/v1alpha1"},
+            "kind": {"type": "string", "description": "SpeculativeInference"},
+            "metadata": {"type": "object", "description": "Standard object metadata."},
+            "spec": spec,
+            "status": status,
+        },
+    }
+
+
+def build_crd() -> dict[str, Any]:
+    """The CRD as a dict, ready for `kubectl apply` or the Kubernetes client."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": CRD_NAME,
+            "annotations": {"specinfer.io/generated-by": "specinfer crd (src/specinfer/api); do not edit"},
+        },
+        "spec": {
+            "group": GROUP,
+            "scope": "Namespaced",
+            "names": {
+                "kind": KIND,
+                "listKind": f"{KIND}List",
+                "plural": PLURAL,
+                "singular": SINGULAR,
+                "shortNames": list(SHORT_NAMES),
+                "categories": ["specinfer"],
+            },
+            "versions": [
+                {
+                    "name": VERSION,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": openapi_schema()},
+                    "subresources": {
+                        "status": {},
+                        "scale": {
+                            "specReplicasPath": ".spec.replicas",
+                            "statusReplicasPath": ".status.replicas",
+                            "labelSelectorPath": ".status.selector",
+                        },
+                    },
+                    "additionalPrinterColumns": PRINTER_COLUMNS,
+                }
+            ],
+        },
+    }
+
+
+def render_crd() -> str:
+    header = "# Generated from src/specinfer/api by `specinfer crd`; do not edit by hand.\n"
+    return header + yaml.safe_dump(build_crd(), sort_keys=False, width=100, allow_unicode=True)
+
+
+@click.command("crd")
+@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=CRD_FILE, show_default=True,
+              help="Where to write the CRD ('-' for stdout).")
+@click.option("--check", is_flag=True, help="Do not write; exit 1 if the file differs from the models.")
+def crd_command(output: Path, check: bool) -> None:
+    """Generate the SpeculativeInference CRD from the API models."""
+    text = render_crd()
+    if str(output) == "-":
+        click.echo(text, nl=False)
+        return
+    if check:
+        current = output.read_text() if output.exists() else ""
+        if current != text:
+            click.echo(f"{output} is out of date: run `specinfer crd`", err=True)
+            sys.exit(1)
+        click.echo(f"{output} is up to date")
+        return
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text)
+    click.echo(f"wrote {output}")
+
+
+if __name__ == "__main__":
+    crd_command()
