@@ -35,5 +35,6 @@ def build_speculative_config(method: MethodSpec, speculation: Speculation, accel
         if lookup.max is not None:
             config["prompt_lookup_max"] = lookup.max
     config.update(method.fixed_config)
-    config.update(speculation.advanced or {})
+    if speculation.advanced is not None:
+        config.update(speculation.advanced.model_dump(exclude_none=True))
     return config

@@ -9,7 +9,6 @@ from __future__ import annotations
 from specinfer.api.base import Rule
 from specinfer.runtime.methods import ACCELERATORS, all_methods
 from specinfer.runtime.methods.accelerators import ASCEND_MAX_K
-from specinfer.runtime.methods.advanced import ADVANCED_FIELDS, RESERVED_FIELDS
 
 DRAFT_HINTS = {
     "eagle": "the EAGLE head (e.g. yuhuili/EAGLE-LLaMA3.1-Instruct-8B)",
@@ -74,66 +73,17 @@ def num_speculative_tokens_rules() -> list[Rule]:
     return rules
 
 
-def _restricted_keys() -> dict[str, tuple[str, ...]]:
-    return {key: field.methods for key, field in ADVANCED_FIELDS.items() if field.methods}
-
-
 def advanced_key_rules() -> list[Rule]:
-    reserved = _cel_list(RESERVED_FIELDS)
-    known = _cel_list([*ADVANCED_FIELDS, *RESERVED_FIELDS])
-    restricted = _restricted_keys()
-    restricted_map = "{" + ", ".join(f"'{k}': {_cel_list(v)}" for k, v in restricted.items()) + "}"
-    wrong_method = f"self.advanced.filter(k, k in {restricted_map} && !(self.method in {restricted_map}[k]))"
-
-    def reserved_in(s) -> list[str]:
-        return [k for k in (s.advanced or {}) if k in RESERVED_FIELDS]
-
-    def unknown_in(s) -> list[str]:
-        return [k for k in (s.advanced or {}) if k not in ADVANCED_FIELDS and k not in RESERVED_FIELDS]
-
-    def wrong_method_in(s) -> list[str]:
-        return [k for k in (s.advanced or {}) if k in restricted and s.method not in restricted[k]]
+    from specinfer.api.advanced import method_restriction_rules
 
     return [
         Rule(
             cel="!has(self.advanced) || self.method != 'none'",
             message="spec.speculation.advanced has no effect with method none: remove it or choose a speculative method",
-            check=lambda s: not s.advanced or s.method != "none",
+            check=lambda s: s.advanced is None or s.method != "none",
             field="advanced",
         ),
-        Rule(
-            cel=f"!has(self.advanced) || self.advanced.all(k, !(k in {reserved}))",
-            message="spec.speculation.advanced must not set fields that typed fields own: use spec.speculation.method, "
-            "draftModel, numSpeculativeTokens, schedule or promptLookup",
-            message_expression=f"'spec.speculation.advanced must not set ' + self.advanced.filter(k, k in {reserved})"
-            ".join(', ') + ': use spec.speculation.method, draftModel, numSpeculativeTokens, schedule or promptLookup'",
-            python_message=lambda s: f"spec.speculation.advanced must not set {', '.join(reserved_in(s))}: use "
-            "spec.speculation.method, draftModel, numSpeculativeTokens, schedule or promptLookup",
-            check=lambda s: not reserved_in(s),
-            field="advanced",
-        ),
-        Rule(
-            cel=f"!has(self.advanced) || self.advanced.all(k, k in {known})",
-            message="spec.speculation.advanced has a field vLLM 0.33 SpeculativeConfig does not have: use vLLM's "
-            "snake_case field names (docs/api.md lists them)",
-            message_expression=f"'spec.speculation.advanced has unknown vLLM 0.33 SpeculativeConfig field(s) ' + "
-            f"self.advanced.filter(k, !(k in {known})).join(', ') + ': use vLLM\\'s snake_case field names "
-            "(docs/api.md lists them)'",
-            python_message=lambda s: f"spec.speculation.advanced has unknown vLLM 0.33 SpeculativeConfig field(s) "
-            f"{', '.join(unknown_in(s))}: use vLLM's snake_case field names (docs/api.md lists them)",
-            check=lambda s: not unknown_in(s),
-            field="advanced",
-        ),
-        Rule(
-            cel=f"!has(self.advanced) || {wrong_method}.size() == 0",
-            message="spec.speculation.advanced sets a field that does not apply to this method: remove it",
-            message_expression=f"'spec.speculation.advanced.' + {wrong_method}.join(', ') + "
-            "' does not apply to method ' + self.method + ': remove it'",
-            python_message=lambda s: f"spec.speculation.advanced.{', '.join(wrong_method_in(s))} does not apply to "
-            f"method {s.method}: remove it",
-            check=lambda s: not wrong_method_in(s),
-            field="advanced",
-        ),
+        *method_restriction_rules(),
     ]
 
 

@@ -54,7 +54,7 @@ def openapi_schema() -> dict[str, Any]:
         "properties": {
             "apiVersion": {"type": "string", "description": "specinfer.io/v1alpha1"},
             "kind": {"type": "string", "description": "SpeculativeInference"},
-            "metadata": {"type": "object", "description": "Standard object metadata."},
+            "metadata": {"type": "object"},
             "spec": spec,
             "status": status,
         },

@@ -16,7 +16,6 @@ from pydantic import ValidationError
 from specinfer.api.resource import RuntimeConfig, SpeculativeInference
 from specinfer.api.spec import SpeculativeInferenceSpec
 from specinfer.runtime.methods import get_method
-from specinfer.runtime.methods.advanced import ADVANCED_FIELDS, advanced_value_problem
 
 
 class InvalidSpecError(ValueError):
@@ -55,6 +54,9 @@ def _from_validation_error(error: ValidationError, root: str) -> InvalidSpecErro
             problems.append((path, item["msg"]))
         elif item["type"] == "missing":
             problems.append((path, f"{path} is required: add it"))
+        elif item["type"] == "extra_forbidden" and ".advanced." in path:
+            problems.append((path, f"{path} is not a vLLM 0.33 SpeculativeConfig field that spec.speculation.advanced "
+                             "offers: check the spelling (vLLM's snake_case names) or see docs/api.md"))
         elif item["type"] == "extra_forbidden":
             problems.append((path, f"{path} is not a field of this API: remove it or check its spelling"))
         else:
@@ -68,13 +70,8 @@ def semantic_problems(spec: SpeculativeInferenceSpec) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
     speculation = spec.speculation
     method = get_method(speculation.method)
-    advanced = speculation.advanced or {}
+    advanced = speculation.advanced.model_dump(exclude_none=True) if speculation.advanced else {}
     base = "spec.speculation.advanced"
-    for key, value in advanced.items():
-        if key in ADVANCED_FIELDS:
-            problem = advanced_value_problem(key, value)
-            if problem:
-                problems.append((f"{base}.{key}", f"{base}.{key} {problem}"))
     tp = spec.hardware.tensor_parallel_size or spec.hardware.count
     draft_tp = advanced.get("draft_tensor_parallel_size")
     if isinstance(draft_tp, int) and draft_tp not in (1, tp):

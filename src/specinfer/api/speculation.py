@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
+from specinfer.api.advanced import Advanced
 from specinfer.api.base import ApiModel, ModelId, Rule, ShortText
 from specinfer.api.catalogue_rules import (
     advanced_key_rules,
@@ -65,9 +66,6 @@ class PromptLookup(ApiModel):
             check=lambda p: p.min is None or p.max is None or p.min <= p.max,
         ),
     )
-
-
-AdvancedValue = Annotated[Any, Field(description="a vLLM SpeculativeConfig value")]
 
 
 def _overlap_free(schedule: list[ScheduleRange]) -> bool:
@@ -145,8 +143,8 @@ class Speculation(ApiModel):
     ranges starting at 1; gaps inherit the previous range's K; K = 0 turns drafting off under load."""
     prompt_lookup: PromptLookup | None = None
     """n-gram window (method ngram only)."""
-    advanced: dict[str, AdvancedValue] | None = Field(default=None, max_length=32)
-    """Further vLLM SpeculativeConfig fields by their vLLM names, e.g. {"draft_tensor_parallel_size": 1};
+    advanced: Advanced | None = None
+    """Further vLLM SpeculativeConfig fields by their vLLM names, e.g. {draft_tensor_parallel_size: 1};
     fields owned by the typed fields above are refused."""
 
     rules = (
