@@ -27,12 +27,14 @@ class ScaledClock:
 
 
 def phase_workload(phases: Sequence[Phase], elapsed: float, default: str) -> str:
-    """Workload at `elapsed` simulated seconds: phases run in order and the last one stays."""
+    """Workload at `elapsed` simulated seconds: phases run in order, then the script loops to the first."""
     if not phases:
         return default
+    cycle = sum(phase.duration_s for phase in phases)
+    offset = elapsed % cycle
     boundary = 0.0
     for phase in phases:
         boundary += phase.duration_s
-        if elapsed < boundary:
+        if offset < boundary:
             return phase.workload
     return phases[-1].workload

@@ -7,7 +7,7 @@ SpeculativeInferenceSpec into these settings (runtime/sim_settings.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from specinfer.runtime.methods.schedule import schedule_problems
 from specinfer.runtime.sim.model import COST_MODELS, METHODS, WORKLOADS, DraftingStyle
@@ -15,7 +15,7 @@ from specinfer.runtime.sim.model import COST_MODELS, METHODS, WORKLOADS, Draftin
 
 @dataclass(frozen=True)
 class Phase:
-    """Run `workload` for `duration_s` simulated seconds (phases run in order, the last one stays)."""
+    """Run `workload` for `duration_s` simulated seconds (phases run in order, then loop)."""
 
     workload: str
     duration_s: float
@@ -41,7 +41,6 @@ class SimulatorSettings:
     host: str = "0.0.0.0"
     port: int = 8000
     engine_label: str = "0"
-    extra: dict[str, str] = field(default_factory=dict)
 
     @property
     def speculative(self) -> bool:

@@ -20,6 +20,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "methods": "specinfer.runtime.methods.cli:methods_command",
     "crd": "specinfer.api.crd:crd_command",
     "sim": "specinfer.runtime.sim.cli:sim",
+    "runtime": "specinfer.runtime.entrypoint:runtime",
 }
 
 

@@ -1,0 +1,57 @@
+"""The exact `vllm serve` command line (and environment pins) for an effective spec. Pure."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from specinfer.api import SpeculativeInferenceSpec, effective_speculation
+
+ENGINE_HOST = "0.0.0.0"  # the pod's Service and Prometheus reach vLLM from outside the container
+
+
+def tensor_parallel_size(spec: SpeculativeInferenceSpec) -> int:
+    hardware = spec.hardware
+    if hardware.tensor_parallel_size is not None:
+        return hardware.tensor_parallel_size
+    return 1 if hardware.accelerator == "cpu" else hardware.count
+
+
+def served_model_name(spec: SpeculativeInferenceSpec) -> str:
+    return spec.model.served_model_name or spec.model.name
+
+
+def speculative_config_json(config: Mapping | None) -> str | None:
+    """Compact, key-sorted JSON so the same config always renders the same argv (and config hash)."""
+    if config is None:
+        return None
+    return json.dumps(config, sort_keys=True, separators=(",", ":"))
+
+
+def vllm_argv(spec: SpeculativeInferenceSpec) -> list[str]:
+    """`vllm serve MODEL ...`: typed fields first, catalogue pins, then the user's extraArgs."""
+    effective = effective_speculation(spec)
+    argv = ["vllm", "serve", spec.model.name,
+            "--host", ENGINE_HOST,
+            "--port", str(spec.runtime.port),
+            "--served-model-name", served_model_name(spec),
+            "--tensor-parallel-size", str(tensor_parallel_size(spec))]
+    if spec.model.revision:
+        argv += ["--revision", spec.model.revision]
+    config = speculative_config_json(effective.speculative_config)
+    if config is not None:
+        argv += ["--speculative-config", config]
+    argv += list(effective.engine_args)
+    argv += list(spec.runtime.extra_args or [])
+    return argv
+
+
+def engine_env(spec: SpeculativeInferenceSpec, environ: Mapping[str, str]) -> dict[str, str]:
+    """The process environment plus the catalogue's pins for this method on this accelerator.
+
+    A variable the pod already sets wins (an explicit spec.runtime.env is a deliberate choice).
+    """
+    env = dict(environ)
+    for name, value in effective_speculation(spec).env.items():
+        env.setdefault(name, value)
+    return env

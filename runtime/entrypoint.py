@@ -1,0 +1,65 @@
+"""`specinfer runtime`: the pod entrypoint. Config -> preflight -> exec `vllm serve` (or run the simulator).
+
+exec (not a child process) so that Kubernetes' SIGTERM reaches vLLM directly and the
+pod's exit code is vLLM's. Misconfiguration prints one line naming the field and exits 2.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import sys
+
+import click
+
+from specinfer.runtime.config import MisconfigurationError, config_path, load_runtime_config
+
+EXIT_MISCONFIGURED = 2
+
+
+def fail(error: MisconfigurationError) -> None:
+    click.echo(f"specinfer runtime: {error}", err=True)
+    sys.exit(EXIT_MISCONFIGURED)
+
+
+@click.command("runtime")
+@click.option("--config", "config_flag", default=None,
+              help="RuntimeConfig JSON (default: $SPECINFER_CONFIG, then /etc/specinfer/runtime.json)")
+@click.option("--dry-run", is_flag=True, help="print the engine command line and exit")
+def runtime(config_flag: str | None, dry_run: bool) -> None:
+    """Start the engine the RuntimeConfig describes: vLLM with speculative decoding, or the simulator."""
+    from specinfer.runtime.argv import engine_env, vllm_argv
+    from specinfer.runtime.preflight import preflight
+
+    try:
+        config = load_runtime_config(config_path(config_flag))
+        spec = config.spec
+        if spec.runtime.engine == "simulator":
+            from specinfer.runtime.sim_settings import simulator_settings
+
+            settings = simulator_settings(config)
+            problems = settings.problems()
+            if problems:
+                raise MisconfigurationError("spec.runtime.simulator", f"spec.runtime.simulator: {problems[0]}")
+            if dry_run:
+                click.echo(f"simulator {settings}")
+                return
+            from specinfer.runtime.sim.server import serve
+
+            logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+            serve(settings)
+            return
+        argv = vllm_argv(spec)
+        preflight(spec, engine_binary=not dry_run)
+        if dry_run:
+            click.echo(shlex.join(argv))
+            return
+    except MisconfigurationError as error:
+        fail(error)
+        return
+    env = engine_env(spec, os.environ)
+    click.echo(f"specinfer runtime: exec {shlex.join(argv)}", err=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execvpe(argv[0], argv, env)

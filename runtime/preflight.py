@@ -1,0 +1,68 @@
+"""Checks that fail fast, with the field to fix, before vLLM spends minutes loading weights."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+
+from specinfer.api import SpeculativeInferenceSpec
+from specinfer.runtime.argv import tensor_parallel_size
+from specinfer.runtime.config import MisconfigurationError
+from specinfer.runtime.methods import get_method
+
+DeviceCounter = Callable[[str], "int | None"]
+
+
+def visible_devices(accelerator: str) -> int | None:
+    """Devices torch sees for this accelerator family; None when torch (or its backend) is absent.
+
+    vLLM images carry torch, so in a pod this is a real check; elsewhere it is skipped.
+    ROCm builds of torch report AMD GPUs through torch.cuda as well.
+    """
+    if accelerator == "cpu":
+        return None
+    try:
+        import torch  # noqa: PLC0415  (heavy; only in the pod)
+    except ImportError:
+        return None
+    if accelerator in ("nvidia", "amd"):
+        return int(torch.cuda.device_count())
+    if accelerator == "ascend":
+        try:
+            import torch_npu  # noqa: F401, PLC0415
+        except ImportError:
+            return None
+        return int(torch.npu.device_count())  # type: ignore[attr-defined]
+    return None
+
+
+def preflight(spec: SpeculativeInferenceSpec, *, engine_binary: bool = True,
+              count_devices: DeviceCounter | None = None, which: Callable[[str], str | None] | None = None) -> None:
+    """Raise MisconfigurationError for the first problem found."""
+    count_devices = count_devices or visible_devices
+    which = which or shutil.which
+    speculation, hardware = spec.speculation, spec.hardware
+    method = get_method(speculation.method)
+    if not method.supports(hardware.accelerator):
+        supported = ", ".join(sorted(method.accelerators))
+        raise MisconfigurationError(
+            "spec.speculation.method",
+            f"spec.speculation.method {method.name} is not supported on {hardware.accelerator} "
+            f"(supported: {supported}): choose another method or accelerator")
+    if method.needs_draft_model and speculation.draft_model is None:
+        raise MisconfigurationError(
+            "spec.speculation.draftModel",
+            f"spec.speculation.draftModel is required by method {method.name}: set draftModel.name")
+    tp = tensor_parallel_size(spec)
+    visible = count_devices(hardware.accelerator)
+    if visible is not None and visible < tp:
+        field = "spec.hardware.tensorParallelSize" if hardware.tensor_parallel_size else "spec.hardware.count"
+        raise MisconfigurationError(
+            field,
+            f"{field} asks for tensor parallel size {tp} but only {visible} {hardware.accelerator} device(s) "
+            "are visible in this container: lower it or request more devices")
+    if engine_binary and which("vllm") is None:
+        raise MisconfigurationError(
+            "spec.runtime.image",
+            "spec.runtime.image: `vllm` is not on PATH in this container: use a vLLM image "
+            "(or spec.runtime.engine simulator)")

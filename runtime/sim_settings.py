@@ -1,0 +1,35 @@
+"""RuntimeConfig -> SimulatorSettings: the simulator runs from the same config as vLLM would."""
+
+from __future__ import annotations
+
+from specinfer.api import RuntimeConfig, effective_speculation
+from specinfer.runtime.argv import served_model_name
+from specinfer.runtime.methods import get_method
+from specinfer.runtime.sim.settings import Phase, SimulatorSettings
+
+
+def simulator_settings(config: RuntimeConfig) -> SimulatorSettings:
+    spec = config.spec
+    effective = effective_speculation(spec)
+    simulator = spec.runtime.simulator
+    method = get_method(effective.method)
+    kwargs = {}
+    if simulator is not None:
+        kwargs = dict(
+            workload=simulator.workload,
+            time_scale=simulator.time_scale,
+            max_batch_size=simulator.max_num_seqs,
+            cost_model=simulator.cost_model,
+            seed=simulator.seed,
+            phases=tuple(Phase(p.workload, p.duration_seconds) for p in simulator.phases or ()),
+        )
+    return SimulatorSettings(
+        model_name=served_model_name(spec),
+        method=effective.method,
+        drafting=method.drafting,
+        num_speculative_tokens=effective.num_speculative_tokens if effective.method != "none" else 0,
+        schedule=tuple(effective.schedule) if effective.schedule else None,
+        port=spec.runtime.port,
+        host="0.0.0.0",
+        **kwargs,
+    )
