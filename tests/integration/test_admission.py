@@ -1,0 +1,104 @@
+"""Admission against the real API server: the generated CRD's OpenAPI schema and CEL rules.
+
+Every invalid case of test_admission_cases.yaml must be refused with its message; every
+example in examples/ and every supported method x accelerator pair must be accepted.
+Server-side dry-run: nothing is stored, so the tests need no cleanup.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from specinfer.api import API_VERSION, CRD_NAME, GROUP, KIND, PLURAL, VERSION
+from specinfer.runtime.methods import ACCELERATORS, all_methods
+from tests.unit.test_api_rules import BASE, CASES
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).parents[2]
+CRD_FILE = ROOT / "crds" / "specinfer.io_speculativeinferences.yaml"
+EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+NAMESPACE = "default"
+
+
+@pytest.fixture(scope="module")
+def custom_objects(cluster):
+    from kubernetes import client
+
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE))
+    cluster.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
+    return client.CustomObjectsApi(cluster.api_client())
+
+
+def dry_run_create(api, spec: dict, name: str) -> None:
+    body = {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": name}, "spec": spec}
+    api.create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, body, dry_run="All",
+                                        field_validation="Strict")
+
+
+def rejection_message(api, spec: dict, name: str) -> str:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        dry_run_create(api, spec, name)
+    except ApiException as error:
+        assert error.status in (400, 422), error.body
+        return json.loads(error.body)["message"]
+    raise AssertionError(f"the API server accepted invalid resource {name}")
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case["name"] for case in CASES])
+def test_invalid_resource_is_rejected_with_its_message(custom_objects, case):
+    message = rejection_message(custom_objects, case["spec"], case["name"])
+    expected = case.get("server") or case["message"]
+    assert expected in message, f"expected {expected!r} in:\n{message}"
+
+
+def test_base_of_the_invalid_cases_is_accepted(custom_objects):
+    dry_run_create(custom_objects, BASE, "base")
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[path.name for path in EXAMPLES])
+def test_every_example_is_accepted(custom_objects, path):
+    documents = [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+    assert documents, f"{path} holds no resource"
+    for document in documents:
+        assert document["kind"] == KIND
+        dry_run_create(custom_objects, document["spec"], document["metadata"]["name"])
+
+
+def supported_pairs():
+    for method in all_methods():
+        for accelerator in ACCELERATORS:
+            if method.supports(accelerator):
+                yield method, accelerator
+
+
+def minimal_spec(method, accelerator: str) -> dict:
+    speculation: dict = {"method": method.name}
+    if method.needs_draft_model:
+        speculation["draftModel"] = {"name": "example/draft"}
+    if method.k_max:
+        speculation["numSpeculativeTokens"] = method.k_max_on(accelerator)  # the largest allowed value
+    return {"model": {"name": "example/target"}, "speculation": speculation, "hardware": {"accelerator": accelerator}}
+
+
+PAIRS = list(supported_pairs())
+
+
+@pytest.mark.parametrize(("method", "accelerator"), PAIRS, ids=[f"{m.name}-{a}" for m, a in PAIRS])
+def test_every_supported_method_accelerator_pair_is_accepted(custom_objects, method, accelerator):
+    dry_run_create(custom_objects, minimal_spec(method, accelerator), f"{method.name.lower()}-{accelerator}")
+
+
+def test_defaults_are_applied_by_the_api_server(custom_objects):
+    spec = {"model": {"name": "example/target"}, "speculation": {"method": "ngram"}}
+    body = {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": "defaults"}, "spec": spec}
+    created = custom_objects.create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, body, dry_run="All")
+    assert created["spec"]["hardware"]["accelerator"] == "nvidia"
+    assert created["spec"]["tuning"]["mode"] == "observe"
+    assert created["spec"]["runtime"]["engine"] == "vllm"
