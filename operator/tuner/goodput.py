@@ -19,6 +19,7 @@ from .acceptance import expected_tokens
 from .cost import CostModel
 from .tuning import TuningSpec
 
+MAX_RANGES = 8  # a schedule a person can read (the API allows 32); merging costs a fraction of a percent
 KEEP_TOLERANCE = 0.01  # within 1% of the best, a batch size keeps its current K (no churn from noise)
 Distribution = Sequence[tuple[int, float]]
 
@@ -94,8 +95,8 @@ def per_token_seconds(model: Model, dense: Sequence[int], distribution: Distribu
 def best_dense(model: Model, spec: TuningSpec, current: Sequence[int], distribution: Distribution) -> list[int]:
     """The best K at each batch size within the method's and the spec's bounds.
 
-    With schedules allowed every batch size picks its own K (0 included); otherwise one K (or
-    off, when disabling is allowed) for all, chosen on the observed batch-size distribution.
+    With schedules allowed every batch size picks its own K; otherwise one K for all, chosen on
+    the observed batch-size distribution. K = 0 is a candidate only when allowDisable is set.
     """
     size = spec.max_batch_size
     positive = list(range(spec.k_min, spec.k_max + 1))
@@ -107,7 +108,7 @@ def best_dense(model: Model, spec: TuningSpec, current: Sequence[int], distribut
         if current_k in scored and scored[current_k] >= scored[best] * (1 - KEEP_TOLERANCE):
             best = current_k
         return [0] + [best] * size
-    candidates = [0] + positive
+    candidates = spec.allowed_ks()
     dense = [0]
     for b in range(1, size + 1):
         speeds = {k: model.speed(b, k) for k in candidates}
@@ -116,6 +117,34 @@ def best_dense(model: Model, spec: TuningSpec, current: Sequence[int], distribut
         if now in speeds and speeds[now] >= speeds[best] * (1 - KEEP_TOLERANCE):
             best = now
         dense.append(best)
-    if not spec.allow_disable and max(dense[1:]) == 0:
-        dense = [0] + [spec.k_min] * size  # never switch speculation off entirely when told not to
-    return dense
+    return limit_ranges(model, dense, MAX_RANGES)
+
+
+def limit_ranges(model: Model, dense: Sequence[int], max_ranges: int) -> list[int]:
+    """Merge neighbouring ranges, cheapest loss of per-request speed first, until at most max_ranges."""
+    ranges = [list(entry) for entry in compress(list(dense))]
+
+    def loss(start: int, end: int, k: int) -> float:
+        return sum(1 - model.speed(b, k) / max(model.speed(b, k_b), 1e-12)
+                   for b in range(start, end + 1) for k_b in (dense[b],))
+
+    while len(ranges) > max_ranges:
+        options = []
+        for i in range(len(ranges) - 1):
+            start, end = ranges[i][0], ranges[i + 1][1]
+            for k in (ranges[i][2], ranges[i + 1][2]):
+                options.append((loss(start, end, k), i, k))
+        _, i, k = min(options)
+        ranges[i : i + 2] = [[ranges[i][0], ranges[i + 1][1], k]]
+    merged = [0]
+    for start, end, k in ranges:
+        merged.extend([k] * (end - start + 1))
+    return merged
+
+
+def coverage_gain(model: Model, best: Sequence[int], current: Sequence[int], up_to: int) -> float:
+    """Gain judged over the batch sizes the engine may meet next, not only today's: goodput with
+    the engine's time spread evenly over batch sizes 1, 2, 4, ... up_to (capped at maxBatchSize)."""
+    top = min(len(current) - 1, max(1, up_to))
+    sizes = sorted({*(1 << i for i in range(top.bit_length()) if (1 << i) <= top), top})
+    return goodput(model, best, [(b, 1.0) for b in sizes]) / goodput(model, current, [(b, 1.0) for b in sizes]) - 1

@@ -17,7 +17,8 @@ from typing import Any
 from . import guards
 from .acceptance import AcceptanceEstimate, blend, estimate_from, expected_tokens, extrapolated_prefix
 from .cost import CostModel
-from .goodput import Model, best_dense, config_from_dense, dense_ks, goodput, same_config, sequence_speed
+from .goodput import (Model, best_dense, config_from_dense, coverage_gain, dense_ks, goodput, same_config,
+                      sequence_speed)
 from .observation import Observation, ObservationError, observation_problems, parse_observation, settling_problem
 from .state import PendingChange, PolicyState
 from .tuning import TuningError, TuningSpec, parse_tuning
@@ -25,6 +26,8 @@ from .tuning import TuningError, TuningSpec, parse_tuning
 ACCEPTANCE_FORGET = 0.5  # per window: follows a workload shift within ~3 windows
 COST_FORGET = 0.97  # per window: step cost drifts slowly (hardware does not change)
 DEGRADED_COLLAPSE = "AcceptanceCollapsed"
+LOW_LOAD_SHARE = 0.25  # mean batch at most this share of maxBatchSize: a restart costs little now
+LOOKAHEAD = 4  # judge a schedule up to this many times the largest batch size seen in the window
 
 
 def _decision(action: str, reason: str, *, config: dict | None = None, gain: float = 0.0,
@@ -145,7 +148,9 @@ def _decide_on_valid(obs: Observation, spec: TuningSpec, st: PolicyState, now: f
     best = config_from_dense(best_dense_ks)
     current_goodput = goodput(model, current_dense, distribution)
     gain = goodput(model, best_dense_ks, distribution) / current_goodput - 1 if current_goodput > 0 else 0.0
-    recommendation = {"config": best, "predictedGain": round(gain, 4)}
+    cover = coverage_gain(model, best_dense_ks, current_dense, LOOKAHEAD * max(b for b, _ in distribution))
+    recommendation = {"config": best, "predictedGain": round(gain, 4),
+                      "coverageGain": round(cover, 4)}
     common = {"signals": signals, "recommendation": recommendation, "model": summary}
     if same_config(best, current, spec.max_batch_size):
         st.confirmations = 0
@@ -153,6 +158,13 @@ def _decide_on_valid(obs: Observation, spec: TuningSpec, st: PolicyState, now: f
 
     slo = guards.slo_violated(obs, spec)
     held_by = guards.threshold_guard(gain, spec, slo_violated=slo)
+    low_load = obs.batch_size_mean <= spec.max_batch_size * LOW_LOAD_SHARE and gain >= -0.005
+    ahead = ""
+    if held_by and low_load and not guards.threshold_guard(cover, spec, slo_violated=False):
+        # A restart is cheapest while load is low: take a schedule that already fits the batch
+        # sizes to come, rather than restart at peak (tuning-theory.md, "guard rails").
+        held_by, gain = None, max(gain, 0.0)
+        ahead = f"; over all batch sizes {cover:+.1%}, restarting now while load is low"
     st.confirmations = 0 if held_by else st.confirmations + 1
     checks = [
         (guards.BELOW_THRESHOLD, held_by),
@@ -170,7 +182,7 @@ def _decide_on_valid(obs: Observation, spec: TuningSpec, st: PolicyState, now: f
     st.collapsed_at = st.collapsed_config = None
     st.record_change(now)
     reason = (f"{_describe(current)} -> {_describe(best)}: predicted goodput {gain:+.1%} at the observed "
-              f"batch sizes (mean {obs.batch_size_mean:.1f})" + ("; p99 latency SLO violated" if slo else ""))
+              f"batch sizes (mean {obs.batch_size_mean:.1f})" + ahead + ("; p99 latency SLO violated" if slo else ""))
     return _decision(_action_for(current, best), reason, config=best, gain=gain, **common), st.to_dict()
 
 

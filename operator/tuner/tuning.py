@@ -67,7 +67,7 @@ class TuningSpec:
     def allowed_ks(self) -> list[int]:
         """Candidate K per batch size: 0 (no drafting) when allowed, then kMin..kMax."""
         ks = list(range(self.k_min, self.k_max + 1))
-        return ([0] + ks) if self.allow_disable or self.allow_schedule else ks
+        return ([0] + ks) if self.allow_disable else ks
 
 
 _KEYS = {

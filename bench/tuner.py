@@ -1,0 +1,245 @@
+"""`specinfer bench tuner`: the tuning policy in closed loop against the simulator's engine model.
+
+Contenders per scenario (bench/scenarios.py): no speculation, static K=3, static K=5, the best
+static K in hindsight, the policy fed our plugin's series, the policy fed only vLLM's standard
+series, and the per-phase oracle (best config per phase with the true model, switching for free:
+the upper bound). Prints goodput, p99 per-token latency, SLO-violation minutes and restarts, checks
+the issue's goals, writes one PNG per scenario, and `--json` prints the same figures as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import click
+
+from specinfer.operator.tuner.goodput import config_from_dense, same_config
+from specinfer.operator.tuner.policy import decide
+from specinfer.runtime.methods import get_method
+from specinfer.runtime.sim.model import cost_model, draft_scale
+
+from .scenarios import SCENARIOS, TICK_SECONDS, Engine, Scenario, phase_at, profile_of, run
+
+PRIOR_ERROR = {"floorSeconds": 1.15, "computePerTokenSeconds": 0.8, "kvPerSequenceSeconds": 1.3,
+               "draftPassSeconds": 1.3, "draftTokenSeconds": 0.7}  # a roofline estimate, wrong by up to 30%
+
+
+def k_bounds(scenario: Scenario) -> tuple[int, int]:
+    method = get_method(scenario.method)
+    k_max = method.k_max if scenario.k_max is None else min(scenario.k_max, method.k_max)
+    return method.k_min, k_max
+
+
+def tuning_input(scenario: Scenario) -> dict:
+    """What the tuning loop would pass: spec bounds and SLO, the preset's reload time, a rough prior."""
+    cm = cost_model(scenario.cost_preset)
+    scale = draft_scale(scenario.method)
+    drafting = get_method(scenario.method).drafting
+    pass_seconds = cm.parallel_pass_s if drafting == "parallel" else cm.draft_pass_s
+    truth = {"floorSeconds": cm.floor_s, "computePerTokenSeconds": cm.compute_per_token_s,
+             "kvPerSequenceSeconds": cm.kv_per_seq_s, "draftPassSeconds": pass_seconds * scale,
+             "draftTokenSeconds": (cm.lookup_per_token_s if drafting == "none" else cm.draft_per_token_s) * scale}
+    tuning = {"method": scenario.method, "maxBatchSize": scenario.max_batch_size,
+              "restartSeconds": cm.restart_s, "slo": {"perTokenP99Seconds": scenario.per_token_slo},
+              "maxRestartsPerHour": 6, "costPrior": {k: v * PRIOR_ERROR[k] for k, v in truth.items()}}
+    tuning["costPrior"]["kneeSharpness"] = cm.knee_sharpness
+    if scenario.k_max is not None:
+        tuning["kMax"] = scenario.k_max
+    return tuning
+
+
+def oracle_config(scenario: Scenario, minute: int, engine: Engine) -> dict:
+    """Best K per batch size with the true acceptance and cost of the phase at `minute`."""
+    profile = profile_of(scenario, phase_at(scenario, minute))
+    k_min, k_max = k_bounds(scenario)
+    candidates = [0, *range(k_min, k_max + 1)]
+    dense = [0]
+    for b in range(1, scenario.max_batch_size + 1):
+        dense.append(max(candidates, key=lambda k: (profile.expected_tokens(k) / engine.step_time(b, k), -k)))
+    return config_from_dense(dense)
+
+
+def _static(k: int):
+    return {"numSpeculativeTokens": k, "schedule": None}, (lambda obs, now, engine: None)
+
+
+class PolicyController:
+    """Feeds each window to `decide` and returns the config of every non-keep decision."""
+
+    def __init__(self, tuning: dict):
+        self.tuning = tuning
+        self.state: dict | None = None
+        self.decisions: list[dict] = []
+
+    def __call__(self, observation: dict | None, now: float, engine: Engine) -> dict | None:
+        if observation is None:
+            return None
+        decision, self.state = decide(observation, self.tuning, self.state, now)
+        if decision["action"] != "keep":
+            self.decisions.append({"time": now, **{k: decision[k] for k in ("action", "config", "predictedGain", "reason")}})
+            return decision["config"]
+        return None
+
+
+def summarise(scenario: Scenario, engine: Engine) -> dict:
+    minutes = engine.minutes
+    seconds = len(minutes) * TICK_SECONDS
+    p99s = sorted(m["p99"] for m in minutes)
+    phases: dict[str, float] = {}
+    for m in minutes:
+        phases[m["phase"]] = phases.get(m["phase"], 0.0) + m["tokens"]
+    return {
+        "goodput": sum(m["tokens"] for m in minutes) / seconds,
+        "p99PerTokenMs": 1000 * p99s[min(len(p99s) - 1, int(0.99 * len(p99s)))],
+        "sloViolationMinutes": sum(1 for m in minutes if m["violation"]),
+        "restarts": engine.restarts,
+        "restartsPerHour": engine.restarts / (seconds / 3600),
+        "phaseGoodput": {name: tokens / (60 * p.minutes) for name, tokens in phases.items()
+                         for p in scenario.phases if p.name == name},
+    }
+
+
+def run_scenario(scenario: Scenario, *, seed: int, substeps: int, quick: bool) -> dict:
+    k_min, k_max = k_bounds(scenario)
+    results: dict[str, dict] = {}
+    traces: dict[str, Engine] = {}
+
+    def play(name: str, initial: dict, controller, **kwargs) -> None:
+        engine = run(scenario, initial, controller, seed=seed, substeps=substeps, **kwargs)
+        traces[name] = engine
+        results[name] = summarise(scenario, engine)
+
+    play("no speculation", *_static(0))
+    for k in (3, 5):
+        label = f"static K={k}" if k <= k_max else f"static K={k}->{k_max}"
+        play(label, *_static(min(k, k_max)))
+    search = range(k_min, min(k_max, 6 if quick else 10) + 1)
+    statics = {}
+    for k in search:
+        engine = run(scenario, *_static(k), seed=seed, substeps=substeps)
+        statics[k] = (summarise(scenario, engine), engine)
+    best_k = max(statics, key=lambda k: statics[k][0]["goodput"])
+    results[f"best static (K={best_k})"], traces["best static"] = statics[best_k]
+    initial = {"numSpeculativeTokens": max(k_min, min(get_method(scenario.method).k_default, k_max)), "schedule": None}
+    policy = PolicyController(tuning_input(scenario))
+    play("policy", initial, policy)
+    decisions = policy.decisions
+    if not quick:
+        play("policy (vLLM series only)", initial, PolicyController(tuning_input(scenario)), signals="vllm")
+
+    def oracle(observation, now, engine):
+        minute = int(now // TICK_SECONDS)
+        if minute >= scenario.minutes:
+            return None
+        wanted = oracle_config(scenario, minute, engine)
+        return None if same_config(wanted, engine.config, scenario.max_batch_size) else wanted
+
+    probe = Engine(scenario, initial)
+    play("per-phase oracle", oracle_config(scenario, 0, probe), oracle, free_switches=True)
+    return {"scenario": scenario, "results": results, "traces": traces, "decisions": decisions,
+            "goals": goals(scenario, results)}
+
+
+def goals(scenario: Scenario, results: dict[str, dict]) -> dict:
+    policy = results["policy"]
+    oracle = results["per-phase oracle"]
+    none = results["no speculation"]
+    best_static = next(v for k, v in results.items() if k.startswith("best static"))
+    worst_phase = min(policy["phaseGoodput"][p] / none["phaseGoodput"][p] for p in none["phaseGoodput"])
+    checks = {
+        "vsOracle": {"value": policy["goodput"] / oracle["goodput"], "goal": 0.95},
+        "worstPhaseVsNoSpeculation": {"value": worst_phase, "goal": 0.98},
+        "restartsPerHour": {"value": policy["restartsPerHour"], "goal": 6.0, "atMost": True},
+    }
+    if scenario.check_vs_static:
+        checks["vsBestStatic"] = {"value": policy["goodput"] / best_static["goodput"], "goal": 1.10}
+    else:
+        checks["vsBestStatic"] = {"value": policy["goodput"] / best_static["goodput"], "goal": None}
+    for check in checks.values():
+        goal = check["goal"]
+        check["met"] = None if goal is None else (
+            check["value"] <= goal if check.get("atMost") else check["value"] >= goal)
+    return checks
+
+
+def _table(reports: list[dict]) -> str:
+    lines = [f"{'scenario':<15} {'contender':<27} {'goodput tok/s':>13} {'vs oracle':>9} "
+             f"{'p99 ms/tok':>10} {'SLO-viol min':>12} {'restarts':>8}"]
+    for report in reports:
+        oracle = report["results"]["per-phase oracle"]["goodput"]
+        for name, r in report["results"].items():
+            lines.append(f"{report['scenario'].name:<15} {name:<27} {r['goodput']:>13.0f} {r['goodput'] / oracle:>9.3f} "
+                         f"{r['p99PerTokenMs']:>10.1f} {r['sloViolationMinutes']:>12d} {r['restarts']:>8d}")
+        goal_text = []
+        for name, check in report["goals"].items():
+            mark = "" if check["met"] is None else (" ok" if check["met"] else " MISSED")
+            goal_text.append(f"{name} {check['value']:.3f}" + (f" (goal {check['goal']}){mark}" if check["goal"] is not None else ""))
+        lines.append(f"{'':<15} goals: " + "; ".join(goal_text))
+    return "\n".join(lines)
+
+
+def _plot(report: dict, out: Path) -> Path | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    scenario: Scenario = report["scenario"]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 6.5), sharex=True)
+    for name in ("no speculation", "best static", "policy", "per-phase oracle"):
+        engine = report["traces"][name]
+        top.plot([m["minute"] for m in engine.minutes], [m["tokens"] / TICK_SECONDS for m in engine.minutes], label=name)
+    top.set_ylabel("goodput (tokens/s)")
+    top.set_title(f"{scenario.name}: {scenario.description}", fontsize=9)
+    top.legend(fontsize=8)
+    for name in ("policy", "per-phase oracle"):
+        engine = report["traces"][name]
+        bottom.step([m["minute"] for m in engine.minutes], [m["k"] for m in engine.minutes], where="post", label=f"K in force ({name})")
+    bottom.set_ylabel("K at the running batch size")
+    bottom.set_xlabel("minute")
+    twin = bottom.twinx()
+    engine = report["traces"]["policy"]
+    twin.plot([m["minute"] for m in engine.minutes], [m["batch"] for m in engine.minutes], color="grey", alpha=0.4, label="batch size")
+    twin.set_ylabel("running batch size")
+    bottom.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{scenario.name}.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def _json_report(report: dict) -> dict:
+    return {"description": report["scenario"].description, "results": report["results"],
+            "goals": report["goals"], "policyDecisions": report["decisions"]}
+
+
+@click.command("tuner")
+@click.option("--scenario", "names", multiple=True, type=click.Choice(sorted(SCENARIOS)),
+              help="Run only these scenarios (repeatable); default: all.")
+@click.option("--quick", is_flag=True, help="Fewer sub-steps, a smaller static-K search, no vLLM-series-only run.")
+@click.option("--seed", default=7, show_default=True, help="Seed of the load path and the metric noise.")
+@click.option("--out", "out_dir", default="out/bench-tuner", show_default=True, type=click.Path(file_okay=False),
+              help="Folder for the per-scenario PNG plots.")
+@click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON instead of a table.")
+def tuner_command(names: tuple[str, ...], quick: bool, seed: int, out_dir: str, no_plots: bool, as_json: bool) -> None:
+    """Closed-loop runs of the tuning policy against the simulator's engine model (simulated time)."""
+    started = time.monotonic()
+    scenarios = [SCENARIOS[n] for n in (names or SCENARIOS)]
+    if quick:
+        scenarios = [replace(s, timing_noise=s.timing_noise) for s in scenarios]
+    reports = [run_scenario(s, seed=seed, substeps=3 if quick else 6, quick=quick) for s in scenarios]
+    plots = [] if no_plots else [p for p in (_plot(r, Path(out_dir)) for r in reports) if p]
+    if as_json:
+        click.echo(json.dumps({r["scenario"].name: _json_report(r) for r in reports}, indent=2, default=str))
+        return
+    click.echo(_table(reports))
+    click.echo(f"\n{len(reports)} scenario(s) in {time.monotonic() - started:.1f}s; plots: "
+               + (", ".join(str(p) for p in plots) if plots else "none"))
