@@ -9,6 +9,7 @@ import click
 # name -> "module:attribute"; each benchmark lives in its own module under bench/.
 BENCHMARKS: dict[str, str] = {
     "load": "specinfer.bench.load:load_command",
+    "sim-capacity": "specinfer.bench.sim_capacity:sim_capacity_command",
     "tuner": "specinfer.bench.tuner:tuner_command",
 }
 
