@@ -43,13 +43,15 @@ def structural(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
         if types == ["integer", "string"]:
             out = {"x-kubernetes-int-or-string": True}
             if "description" in outer:
-                out["description"] = outer["description"]
+                out["description"] = " ".join(outer["description"].split())
             return out
         raise ValueError(f"cannot express anyOf {types} in a structural schema")
     out: dict[str, Any] = {}
     for key, value in node.items():
         if key in _KEEP and not (key == "default" and value is None):
             out[key] = copy.deepcopy(value)
+    if "description" in out:  # docstrings wrap lines; kubectl explain re-wraps
+        out["description"] = " ".join(out["description"].split())
     if "const" in node:
         out["enum"] = [node["const"]]
         out.setdefault("type", "string")

@@ -93,7 +93,7 @@ def semantic_problems(spec: SpeculativeInferenceSpec) -> list[tuple[str, str]]:
     if isinstance(rates, list) and any(b > a for a, b in zip(rates, rates[1:])):
         problems.append((f"{base}.synthetic_acceptance_rates", f"{base}.synthetic_acceptance_rates must be non-increasing"))
     if advanced.get("use_heterogeneous_vocab") and advanced.get("draft_sample_method", "greedy") != "greedy":
-        problems.append((f"{base}.draft_sample_method",
+        problems.append((f"{base}.use_heterogeneous_vocab",
                          f"{base}.use_heterogeneous_vocab needs draft_sample_method greedy"))
     tuning = spec.tuning
     k_max = method.k_max_on(spec.hardware.accelerator)
