@@ -62,7 +62,7 @@ class StepStats:
 
     end_time: float
     duration: float
-    batch_size: int  # requests decoding in this step (drives K)
+    batch_size: int  # requests scheduled in this step, prefills included (drives K, as in vLLM)
     k: int
     running: int
     waiting: int
@@ -86,6 +86,7 @@ class StepPlan:
     decoding: list[SimRequest]
     k: int
     accepted: list[int]  # per decoding request
+    scheduled: int  # requests in the step (decoding + prefilling): vLLM's batch size for the schedule
 
 
 class Engine:
@@ -142,7 +143,10 @@ class Engine:
             request.scheduled_at = now
             self.running.append(request)
             prefilling.append(request)
-        k = self.k_at(len(decoding)) if decoding else 0
+        # vLLM picks K from the number of requests scheduled in the step, prefills included
+        # (scheduler.py: dynamic_sd_lookup[len(num_scheduled_tokens)]).
+        scheduled = len(decoding) + len(prefilling)
+        k = self.k_at(scheduled) if decoding else 0
         accepted = self._draw_acceptance(decoding, k)
         duration = 0.0
         if decoding:
@@ -153,7 +157,7 @@ class Engine:
                 duration += self.cost.target_time(len(prefilling), 0)
         if self.settings.noise > 0 and duration > 0:
             duration *= float(self.rng.lognormal(0.0, self.settings.noise))
-        return StepPlan(now, duration, prefilling, decoding, k, accepted)
+        return StepPlan(now, duration, prefilling, decoding, k, accepted, scheduled)
 
     def _draw_acceptance(self, decoding: list[SimRequest], k: int) -> list[int]:
         """Accepted prefix length per request: position i accepted with its conditional rate."""
@@ -175,7 +179,7 @@ class Engine:
         stats = StepStats(
             end_time=end,
             duration=end - plan.start,
-            batch_size=len(plan.decoding),
+            batch_size=plan.scheduled,
             k=k,
             running=0,
             waiting=0,
