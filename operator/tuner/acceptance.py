@@ -8,7 +8,7 @@ draft counts remove the bias, and without them we correct it from the batch-size
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from specinfer.runtime.methods.schedule import effective_k
@@ -17,6 +17,7 @@ from .observation import Observation
 
 TAIL_DECAY = 0.97  # extra decay per extrapolated position: conservative beyond what was observed
 MIN_POSITION_WEIGHT = 50.0  # drafts needed at a position before its estimate counts
+StepTime = Callable[[int, int], float]
 
 
 @dataclass(frozen=True)
@@ -35,22 +36,25 @@ class AcceptanceEstimate:
         return AcceptanceEstimate(tuple(data["prefix"]), tuple(data["weights"]))
 
 
-def _drafting_share(obs: Observation) -> list[float]:
+def _drafting_share(obs: Observation, step_time: StepTime | None) -> list[float]:
     """Fraction of drafts that reached each position, from the schedule and the batch-size mix.
 
-    Drafts per step are proportional to the batch size, so batch size b weighs f(b)*b.
+    The mix is a share of engine time; a batch size b makes b drafts per step and 1/T(b, k) steps
+    per second, so it weighs f(b)*b/T(b, k(b)) (T from the current cost estimate when given).
     """
     applied = obs.applied
     positions = len(obs.accepted_per_position)
-    weights = [(size * fraction, effective_k(size, applied.num_speculative_tokens, applied.schedule))
-               for size, fraction in obs.batch_distribution()]
+    weights = []
+    for size, fraction in obs.batch_distribution():
+        k = effective_k(size, applied.num_speculative_tokens, applied.schedule)
+        weights.append((size * fraction / (step_time(size, k) if step_time else 1.0), k))
     drafting = sum(w for w, k in weights if k > 0)
     if drafting <= 0:
         return [1.0] * positions
     return [sum(w for w, k in weights if k > i) / drafting for i in range(positions)]
 
 
-def estimate_from(obs: Observation) -> AcceptanceEstimate | None:
+def estimate_from(obs: Observation, step_time: StepTime | None = None) -> AcceptanceEstimate | None:
     """This window's prefix acceptance, or None when nothing was drafted."""
     if obs.drafts <= 0 or not obs.accepted_per_position:
         return None
@@ -60,7 +64,7 @@ def estimate_from(obs: Observation) -> AcceptanceEstimate | None:
     else:
         varying = bool(obs.applied.schedule) and len({k for *_, k in obs.applied.schedule if k > 0}) > 1
         biased = varying and obs.batch_size_distribution is None
-        denominators = [obs.drafts * share for share in _drafting_share(obs)]
+        denominators = [obs.drafts * share for share in _drafting_share(obs, step_time)]
     prefix: list[float] = []
     weights: list[float] = []
     previous = 1.0

@@ -1,8 +1,8 @@
 """Step cost T(B, K) learned online: least squares on observed step latencies, anchored by a prior.
 
-The model is the prior's roofline split into five terms -- memory-bound floor, compute above the
-floor, KV reads per sequence, draft passes, drafted tokens -- each scaled by a multiplier theta
-learned from data (theta = 1 is the prior). Residuals are relative, so one prior strength suits
+The model is the prior's roofline split into terms -- memory-bound floor, compute above the
+floor (with the knee at three places), KV reads per sequence, draft passes, drafted tokens --
+each scaled by a multiplier theta learned from data (PRIOR_THETA reproduces the prior). Residuals are relative, so one prior strength suits
 any hardware. Only the configured K values are ever observed; the prior keeps predictions for
 other K sane until data arrives. Sufficient statistics (X'WX, X'Wy) live in the policy state as
 plain lists and decay by a forgetting factor each window.
@@ -20,9 +20,11 @@ from specinfer.runtime.methods.schedule import effective_k
 from .observation import Observation
 from .tuning import CostPrior
 
-TERMS = 5
+KNEE_SHIFTS = (2.0, 1.0, 0.5)  # compute slope x this: the knee earlier, as believed, later
+TERMS = 4 + len(KNEE_SHIFTS)
+PRIOR_THETA = np.array([1.0, *(1.0 if s == 1.0 else 0.0 for s in KNEE_SHIFTS), 1.0, 1.0, 1.0])
+MIN_THETA = np.array([0.05, *(0.0 if s != 1.0 else 0.05 for s in KNEE_SHIFTS), 0.05, 0.05, 0.05])
 SAMPLE_CAP = 200.0  # steps beyond this in one cell add no more confidence (noise is not i.i.d.)
-MIN_MULTIPLIER = 0.05
 
 
 def draft_passes(k: int, drafting: str) -> int:
@@ -32,14 +34,19 @@ def draft_passes(k: int, drafting: str) -> int:
 
 
 def terms(prior: CostPrior, batch_size: float, k: int, drafting: str) -> np.ndarray:
-    """The prior's step time split into the five terms the fit scales (they sum to the prior T)."""
+    """The prior's step time split into the terms the fit scales (at PRIOR_THETA they sum to it).
+
+    The compute-above-the-floor term comes three times, with the knee earlier, where the prior
+    puts it, and later: the fit can move the knee, which a roofline estimate often misplaces.
+    """
     tokens = batch_size * (k + 1)
     p = prior.knee_sharpness
-    roof = (prior.floor**p + (prior.compute_per_token * tokens) ** p) ** (1.0 / p)
+    excess = [(prior.floor**p + (prior.compute_per_token * shift * tokens) ** p) ** (1.0 / p) - prior.floor
+              for shift in KNEE_SHIFTS]
     drafted = batch_size * k if k > 0 else 0.0
     return np.array([
         prior.floor,
-        roof - prior.floor,
+        *excess,
         prior.kv_per_sequence * batch_size,
         prior.draft_pass * draft_passes(k, drafting),
         prior.draft_token * drafted,
@@ -76,10 +83,10 @@ class CostModel:
         self.xty *= forget
 
     def multipliers(self) -> np.ndarray:
-        """theta: the posterior mode of the prior terms' multipliers (ridge towards 1)."""
+        """theta: the posterior mode of the terms' multipliers (ridge towards PRIOR_THETA)."""
         ridge = self.prior.strength * 0.25 * np.eye(TERMS)
-        theta = np.linalg.solve(self.xtx + ridge, self.xty + ridge @ np.ones(TERMS))
-        return np.maximum(theta, MIN_MULTIPLIER)
+        theta = np.linalg.solve(self.xtx + ridge, self.xty + ridge @ PRIOR_THETA)
+        return np.maximum(theta, MIN_THETA)
 
     def step_time(self, batch_size: float, k: int, theta: np.ndarray | None = None) -> float:
         multipliers = self.multipliers() if theta is None else theta
@@ -96,15 +103,19 @@ class CostModel:
             return used
         if obs.sequence_steps <= 0 or obs.step_mean_seconds <= 0:
             return 0
-        # vLLM's inter-token latency pools every step once per running request: its mean is the
-        # batch-size-weighted mean of T(b, k(b)); the model is linear in theta, so that is the
-        # weighted mean of the term vectors.
-        mix = [(size * fraction, size) for size, fraction in obs.batch_distribution()]
-        total = sum(w for w, _ in mix)
+        # vLLM's inter-token latency pools every step once per running request: batch size b holds
+        # a share f(b) of engine time, so f(b)*b/T(b) request-steps per second. The model is linear
+        # in theta, so the pooled mean is the request-step-weighted mean of the term vectors
+        # (weights from the current estimate of T).
+        theta = self.multipliers()
         applied = obs.applied
+        mix = []
+        for size, fraction in obs.batch_distribution():
+            x = terms(self.prior, size, effective_k(size, applied.num_speculative_tokens, applied.schedule), self.drafting)
+            mix.append((size * fraction / float(x @ theta), x))
+        total = sum(w for w, _ in mix)
         mean_x = np.zeros(TERMS)
-        for weight, size in mix:
-            k = effective_k(size, applied.num_speculative_tokens, applied.schedule)
-            mean_x += (weight / total) * terms(self.prior, size, k, self.drafting)
+        for weight, x in mix:
+            mean_x += (weight / total) * x
         self.add(mean_x, obs.step_mean_seconds, obs.sequence_steps)
         return 1

@@ -80,11 +80,10 @@ def goodput(model: Model, dense: Sequence[int], distribution: Distribution) -> f
 
 
 def sequence_speed(model: Model, dense: Sequence[int], distribution: Distribution) -> float:
-    """Tokens per sequence-second, weighted like vLLM's inter-token latency (by batch size)."""
-    top = len(dense) - 1
-    tokens = sum(f * b * expected_tokens(model.prefix, dense[_clamp(b, top)]) for b, f in distribution)
-    seconds = sum(f * b * model.step_time(b, dense[_clamp(b, top)]) for b, f in distribution)
-    return tokens / seconds if seconds > 0 else 0.0
+    """Tokens per request-second (1 / mean per-token time), as vLLM's inter-token latency weighs it:
+    batch size b holds f(b) of the engine's time with b requests running."""
+    running = sum(f * b for b, f in distribution)
+    return goodput(model, dense, distribution) / running if running > 0 else 0.0
 
 
 def per_token_seconds(model: Model, dense: Sequence[int], distribution: Distribution) -> float:

@@ -86,7 +86,8 @@ def _learn(obs: Observation, spec: TuningSpec, st: PolicyState) -> tuple[CostMod
     cost = CostModel.from_state(st.cost, spec.cost_prior, spec.drafting)
     cost.decay(COST_FORGET)
     cost.learn(obs)
-    fresh = estimate_from(obs)
+    theta = cost.multipliers()
+    fresh = estimate_from(obs, lambda size, k: cost.step_time(size, k, theta))
     memory = blend(AcceptanceEstimate.from_dict(st.acceptance), fresh, ACCEPTANCE_FORGET)
     st.cost = cost.to_state()
     st.acceptance = memory.to_dict() if memory else None

@@ -1,0 +1,134 @@
+"""The policy's model: acceptance estimation and extrapolation, the step-cost fit, the objective."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from specinfer.operator.tuner.acceptance import estimate_from, expected_tokens, extrapolated_prefix
+from specinfer.operator.tuner.cost import CostModel
+from specinfer.operator.tuner.goodput import (MAX_RANGES, Model, best_dense, config_from_dense, dense_ks,
+                                              limit_ranges)
+from specinfer.operator.tuner.observation import parse_observation
+from specinfer.operator.tuner.synthetic import synthetic_observation
+from specinfer.operator.tuner.tuning import CostPrior, parse_tuning
+from specinfer.runtime.methods.schedule import schedule_problems
+from specinfer.runtime.sim.model import COST_MODELS, acceptance_profile
+
+pytestmark = pytest.mark.unit
+
+H100 = COST_MODELS["h100-llama8b"]
+CHAT = acceptance_profile("eagle3", "chat")
+PRIOR = CostPrior(floor=H100.floor_s, compute_per_token=H100.compute_per_token_s, kv_per_sequence=H100.kv_per_seq_s,
+                  draft_pass=H100.draft_pass_s, draft_token=H100.draft_per_token_s)
+
+
+def truth(batch_size: int, k: int) -> float:
+    return H100.step_time(batch_size, k, "sequential")
+
+
+def observation(k: int, schedule=None, batches=None, signals="specinfer", rng=None):
+    return parse_observation(synthetic_observation(
+        time=600.0, window_seconds=60.0, method="eagle3", num_speculative_tokens=k, schedule=schedule,
+        applied_since=0.0, batch_sizes=batches or {4: 1.0}, prefix=CHAT.prefix_probs(k), step_time=truth,
+        signals=signals, rng=rng))
+
+
+def test_acceptance_from_plugin_series_is_exact():
+    estimate = estimate_from(observation(4))
+    assert estimate.prefix == pytest.approx(CHAT.prefix_probs(4), abs=1e-9)
+
+
+def test_vllm_series_under_a_schedule_are_corrected_with_the_batch_mix():
+    schedule = [[1, 8, 4], [9, 64, 1]]
+    mix = {4: 0.5, 32: 0.5}  # half the engine's time at K=4, half at K=1
+    plugin = estimate_from(observation(4, schedule, mix))
+    standard = observation(4, schedule, mix, signals="vllm")
+    corrected = estimate_from(standard, truth)
+    naive = [accepted / standard.drafts for accepted in standard.accepted_per_position]
+    assert plugin.prefix == pytest.approx(CHAT.prefix_probs(4))
+    assert corrected.prefix == pytest.approx(plugin.prefix, rel=1e-6)
+    assert naive[3] < 0.5 * plugin.prefix[3]  # what the uncorrected ratio would have believed
+
+
+def test_tail_extrapolation_follows_the_conditional_rate():
+    estimate = estimate_from(observation(3))
+    prefix = extrapolated_prefix(estimate, 8)
+    true = CHAT.prefix_probs(8)
+    assert prefix[:3] == pytest.approx(true[:3])
+    assert all(b <= a for a, b in zip(prefix, prefix[1:]))
+    assert prefix[5] == pytest.approx(true[5], rel=0.25)
+    assert expected_tokens(prefix, 0) == 1.0
+
+
+def test_cost_fit_learns_from_step_latencies_and_keeps_the_prior_elsewhere():
+    wrong = CostPrior(floor=H100.floor_s * 1.5, compute_per_token=H100.compute_per_token_s * 0.6,
+                      kv_per_sequence=H100.kv_per_seq_s, draft_pass=H100.draft_pass_s, draft_token=H100.draft_per_token_s)
+    fitted = CostModel.from_state(None, wrong, "sequential")
+    seen = (1, 8, 24, 48)
+
+    def worst_error() -> float:
+        return max(abs(fitted.step_time(b, 3) / truth(b, 3) - 1) for b in seen)
+
+    before = worst_error()
+    rng = random.Random(3)
+    for _ in range(20):
+        fitted.learn(observation(3, batches={1: 0.2, 8: 0.3, 24: 0.3, 48: 0.2}, rng=rng))
+    assert before > 0.2 and worst_error() < 0.06
+    untouched = CostModel.from_state(None, PRIOR, "sequential")
+    assert untouched.step_time(16, 2) == pytest.approx(truth(16, 2), rel=0.01)
+
+
+def test_cost_fit_from_vllm_pooled_latency_moves_towards_truth():
+    wrong = CostPrior(floor=H100.floor_s * 1.4, compute_per_token=H100.compute_per_token_s,
+                      kv_per_sequence=H100.kv_per_seq_s, draft_pass=H100.draft_pass_s, draft_token=H100.draft_per_token_s)
+    fitted = CostModel.from_state(None, wrong, "sequential")
+    for batch in (1, 2, 4, 8, 16):
+        fitted.learn(observation(3, batches={batch: 1.0}, signals="vllm"))
+    assert abs(fitted.step_time(4, 3) / truth(4, 3) - 1) < 0.05
+
+
+def _true_model(k_max: int) -> Model:
+    cost = CostModel.from_state(None, PRIOR, "sequential")
+    return Model(CHAT.prefix_probs(k_max), cost, cost.multipliers())
+
+
+def test_best_k_falls_with_batch_size_and_respects_bounds():
+    spec = parse_tuning({"method": "eagle3", "kMin": 2, "kMax": 6, "maxBatchSize": 256})
+    dense = best_dense(_true_model(6), spec, [0] * 257, [(8, 1.0)])
+    assert dense[1] >= dense[64] >= dense[256]
+    assert all(k == 0 or 2 <= k <= 6 for k in dense[1:])
+    config = config_from_dense(dense)
+    assert schedule_problems(config["schedule"], config["numSpeculativeTokens"]) == []
+    assert dense_ks(config, 256) == dense
+
+
+def test_k_zero_only_when_allowed():
+    costly = CostPrior(floor=0.01, compute_per_token=1e-3, draft_pass=0.01)  # compute-bound at once
+    cost = CostModel.from_state(None, costly, "sequential")
+    model = Model(CHAT.prefix_probs(8), cost, cost.multipliers())
+    allowed = best_dense(model, parse_tuning({"method": "eagle3", "maxBatchSize": 64}), [0] * 65, [(32, 1.0)])
+    forbidden = best_dense(model, parse_tuning({"method": "eagle3", "maxBatchSize": 64, "allowDisable": False}),
+                           [0] * 65, [(32, 1.0)])
+    assert allowed[64] == 0
+    assert min(forbidden[1:]) >= 1
+
+
+def test_single_k_when_schedules_are_not_allowed():
+    spec = parse_tuning({"method": "eagle3", "maxBatchSize": 64, "allowSchedule": False})
+    dense = best_dense(_true_model(8), spec, [0] * 65, [(4, 1.0)])
+    assert len(set(dense[1:])) == 1
+
+
+def test_configs_from_dense():
+    assert config_from_dense([0, 0, 0]) == {"numSpeculativeTokens": 0, "schedule": None}
+    assert config_from_dense([0, 3, 3]) == {"numSpeculativeTokens": 3, "schedule": None}
+    assert config_from_dense([0, 4, 2, 0]) == {"numSpeculativeTokens": 4, "schedule": [[1, 1, 4], [2, 2, 2], [3, 3, 0]]}
+
+
+def test_schedules_are_capped_to_a_readable_number_of_ranges():
+    dense = [0] + [16 - b // 8 for b in range(1, 129)]
+    merged = limit_ranges(_true_model(16), dense, MAX_RANGES)
+    assert len(config_from_dense(merged)["schedule"]) <= MAX_RANGES
+    assert set(merged[1:]) <= set(dense[1:])
