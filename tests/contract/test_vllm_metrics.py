@@ -1,0 +1,52 @@
+"""Contract: every vLLM metric name the project uses is defined, with the same type, in vLLM 0.33.0."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from specinfer import vllm_metrics
+from specinfer.vllm_metrics import ALL_METRICS, VllmMetric
+from specinfer.vllm_source import read_source
+
+pytestmark = pytest.mark.unit
+
+def defined_kind(metric: VllmMetric) -> str:
+    """The prometheus_client class vLLM builds the metric with (the nearest `self._*_cls` before its name)."""
+    source = read_source(metric.source)
+    position = source.find(f'"{metric.name}"')
+    assert position >= 0, f"{metric.name} is not defined in {metric.source}"
+    pattern = r"self\._(counter|gauge|histogram)_cls\b"
+    before = list(re.finditer(pattern, source[:position]))
+    after = list(re.finditer(pattern, source[position:]))
+    # loggers.py: `x = self._gauge_cls(name="vllm:...")`; spec_decode/metrics.py lists names, then builds them
+    nearest = before[-1] if before else (after[0] if after else None)
+    assert nearest, f"no metric class near {metric.name}"
+    return nearest.group(1)
+
+
+@pytest.mark.parametrize("metric", ALL_METRICS, ids=lambda metric: metric.name)
+def test_metric_is_defined_with_the_same_type(metric):
+    assert defined_kind(metric) == metric.kind
+
+
+def test_every_metric_constant_is_listed():
+    constants = [value for value in vars(vllm_metrics).values() if isinstance(value, VllmMetric)]
+    assert set(constants) == set(ALL_METRICS)
+    assert len({metric.name for metric in ALL_METRICS}) == len(ALL_METRICS)
+
+
+def test_labels_and_position_label():
+    loggers = read_source("vllm/v1/metrics/loggers.py")
+    assert f'labelnames = ["{vllm_metrics.LABEL_MODEL_NAME}", "{vllm_metrics.LABEL_ENGINE}"]' in loggers
+    spec = read_source("vllm/v1/spec_decode/metrics.py")
+    assert f'pos_labelnames = labelnames + ["{vllm_metrics.LABEL_POSITION}"]' in spec
+
+
+def test_counters_get_total_suffix_and_histograms_buckets():
+    assert vllm_metrics.SPEC_DECODE_NUM_DRAFTS.series == "vllm:spec_decode_num_drafts_total"
+    assert vllm_metrics.NUM_REQUESTS_RUNNING.series == "vllm:num_requests_running"
+    assert vllm_metrics.TIME_TO_FIRST_TOKEN.bucket == "vllm:time_to_first_token_seconds_bucket"
+    with pytest.raises(ValueError):
+        _ = vllm_metrics.GENERATION_TOKENS.bucket
