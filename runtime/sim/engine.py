@@ -89,6 +89,14 @@ class StepPlan:
     scheduled: int  # requests in the step (decoding + prefilling): vLLM's batch size for the schedule
 
 
+def accepted_per_position(accepted: list[int], k: int) -> list[int]:
+    """How many requests had position i accepted (accepted prefix length > i), for i < k."""
+    if k <= 0:
+        return []
+    counts = np.bincount(np.asarray(accepted, dtype=np.int64), minlength=k + 1)
+    return np.cumsum(counts[::-1])[::-1][1 : k + 1].tolist()
+
+
 class Engine:
     def __init__(self, settings: SimulatorSettings) -> None:
         problems = settings.problems()
@@ -188,7 +196,7 @@ class Engine:
             num_drafts=len(plan.decoding) if k > 0 else 0,
             num_draft_tokens=len(plan.decoding) * k,
             num_accepted_tokens=int(sum(plan.accepted)),
-            accepted_per_pos=[sum(1 for a in plan.accepted if a > pos) for pos in range(k)],
+            accepted_per_pos=accepted_per_position(plan.accepted, k),
             draft_per_pos=[len(plan.decoding)] * k,
         )
         for request in plan.prefilling:

@@ -162,3 +162,11 @@ def test_mtp_speedup_under_poisson_load_decays_like_the_steady_state_model():
     print(f"\nMTP engine: {low:.2f}x at 1 QPS-equivalent, {high:.2f}x at 6.5 QPS-equivalent (published 1.6x, ~1.0x)")
     assert low == pytest.approx(1.62, abs=0.15)
     assert high < 1.2
+
+
+def test_accepted_per_position_counts_prefixes():
+    from specinfer.runtime.sim.engine import accepted_per_position
+
+    assert accepted_per_position([0, 1, 3, 3, 2], 3) == [4, 3, 2]
+    assert accepted_per_position([0, 0], 2) == [0, 0]
+    assert accepted_per_position([], 0) == []
