@@ -148,3 +148,24 @@ def test_an_invalid_applied_choice_is_refused():
     base = parse_spec(spec(**EAGLE3, numSpeculativeTokens=4))
     with pytest.raises(ValueError):
         effective_spec(base, {"numSpeculativeTokens": 40})
+
+
+def test_every_failing_rule_is_reported_not_just_the_first():
+    error = refusal(spec(method="eagle3", numSpeculativeTokens=17,
+                         schedule=[{"minBatchSize": 2, "maxBatchSize": 8, "numSpeculativeTokens": 20}]))
+    paths = [path for path, _ in error.problems]
+    assert paths == ["spec.speculation.draftModel", "spec.speculation.numSpeculativeTokens",
+                     "spec.speculation.schedule", "spec.speculation.schedule"]
+
+
+@pytest.mark.parametrize("method", all_methods(), ids=lambda m: m.name)
+def test_catalogue_bounds_and_draft_rules_per_method(method):
+    draft = {"draftModel": {"name": "d"}} if method.accepts_draft_model else {}
+    assert parse_spec(spec(method=method.name, numSpeculativeTokens=method.k_max, **draft))
+    too_many = refusal(spec(method=method.name, numSpeculativeTokens=method.k_max + 1, **draft))
+    assert too_many.field_path == "spec.speculation.numSpeculativeTokens"
+    assert f"for method {method.name}" in str(too_many)
+    if method.draft_model == "required":
+        assert "is required for method" in str(refusal(spec(method=method.name)))
+    if method.draft_model == "forbidden":
+        assert "must not be set for method" in str(refusal(spec(method=method.name, draftModel={"name": "d"})))

@@ -70,10 +70,13 @@ class ApiModel(BaseModel):
 
     @model_validator(mode="after")
     def _apply_rules(self):
-        for rule in type(self).rules:
-            if not rule.check(self):
-                message = rule.message_for(self).replace("{", "(").replace("}", ")")
-                raise PydanticCustomError("specinfer_rule", message, {"field": rule.field})
+        failed = [rule for rule in type(self).rules if not rule.check(self)]
+        if failed:
+            # pydantic takes one error per validator: the first is the error, the rest ride along in ctx
+            # (parse_spec reports them all, as the API server does).
+            messages = [rule.message_for(self).replace("{", "(").replace("}", ")") for rule in failed]
+            others = [[rule.field, message] for rule, message in zip(failed[1:], messages[1:])]
+            raise PydanticCustomError("specinfer_rule", messages[0], {"field": failed[0].field, "others": others})
         return self
 
     @classmethod

@@ -48,10 +48,11 @@ def _from_validation_error(error: ValidationError, root: str) -> InvalidSpecErro
     for item in error.errors():
         path = _path(root, tuple(item["loc"]))
         if item["type"] == "specinfer_rule":
-            field = (item.get("ctx") or {}).get("field")
-            if field:
-                path = f"{path}.{field}"
-            problems.append((path, item["msg"]))
+            ctx = item.get("ctx") or {}
+            field = ctx.get("field")
+            problems.append((f"{path}.{field}" if field else path, item["msg"]))
+            for other_field, other_message in ctx.get("others", []):
+                problems.append((f"{path}.{other_field}" if other_field else path, other_message))
         elif item["type"] == "missing":
             problems.append((path, f"{path} is required: add it"))
         elif item["type"] == "extra_forbidden" and ".advanced." in path:
