@@ -1,0 +1,262 @@
+"""The local control plane: etcd + kube-apiserver + controller-manager + scheduler + kwok.
+
+`LocalCluster(name).up()` is idempotent: a healthy cluster is left alone, a
+half-dead one is stopped (only the processes it recorded) and started afresh.
+Every process binds loopback on a free port, so several clusters (the demo and
+a test run) can coexist.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import ssl
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from specinfer.devcluster import binaries, kwok_stages, processes
+from specinfer.devcluster.binaries import ETCD, K8S, KWOK
+from specinfer.devcluster.fake_nodes import create_fake_nodes, wait_nodes_ready
+from specinfer.devcluster.paths import cluster_dir
+from specinfer.devcluster.pki import Pki, create_pki
+
+SERVICE_CIDR = "10.96.0.0/16"
+SERVICE_IP = "10.96.0.1"
+POD_CIDR = "10.244.0.0/16"  # kwok's pod IPs; must not overlap the service range
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+
+
+class ClusterError(RuntimeError):
+    """The local control plane could not be started; the message says which part and why."""
+
+
+@dataclass
+class ClusterState:
+    ports: dict[str, int] = field(default_factory=dict)
+    processes: dict[str, processes.ProcessRecord] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: Path) -> "ClusterState":
+        if not path.exists():
+            return cls()
+        raw = json.loads(path.read_text())
+        return cls(ports=raw.get("ports", {}),
+                   processes={k: processes.ProcessRecord(**v) for k, v in raw.get("processes", {}).items()})
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps({"ports": self.ports,
+                                    "processes": {k: v.to_dict() for k, v in self.processes.items()}}, indent=2))
+
+
+class LocalCluster:
+    def __init__(self, name: str = "default", *, log=print):
+        self.name = name
+        self.dir = cluster_dir(name)
+        self.log = log
+        self._started_at: dict[str, float] = {}
+
+    # -- paths ------------------------------------------------------------------------------
+    @property
+    def kubeconfig(self) -> Path:
+        return self.dir / "kubeconfig"
+
+    @property
+    def state_file(self) -> Path:
+        return self.dir / "state.json"
+
+    @property
+    def pki(self) -> Pki:
+        return Pki(self.dir / "pki")
+
+    def state(self) -> ClusterState:
+        return ClusterState.load(self.state_file)
+
+    @property
+    def server_url(self) -> str:
+        return f"https://127.0.0.1:{self.state().ports['apiserver']}"
+
+    # -- queries ----------------------------------------------------------------------------
+    def running_components(self) -> dict[str, bool]:
+        state = self.state()
+        return {name: name in state.processes and processes.is_running(state.processes[name])
+                for name in COMPONENTS}
+
+    def is_healthy(self) -> bool:
+        if not self.state_file.exists() or not all(self.running_components().values()):
+            return False
+        return self._apiserver_ready(self.state().ports["apiserver"])
+
+    def status(self) -> dict:
+        state = self.state()
+        return {"name": self.name, "kubeconfig": str(self.kubeconfig), "healthy": self.is_healthy(),
+                "ports": state.ports,
+                "components": {name: {"running": running,
+                                      "pid": state.processes[name].pid if name in state.processes else None}
+                               for name, running in self.running_components().items()}}
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def up(self, *, nodes: int = 1) -> None:
+        if self.is_healthy():
+            self.log(f"cluster '{self.name}' is already running")
+            return
+        if self.state_file.exists():
+            self.log(f"cluster '{self.name}' is partly down; restarting it from scratch")
+            self.down()
+        for component in binaries.CONTROL_PLANE:
+            binaries.ensure_built(component, log=self.log)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        state = ClusterState(ports={"etcd": processes.free_port(), "etcd_peer": processes.free_port(),
+                                    "apiserver": processes.free_port()})
+        state.save(self.state_file)
+        create_pki(self.pki.folder, service_ip=SERVICE_IP)
+        self._write_kubeconfig(state.ports["apiserver"])
+        try:
+            for component in COMPONENTS:
+                self.start_component(component)
+            self.log("registering fake nodes (kwok) ...")
+            create_fake_nodes(self.kubeconfig, count=nodes)
+            wait_nodes_ready(self.kubeconfig, count=nodes, timeout=60)
+        except Exception:
+            self.log("startup failed; stopping what was started (logs kept in "
+                     f"{self.dir / 'logs'})")
+            self.stop_all()
+            raise
+        self.log(f"cluster '{self.name}' is up: {self.server_url}")
+
+    def down(self, *, keep_logs: bool = False) -> None:
+        """Stop exactly the processes this cluster recorded, then remove its state."""
+        self.stop_all()
+        if self.dir.exists():
+            for child in self.dir.iterdir():
+                if keep_logs and child.name == "logs":
+                    continue
+                shutil.rmtree(child) if child.is_dir() else child.unlink()
+            if not keep_logs:
+                self.dir.rmdir()
+
+    def stop_all(self) -> None:
+        for component in reversed(COMPONENTS):
+            self.stop_component(component)
+
+    def stop_component(self, component: str) -> None:
+        state = self.state()
+        record = state.processes.pop(component, None)
+        if record is not None:
+            processes.stop(record)
+            state.save(self.state_file)
+
+    def start_component(self, component: str) -> None:
+        """(Re)start one component and wait until it is ready; fault tests use this too."""
+        state = self.state()
+        if component in state.processes and processes.is_running(state.processes[component]):
+            return
+        argv = self._argv(component, state.ports)
+        self.log(f"starting {component} ...")
+        record = processes.start(component, argv, log_dir=self.dir / "logs")
+        self._started_at[component] = time.monotonic()
+        state.processes[component] = record
+        state.save(self.state_file)
+        self._wait_ready(component, record, state.ports)
+
+    # -- internals --------------------------------------------------------------------------
+    def _argv(self, component: str, ports: dict[str, int]) -> list[str]:
+        pki = self.pki
+        k8s_bin = K8S.bin_dir()
+        if component == "etcd":
+            return [str(ETCD.bin_dir() / "etcd"), "--name", "specinfer", "--data-dir", str(self.dir / "etcd"),
+                    "--listen-client-urls", f"http://127.0.0.1:{ports['etcd']}",
+                    "--advertise-client-urls", f"http://127.0.0.1:{ports['etcd']}",
+                    "--listen-peer-urls", f"http://127.0.0.1:{ports['etcd_peer']}",
+                    "--initial-advertise-peer-urls", f"http://127.0.0.1:{ports['etcd_peer']}",
+                    "--initial-cluster", f"specinfer=http://127.0.0.1:{ports['etcd_peer']}",
+                    "--unsafe-no-fsync", "--quota-backend-bytes", str(2 * 1024**3),
+                    "--log-level", "warn"]
+        if component == "kube-apiserver":
+            return [str(k8s_bin / "kube-apiserver"),
+                    "--etcd-servers", f"http://127.0.0.1:{ports['etcd']}",
+                    "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
+                    "--secure-port", str(ports["apiserver"]),
+                    "--tls-cert-file", str(pki.serving_cert), "--tls-private-key-file", str(pki.serving_key),
+                    "--client-ca-file", str(pki.ca_cert),
+                    "--authorization-mode", "RBAC",
+                    "--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
+                    "--service-account-key-file", str(pki.sa_pub),
+                    "--service-account-signing-key-file", str(pki.sa_key),
+                    "--service-cluster-ip-range", SERVICE_CIDR,
+                    "--allow-privileged=true", "--profiling=false", "--v=1",
+                    # the endpoint reconciler refuses loopback addresses; nothing here needs the
+                    # `kubernetes` Service to have endpoints.
+                    "--endpoint-reconciler-type=none"]
+        kubeconfig = str(self.kubeconfig)
+        if component == "kube-controller-manager":
+            return [str(k8s_bin / "kube-controller-manager"), "--kubeconfig", kubeconfig,
+                    "--authentication-kubeconfig", kubeconfig, "--authorization-kubeconfig", kubeconfig,
+                    "--bind-address", "127.0.0.1", "--secure-port", "0", "--leader-elect=false",
+                    "--service-account-private-key-file", str(pki.sa_key), "--root-ca-file", str(pki.ca_cert),
+                    "--use-service-account-credentials=false", "--cluster-cidr", POD_CIDR,
+                    "--service-cluster-ip-range", SERVICE_CIDR, "--allocate-node-cidrs=false",
+                    "--controllers", "*,-nodeipam",
+                    "--v=1"]
+        if component == "kube-scheduler":
+            return [str(k8s_bin / "kube-scheduler"), "--kubeconfig", kubeconfig,
+                    "--authentication-kubeconfig", kubeconfig, "--authorization-kubeconfig", kubeconfig,
+                    "--bind-address", "127.0.0.1", "--secure-port", "0", "--leader-elect=false", "--v=1"]
+        if component == "kwok":
+            config = kwok_stages.write_config(self.dir / "kwok.yaml")
+            return [str(KWOK.bin_dir() / "kwok"), "--kubeconfig", kubeconfig, "--config", str(config),
+                    "--manage-all-nodes=false",
+                    "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+                    "--cidr", POD_CIDR, "--node-ip", "127.0.0.1", "--v=INFO"]
+        raise ValueError(f"unknown component {component!r}; known: {', '.join(COMPONENTS)}")
+
+    def _wait_ready(self, component: str, record: processes.ProcessRecord, ports: dict[str, int]) -> None:
+        deadline = time.monotonic() + (120 if component == "kube-apiserver" else 60)
+        while time.monotonic() < deadline:
+            if not processes.is_running(record):
+                raise ClusterError(f"{component} exited during startup; last log lines "
+                                   f"({record.log}):\n{processes.log_tail(record)}")
+            if self._component_ready(component, ports):
+                return
+            time.sleep(0.25)
+        raise ClusterError(f"{component} did not become ready in time; last log lines "
+                           f"({record.log}):\n{processes.log_tail(record)}")
+
+    def _component_ready(self, component: str, ports: dict[str, int]) -> bool:
+        if component == "etcd":
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{ports['etcd']}/health", timeout=2) as response:
+                    return json.load(response).get("health") == "true"
+            except (urllib.error.URLError, OSError, ValueError):
+                return False
+        if component == "kube-apiserver":
+            return self._apiserver_ready(ports["apiserver"])
+        # The others serve no port here: ready once they have stayed up for a moment (a bad flag
+        # makes them exit at once, which _wait_ready reports with the log).
+        return time.monotonic() - self._started_at.get(component, 0) > 2.0
+
+    def _apiserver_ready(self, port: int) -> bool:
+        context = ssl.create_default_context(cafile=str(self.pki.ca_cert))
+        context.load_cert_chain(str(self.pki.admin_cert), str(self.pki.admin_key))
+        try:
+            with urllib.request.urlopen(f"https://127.0.0.1:{port}/readyz", context=context, timeout=3) as response:
+                return response.status == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def _write_kubeconfig(self, apiserver_port: int) -> None:
+        context = f"specinfer-{self.name}"
+        config = {
+            "apiVersion": "v1", "kind": "Config", "current-context": context,
+            "clusters": [{"name": context, "cluster": {"server": f"https://127.0.0.1:{apiserver_port}",
+                                                      "certificate-authority": str(self.pki.ca_cert)}}],
+            "users": [{"name": "specinfer-admin", "user": {"client-certificate": str(self.pki.admin_cert),
+                                                           "client-key": str(self.pki.admin_key)}}],
+            "contexts": [{"name": context, "context": {"cluster": context, "user": "specinfer-admin"}}],
+        }
+        self.kubeconfig.write_text(yaml.safe_dump(config, sort_keys=False))
+        self.kubeconfig.chmod(0o600)

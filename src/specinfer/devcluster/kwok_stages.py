@@ -1,0 +1,49 @@
+"""kwok's lifecycle stages, read from its Go module at start-up (never vendored into this repo).
+
+kwok fakes a node's and its pods' lifecycle by applying Stage objects. Run bare
+(without kwokctl) it has none, so we hand it the upstream "fast" stages from the
+module the build already downloaded: nodes become Ready (heartbeats renew a
+Lease), scheduled pods become Running/Ready, deleted pods go away.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import yaml
+
+from specinfer.devcluster.binaries import KWOK
+
+STAGE_FILES = (
+    "node/fast/node-initialize.yaml",
+    "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+    "pod/fast/pod-ready.yaml",
+    "pod/fast/pod-complete.yaml",
+    "pod/fast/pod-delete.yaml",
+)
+
+
+def kwok_module_dir() -> Path:
+    result = subprocess.run(["go", "mod", "download", "-json", f"{KWOK.module}@{KWOK.version()}"],
+                            cwd=KWOK.tools_dir, capture_output=True, text=True, check=True,
+                            env={**os.environ, "GOTOOLCHAIN": "local"})
+    return Path(json.loads(result.stdout)["Dir"])
+
+
+def write_config(path: Path) -> Path:
+    """Write a kwok --config file: a KwokConfiguration followed by the stages."""
+    stage_root = kwok_module_dir() / "kustomize" / "stage"
+    documents = [{"apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokConfiguration",
+                  "options": {
+                      # A config file replaces kwok's defaults wholesale, so restate the ones it needs.
+                      "nodeLeaseDurationSeconds": 40, "nodeLeaseParallelism": 4,
+                      "podPlayStageParallelism": 4, "nodePlayStageParallelism": 4,
+                      "podsOnNodeSyncParallelism": 1, "enablePodsOnNodeSyncListPager": True,
+                      "enablePodsOnNodeSyncStreamWatch": False}}]
+    for relative in STAGE_FILES:
+        documents.extend(doc for doc in yaml.safe_load_all((stage_root / relative).read_text()) if doc)
+    path.write_text(yaml.safe_dump_all(documents, sort_keys=False))
+    return path

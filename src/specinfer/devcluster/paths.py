@@ -1,0 +1,25 @@
+"""Where the local control plane keeps binaries (cache) and running state."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from specinfer.vllm_source import cache_dir
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+TOOLS_DIR = REPO_ROOT / "tools"
+
+
+def bin_cache_dir() -> Path:
+    """Built binaries, keyed by component version and wrapper-module checksum."""
+    return cache_dir() / "bin"
+
+
+def state_root() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    return Path(base) / "specinfer" / "clusters"
+
+
+def cluster_dir(name: str) -> Path:
+    return state_root() / name
