@@ -1,0 +1,63 @@
+# specinfer developer entry points. Everything a fresh machine needs is installed by `make setup`
+# (which `make demo` and `make test` run first), so a clean clone needs exactly one command each.
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+SPECINFER := $(VENV)/bin/specinfer
+PYTEST_ARGS ?=
+
+.PHONY: help setup venv system-deps binaries vllm-wheel demo test test-unit test-integration test-e2e crds clean
+
+help:
+	@echo "make demo              run the main job: local control plane + operator + simulator, tuned live"
+	@echo "make test              install everything needed, then run the whole test suite"
+	@echo "make test-unit         unit + contract tests only (no processes)"
+	@echo "make test-integration  tests against the local control plane and Prometheus"
+	@echo "make setup             system packages, Python venv, Go-built Kubernetes binaries, vLLM wheel"
+
+setup: system-deps venv binaries vllm-wheel
+
+# Debian's Prometheus (a real server for integration tests and the demo).
+system-deps:
+	@command -v prometheus >/dev/null 2>&1 || { \
+	  echo "installing Debian's prometheus package ..."; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+	@command -v go >/dev/null 2>&1 || { echo "Go >= 1.26 is required (it builds the local Kubernetes control plane)"; exit 1; }
+
+$(VENV)/.installed: pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -e '.[dev]'
+	@touch $@
+
+venv: $(VENV)/.installed
+
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and helm from Go modules
+# (tools/*/go.mod); cached in ~/.cache/specinfer/bin, so only the first run takes minutes.
+binaries: venv
+	$(PY) -m specinfer.devcluster.binaries etcd k8s kwok helm
+
+# The pinned vLLM wheel, read (never installed) by the contract tests; cached in ~/.cache/specinfer.
+vllm-wheel: venv
+	$(PY) -c "from specinfer.vllm_source import wheel_path; print(wheel_path())"
+
+demo: setup
+	$(SPECINFER) demo
+
+test: setup
+	$(PY) -m pytest tests $(PYTEST_ARGS)
+
+test-unit: venv
+	$(PY) -m pytest tests -m unit $(PYTEST_ARGS)
+
+test-integration: setup
+	$(PY) -m pytest tests -m "integration or e2e" $(PYTEST_ARGS)
+
+crds: venv
+	$(PY) -m specinfer.api.crd
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache out
