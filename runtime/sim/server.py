@@ -49,11 +49,12 @@ class Simulator:
         self._wake = asyncio.Event()
         self._last_end = 0.0
         self._task: asyncio.Task | None = None
+        self.failure: str | None = None  # set when the engine loop died: /health then fails
 
     # -- lifecycle ------------------------------------------------------------------
     @property
     def ready(self) -> bool:
-        return self.clock.now() >= self.settings.startup_s
+        return self.failure is None and self.clock.now() >= self.settings.startup_s
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="sim-engine")
@@ -85,6 +86,20 @@ class Simulator:
 
     # -- engine loop ----------------------------------------------------------------
     async def _run(self) -> None:
+        try:
+            await self._loop()
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # a bug must not leave a server that accepts requests and never answers
+            self.failure = f"{type(error).__name__}: {error}"
+            log.exception("simulator engine loop failed; /health now reports 500")
+            for request in [*self.engine.waiting, *self.engine.running]:  # answer everyone still waiting
+                if request.finish_reason is None:
+                    request.finish_reason = "error"
+                    if request.sink is not None:
+                        request.sink(0, "error")
+
+    async def _loop(self) -> None:
         tolerance = LAG_TOLERANCE_WALL_S * self.clock.time_scale
         while True:
             if self.engine.idle:
@@ -137,6 +152,8 @@ def _error(message: str, status: int, param: str | None = None) -> web.Response:
 
 async def health(request: web.Request) -> web.Response:
     sim = request.app[SIM_KEY]
+    if sim.failure is not None:
+        return web.Response(status=500, text=f"engine failed: {sim.failure}")
     return web.Response(status=200) if sim.ready else web.Response(status=503, text="loading model")
 
 
@@ -185,6 +202,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 
 async def _generate(request: web.Request, *, chat: bool) -> web.StreamResponse:
     sim = request.app[SIM_KEY]
+    if sim.failure is not None:
+        return _error(f"the engine failed: {sim.failure}", 500)
     if not sim.ready:
         return _error("the model is still loading", 503)
     try:
@@ -213,6 +232,8 @@ async def _generate(request: web.Request, *, chat: bool) -> web.StreamResponse:
         while finish is None:
             tokens, finish = await queue.get()
             generated += tokens
+        if finish == "error":
+            return _error(f"the engine failed: {sim.failure}", 500)
         return _json(openai.full_response(request_id, s.model_name, parsed, openai.filler_text(0, generated),
                                           generated, finish))
     finally:

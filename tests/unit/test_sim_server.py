@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from specinfer.runtime.sim.server import Simulator, build_app
+from specinfer.runtime.sim.server import SIM_KEY, Simulator, build_app
 from specinfer.runtime.sim.settings import SimulatorSettings
 
 pytestmark = pytest.mark.unit
@@ -106,5 +107,27 @@ async def test_health_is_503_while_the_model_loads():
     try:
         assert (await client.get("/health")).status == 503
         assert (await client.post("/v1/completions", json={"prompt": "x"})).status == 503
+    finally:
+        await client.close()
+
+
+async def test_a_dead_engine_loop_fails_health_instead_of_hanging():
+    client = await client_for()
+    try:
+        sim = client.server.app[SIM_KEY]
+
+        def broken(now):
+            raise RuntimeError("boom")
+
+        sim.engine.plan_step = broken
+        request = asyncio.ensure_future(client.post("/v1/completions", json={"prompt": "x", "max_tokens": 5}))
+        for _ in range(100):
+            if sim.failure:
+                break
+            await asyncio.sleep(0.01)
+        response = await client.get("/health")
+        assert response.status == 500 and "boom" in await response.text()
+        pending = await asyncio.wait_for(request, 5)  # answered, not left hanging
+        assert pending.status == 500
     finally:
         await client.close()
