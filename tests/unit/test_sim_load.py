@@ -8,7 +8,8 @@ import pytest
 from aiohttp.test_utils import TestServer
 
 from specinfer.bench.load import LoadConfig, RequestResult, percentile, run_load, summarize
-from specinfer.runtime.sim.server import Simulator, build_app
+from specinfer.runtime.sim.server import build_app
+from specinfer.runtime.sim.simulator import Simulator
 from specinfer.runtime.sim.settings import SimulatorSettings
 
 pytestmark = pytest.mark.unit

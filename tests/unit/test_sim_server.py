@@ -8,7 +8,8 @@ import json
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from specinfer.runtime.sim.server import SIM_KEY, Simulator, build_app
+from specinfer.runtime.sim.server import SIM_KEY, build_app
+from specinfer.runtime.sim.simulator import Simulator
 from specinfer.runtime.sim.settings import SimulatorSettings
 
 pytestmark = pytest.mark.unit
