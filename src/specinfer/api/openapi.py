@@ -14,7 +14,7 @@ from typing import Any
 _KEEP = {
     "type", "description", "default", "enum", "minimum", "maximum", "minLength", "maxLength", "pattern",
     "minItems", "maxItems", "minProperties", "maxProperties", "required", "format",
-    "x-kubernetes-validations",
+    "x-kubernetes-validations", "x-kubernetes-list-type", "x-kubernetes-list-map-keys",
 }
 
 

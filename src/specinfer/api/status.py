@@ -144,8 +144,14 @@ class SpeculativeInferenceStatus(StatusModel):
 
     observed_generation: int | None = Field(default=None, ge=0)
     """metadata.generation the operator last reconciled."""
-    conditions: list[Condition] | None = Field(default=None, max_length=16)
-    """kstatus conditions: Ready, Progressing, Degraded, Tuned, TuningDegraded."""
+    conditions: list[Condition] | None = Field(
+        default=None,
+        max_length=16,
+        # keyed by type: the reconciler (Ready/Progressing/Degraded) and the tuning loop
+        # (Tuned/TuningDegraded) can each server-side-apply their own conditions
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+    """kstatus conditions: Ready, Progressing, Degraded, Tuned, TuningDegraded (one per type)."""
     replicas: int | None = Field(default=None, ge=0)
     """Engine pods that exist."""
     ready_replicas: int | None = Field(default=None, ge=0)
