@@ -102,3 +102,27 @@ def test_defaults_are_applied_by_the_api_server(custom_objects):
     assert created["spec"]["hardware"]["accelerator"] == "nvidia"
     assert created["spec"]["tuning"]["mode"] == "observe"
     assert created["spec"]["runtime"]["engine"] == "vllm"
+
+
+SEMANTIC_ONLY = [
+    ({"speculation": {"advanced": {"draft_tensor_parallel_size": 3}}, "hardware": {"count": 4}},
+     "spec.speculation.advanced.draft_tensor_parallel_size must be 1 or the target's tensor parallel size 4"),
+    ({"speculation": {"advanced": {"rejection_sample_method": "synthetic"}}},
+     "spec.speculation.advanced.rejection_sample_method synthetic needs exactly one of"),
+    ({"speculation": {"method": "mtp", "draftModel": None, "numSpeculativeTokens": 1},
+      "tuning": {"minNumSpeculativeTokens": 9}},
+     "spec.tuning.minNumSpeculativeTokens must be <= 8, the largest K of method mtp on nvidia"),
+]
+
+
+@pytest.mark.parametrize(("patch", "message"), SEMANTIC_ONLY, ids=["draft-tp", "synthetic", "tuning-min"])
+def test_what_cel_cannot_express_passes_admission_and_fails_parse_spec(custom_objects, patch, message):
+    """These reach the operator, which reports Ready=False/InvalidSpec with parse_spec's message."""
+    from specinfer.api import InvalidSpecError, parse_spec
+    from tests.unit.test_api_rules import deep_merge
+
+    spec = deep_merge(BASE, patch)
+    dry_run_create(custom_objects, spec, "semantic")
+    with pytest.raises(InvalidSpecError) as caught:
+        parse_spec(spec)
+    assert message in caught.value.describe_all()
