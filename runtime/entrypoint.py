@@ -6,6 +6,8 @@ pod's exit code is vLLM's. Misconfiguration prints one line naming the field and
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import os
 import shlex
@@ -43,7 +45,7 @@ def runtime(config_flag: str | None, dry_run: bool) -> None:
             if problems:
                 raise MisconfigurationError("spec.runtime.simulator", f"spec.runtime.simulator: {problems[0]}")
             if dry_run:
-                click.echo(f"simulator {settings}")
+                click.echo("simulator " + json.dumps(dataclasses.asdict(settings), sort_keys=True))
                 return
             from specinfer.runtime.sim.server import serve
 

@@ -116,3 +116,12 @@ def test_simulator_engine_runs_the_simulator_from_the_same_config(tmp_path, monk
     assert settings.schedule == ((1, 8, 4), (9, 32, 0))
     assert (settings.port, settings.time_scale, settings.cost_model, settings.max_batch_size) == (9001, 20, "rtx3090-llama8b", 64)
     assert settings.phases[0].workload == "code" and settings.model_name == "meta-llama/Llama-3.1-8B-Instruct"
+
+
+def test_simulator_dry_run_prints_the_settings_as_json(tmp_path):
+    spec = json.loads(json.dumps(SPEC))
+    spec["runtime"] = {"engine": "simulator", "simulator": {"workload": "math"}}
+    result = invoke("--config", str(write_config(tmp_path, spec)), "--dry-run")
+    assert result.exit_code == 0, result.output
+    settings = json.loads(result.output.removeprefix("simulator "))
+    assert settings["workload"] == "math" and settings["method"] == "eagle3" and settings["port"] == 8000
