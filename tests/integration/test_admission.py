@@ -126,3 +126,33 @@ def test_what_cel_cannot_express_passes_admission_and_fails_parse_spec(custom_ob
     with pytest.raises(InvalidSpecError) as caught:
         parse_spec(spec)
     assert message in caught.value.describe_all()
+
+
+def test_status_subresource_accepts_the_typed_status_and_printer_columns_show_it(custom_objects, cluster, namespace):
+    from specinfer.api import SpeculativeInferenceStatus
+
+    body = {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": "status"}, "spec": BASE}
+    custom_objects.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
+    status = SpeculativeInferenceStatus.model_validate({
+        "observedGeneration": 1,
+        "conditions": [
+            {"type": "Ready", "status": "True", "reason": "Available", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+            {"type": "Tuned", "status": "True", "reason": "Applied"},
+        ],
+        "replicas": 1,
+        "readyReplicas": 1,
+        "effective": {"method": "eagle3", "numSpeculativeTokens": 3, "configHash": "abc123",
+                      "schedule": [{"minBatchSize": 1, "maxBatchSize": 32, "numSpeculativeTokens": 3},
+                                   {"minBatchSize": 33, "maxBatchSize": 33, "numSpeculativeTokens": 0}]},
+        "tuning": {"mode": "auto", "applied": {"numSpeculativeTokens": 3, "since": "2026-01-01T00:00:00Z"},
+                   "history": [{"action": "apply", "reason": "higher goodput", "predictedGain": 0.12}]},
+        "metrics": {"acceptanceRate": 0.71, "perPositionAcceptance": [0.8, 0.6, 0.4]},
+    })
+    custom_objects.patch_namespaced_custom_object_status(
+        GROUP, VERSION, namespace, PLURAL, "status", {"status": status.to_json()})
+    stored = custom_objects.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "status")
+    assert SpeculativeInferenceStatus.model_validate(stored["status"]) == status
+    table = cluster.kubectl("get", "si", "status", "-n", namespace, "-o", "wide").stdout
+    header, row = table.splitlines()[:2]
+    assert header.split()[:6] == ["NAME", "MODEL", "METHOD", "K", "ACCEPTANCE", "READY"]
+    assert row.split()[1:6] == ["meta-llama/Llama-3.1-8B-Instruct", "eagle3", "3", "0.71", "True"]
