@@ -44,8 +44,9 @@ binaries: venv
 vllm-wheel: venv
 	$(PY) -c "from specinfer.vllm_source import wheel_path; print(wheel_path())"
 
+# Until `specinfer demo` lands, the main job is the local control plane itself.
 demo: setup
-	$(SPECINFER) demo
+	$(SPECINFER) cluster up
 
 test: setup
 	$(PY) -m pytest tests $(PYTEST_ARGS)

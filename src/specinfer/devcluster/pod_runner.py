@@ -1,0 +1,215 @@
+"""Plays the kubelet for kwok's fake nodes: runs each runtime pod's container as a local process.
+
+kwok marks scheduled pods Running and Ready but runs nothing. For the demo and the
+end-to-end tests the pods must really serve, so this runner watches pods carrying the
+`specinfer.io/name` label and, for each one bound to a node, runs exactly the container
+command and args of its pod spec with the pod's environment, and registers it with
+Prometheus as a PodMonitor would. What a real kubelet and pod network provide is
+emulated and nothing else:
+
+- volumes: ConfigMap and Secret volumes are written to a per-pod folder, other volumes
+  become empty folders; environment values and arguments under a mount path are
+  rewritten to the local folder, and a config mounted at the runtime's default folder is
+  passed through `SPECINFER_CONFIG`;
+- network: every pod has its own IP in a cluster, locally they share loopback, so the
+  serving port in the mounted runtime config is remapped to a free port;
+- restarts: a process that exits is restarted with a back-off (restartPolicy Always).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kubernetes import client, config
+
+from specinfer.devcluster import processes
+from specinfer.devcluster.prometheus import PrometheusServer
+
+RUNTIME_LABEL = "specinfer.io/name"
+RUNTIME_CONFIG_DIR = "/etc/specinfer"
+RUNTIME_CONFIG_FILE = "runtime.json"
+
+
+def prometheus_label_name(label: str) -> str:
+    """Pod label key -> Prometheus label name, as the Prometheus Operator's podTargetLabels do."""
+    return re.sub(r"[^a-zA-Z0-9_]", "_", label)
+
+
+@dataclass
+class LocalPod:
+    namespace: str
+    name: str
+    uid: str
+    folder: Path
+    argv: list[str]
+    env: dict[str, str]
+    port: int | None
+    labels: dict[str, str]
+    record: processes.ProcessRecord | None = None
+    restarts: int = 0
+    next_start: float = 0.0
+    started: list[float] = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}_{self.name}"
+
+
+class PodRunner:
+    def __init__(self, kubeconfig: Path, workdir: Path, *, prometheus: PrometheusServer | None = None,
+                 label_selector: str = RUNTIME_LABEL, log=print):
+        self.api = client.CoreV1Api(config.new_client_from_config(config_file=str(kubeconfig)))
+        self.workdir = Path(workdir)
+        self.prometheus = prometheus
+        self.label_selector = label_selector
+        self.log = log
+        self.pods: dict[str, LocalPod] = {}
+
+    # -- the loop ---------------------------------------------------------------------------
+    def sync_once(self) -> None:
+        """Converge local processes to the bound, not-terminating pods in the cluster."""
+        wanted = {}
+        for pod in self.api.list_pod_for_all_namespaces(label_selector=self.label_selector).items:
+            if pod.spec.node_name and pod.metadata.deletion_timestamp is None and pod.status.phase != "Succeeded":
+                wanted[pod.metadata.uid] = pod
+        for uid in list(self.pods):
+            if uid not in wanted:
+                self._stop(self.pods.pop(uid))
+        for uid, pod in wanted.items():
+            if uid not in self.pods:
+                try:
+                    self.pods[uid] = self._prepare(pod)
+                except Exception as error:  # a pod we cannot emulate must not stop the others
+                    self.log(f"pod {pod.metadata.namespace}/{pod.metadata.name}: cannot run locally: {error}")
+                    continue
+            self._ensure_running(self.pods[uid])
+
+    def run(self, stop_event, *, interval: float = 1.0) -> None:
+        try:
+            while not stop_event.is_set():
+                try:
+                    self.sync_once()
+                except Exception as error:  # API server hiccup: keep the pods, retry next tick
+                    self.log(f"pod runner: {error}")
+                stop_event.wait(interval)
+        finally:
+            self.stop_all()
+
+    def stop_all(self) -> None:
+        for pod in self.pods.values():
+            self._stop(pod)
+        self.pods.clear()
+
+    def endpoints(self) -> dict[str, str]:
+        """namespace/name -> local http base URL, for pods that serve."""
+        return {f"{p.namespace}/{p.name}": f"http://127.0.0.1:{p.port}" for p in self.pods.values()
+                if p.port and p.record and processes.is_running(p.record)}
+
+    # -- one pod ----------------------------------------------------------------------------
+    def _prepare(self, pod) -> LocalPod:
+        namespace, name = pod.metadata.namespace, pod.metadata.name
+        container = pod.spec.containers[0]
+        folder = self.workdir / f"{namespace}_{name}_{pod.metadata.uid[:8]}"
+        mounts = self._materialise_volumes(pod, container, folder)
+
+        def local(value: str) -> str:
+            for mount_path, local_dir in mounts.items():
+                if value == mount_path or value.startswith(mount_path.rstrip("/") + "/"):
+                    return str(local_dir) + value[len(mount_path.rstrip("/")):]
+            return value
+
+        env = {"PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+               "HOME": str(folder), "PYTHONUNBUFFERED": "1"}
+        for item in container.env or []:
+            env[item.name] = local(self._env_value(pod, item))
+        port = None
+        if RUNTIME_CONFIG_DIR in mounts:
+            config_file = mounts[RUNTIME_CONFIG_DIR] / RUNTIME_CONFIG_FILE
+            env.setdefault("SPECINFER_CONFIG", str(config_file))
+            if config_file.exists():
+                port = self._remap_port(config_file)
+        argv = [local(arg) for arg in [*(container.command or []), *(container.args or [])]]
+        if not argv:
+            raise ValueError("container has no command: the image's entrypoint cannot be known locally")
+        return LocalPod(namespace=namespace, name=name, uid=pod.metadata.uid, folder=folder, argv=argv,
+                        env=env, port=port, labels=dict(pod.metadata.labels or {}))
+
+    def _materialise_volumes(self, pod, container, folder: Path) -> dict[str, Path]:
+        volumes = {volume.name: volume for volume in pod.spec.volumes or []}
+        mounts: dict[str, Path] = {}
+        for mount in container.volume_mounts or []:
+            volume = volumes.get(mount.name)
+            target = folder / "volumes" / mount.name
+            target.mkdir(parents=True, exist_ok=True)
+            if volume is not None and volume.config_map is not None:
+                source = self.api.read_namespaced_config_map(volume.config_map.name, pod.metadata.namespace)
+                files = dict(source.data or {})
+            elif volume is not None and volume.secret is not None:
+                source = self.api.read_namespaced_secret(volume.secret.secret_name, pod.metadata.namespace)
+                files = {k: base64.b64decode(v).decode() for k, v in (source.data or {}).items()}
+            else:
+                files = {}
+            for filename, content in files.items():
+                (target / filename).write_text(content)
+            mounts[mount.mount_path] = target
+        return mounts
+
+    def _env_value(self, pod, item) -> str:
+        if item.value_from is None:
+            return item.value or ""
+        source = item.value_from
+        if source.field_ref is not None:
+            return {"metadata.name": pod.metadata.name, "metadata.namespace": pod.metadata.namespace,
+                    "status.podIP": "127.0.0.1", "spec.nodeName": pod.spec.node_name or ""
+                    }.get(source.field_ref.field_path, "")
+        if source.config_map_key_ref is not None:
+            ref = source.config_map_key_ref
+            return (self.api.read_namespaced_config_map(ref.name, pod.metadata.namespace).data or {}).get(ref.key, "")
+        if source.secret_key_ref is not None:
+            ref = source.secret_key_ref
+            data = self.api.read_namespaced_secret(ref.name, pod.metadata.namespace).data or {}
+            return base64.b64decode(data[ref.key]).decode() if ref.key in data else ""
+        return ""
+
+    @staticmethod
+    def _remap_port(config_file: Path) -> int:
+        runtime_config = json.loads(config_file.read_text())
+        port = processes.free_port()
+        runtime_config.setdefault("spec", {}).setdefault("runtime", {})["port"] = port
+        config_file.write_text(json.dumps(runtime_config))
+        return port
+
+    def _ensure_running(self, pod: LocalPod) -> None:
+        if pod.record is not None and processes.is_running(pod.record):
+            return
+        now = time.monotonic()
+        if pod.record is not None:  # it exited: restart with a capped exponential back-off
+            if pod.next_start == 0.0:
+                pod.restarts += 1
+                pod.next_start = now + min(30.0, 2.0 ** min(pod.restarts, 5))
+                self.log(f"pod {pod.namespace}/{pod.name} exited; restart #{pod.restarts} in "
+                         f"{pod.next_start - now:.0f}s (log: {pod.record.log})")
+            if now < pod.next_start:
+                return
+        pod.next_start = 0.0
+        pod.record = processes.start(pod.name, pod.argv, log_dir=pod.folder, env=pod.env)
+        pod.started.append(now)
+        if self.prometheus is not None and pod.port is not None:
+            labels = {"namespace": pod.namespace, "pod": pod.name, "container": "engine",
+                      **{prometheus_label_name(k): v for k, v in pod.labels.items()}}
+            self.prometheus.add_target(pod.key, f"127.0.0.1:{pod.port}", labels)
+
+    def _stop(self, pod: LocalPod) -> None:
+        if self.prometheus is not None:
+            self.prometheus.remove_target(pod.key)
+        if pod.record is not None:
+            processes.stop(pod.record, timeout=10)
+        shutil.rmtree(pod.folder, ignore_errors=True)
