@@ -16,11 +16,14 @@ from specinfer import VLLM_VERSION, __version__
 # name -> "module:attribute" of a click command or group.
 LAZY_COMMANDS: dict[str, str] = {
     "cluster": "specinfer.devcluster.cli:cluster",
+    "demo": "specinfer.demo.cli:demo",
     "bench": "specinfer.bench.cli:bench",
     "methods": "specinfer.runtime.methods.cli:methods_command",
     "crd": "specinfer.api.crd:crd_command",
     "sim": "specinfer.runtime.sim.cli:sim",
     "runtime": "specinfer.runtime.entrypoint:runtime",
+    "render": "specinfer.operator.render_cli:render_command",
+    "operator": "specinfer.operator.operator_cli:operator_command",
 }
 
 

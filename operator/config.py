@@ -1,0 +1,113 @@
+"""Operator configuration: one YAML document (the Helm chart mounts it from a ConfigMap).
+
+Everything has a default, so `specinfer operator` and `specinfer render` work with no
+file at all. Example:
+
+    images: {nvidia: registry.example/specinfer-runtime:cuda}
+    profiles:
+      amd: {nodeSelector: {node.kubernetes.io/instance-type: mi300x}, shmSize: 64Gi}
+    modelCache: {persistentVolumeClaim: model-cache}
+    prometheus: {url: http://prometheus.monitoring:9090}
+    rateLimit: {qps: 50, burst: 100}
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+from specinfer.operator.errors import ConfigError
+from specinfer.operator.hardware import DEFAULT_PROFILES, HardwareProfile
+
+Accelerator = Literal["nvidia", "amd", "ascend", "cpu"]
+FIELD_MANAGER = "specinfer-operator"
+CONFIG_ENV = "SPECINFER_OPERATOR_CONFIG"
+
+
+class _Config(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, alias_generator=to_camel)
+
+
+class ProfileOverride(_Config):
+    """Any subset of a HardwareProfile's fields; unset fields keep the default."""
+
+    image: str | None = None
+    device_resource: str | None = None
+    env: dict[str, str] | None = None
+    node_selector: dict[str, str] | None = None
+    product_label: str | None = None
+    tolerations: list[dict[str, object]] | None = None
+    shm_size: str | None = None
+    startup_seconds: int | None = Field(default=None, ge=60)
+    model_cache_size: str | None = None
+
+
+class ModelCache(_Config):
+    """Where pods keep downloaded weights: an emptyDir by default, or a shared PVC."""
+
+    persistent_volume_claim: str | None = None
+    """Claim name in the resource's namespace (ReadWriteMany so replicas share the weights)."""
+
+
+class PrometheusConfig(_Config):
+    url: str | None = None
+    """Default Prometheus for the tuning loop when a resource names none."""
+
+
+class RateLimit(_Config):
+    """Client-side limit on the operator's own API requests (kopf has none)."""
+
+    qps: float = Field(default=100.0, gt=0)
+    burst: int = Field(default=200, ge=1)
+
+
+class OperatorConfig(_Config):
+    images: dict[Accelerator, str] = Field(default_factory=dict)
+    """Runtime image per accelerator (shortcut for profiles.<accelerator>.image)."""
+    profiles: dict[Accelerator, ProfileOverride] = Field(default_factory=dict)
+    model_cache: ModelCache = Field(default_factory=ModelCache)
+    prometheus: PrometheusConfig = Field(default_factory=PrometheusConfig)
+    rate_limit: RateLimit = Field(default_factory=RateLimit)
+    workers: int = Field(default=8, ge=1, le=128)
+    """Concurrent reconciles (one resource is never reconciled twice at once)."""
+    resync_seconds: float = Field(default=300.0, ge=5)
+    """Every resource is re-checked this often even without events (drift safety net)."""
+    field_manager: str = FIELD_MANAGER
+
+    def profile(self, accelerator: str) -> HardwareProfile:
+        """The default profile with this configuration's overrides applied."""
+        base = DEFAULT_PROFILES[accelerator]
+        override = self.profiles.get(accelerator)  # type: ignore[call-overload]
+        update = override.model_dump(exclude_unset=True) if override else {}
+        image = self.images.get(accelerator)  # type: ignore[call-overload]
+        if image and "image" not in update:
+            update["image"] = image
+        return base.model_copy(update=update) if update else base
+
+
+def parse_config(data: object, *, source: str = "operator configuration") -> OperatorConfig:
+    if data is None:
+        return OperatorConfig()
+    try:
+        return OperatorConfig.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "(root)"
+        raise ConfigError(f"{source}: {where}: {first['msg']}") from None
+
+
+def load_config(path: str | Path | None) -> OperatorConfig:
+    """Read the YAML file (None: all defaults)."""
+    if path is None:
+        return OperatorConfig()
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except OSError as error:
+        raise ConfigError(f"cannot read operator configuration {path}: {error.strerror}") from None
+    except yaml.YAMLError as error:
+        raise ConfigError(f"operator configuration {path} is not valid YAML: {error}") from None
+    return parse_config(data, source=str(path))

@@ -1,0 +1,181 @@
+"""The engine Deployment: pods that run `specinfer runtime` on the mounted RuntimeConfig.
+
+The runtime turns the config into the exact `vllm serve` command (runtime/argv.py); the
+same function fills the pod annotation `specinfer.io/engine-command`, so a review of the
+rendered manifests shows the method, draft model, K / schedule, tensor parallel size,
+served model name and port that will run.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from specinfer.api import RUNTIME_CONFIG_ENV
+from specinfer.operator.hardware import MODEL_CACHE_PATH
+from specinfer.operator.render.labels import (
+    CONFIG_HASH_ANNOTATION,
+    ENGINE_COMMAND_ANNOTATION,
+    RUNTIME_CONFIG_KEY,
+    child_metadata,
+    pod_labels,
+    runtime_configmap_name,
+    selector_labels,
+)
+from specinfer.operator.render.service import PORT_NAME
+from specinfer.operator.render.workload import Workload
+from specinfer.runtime.argv import vllm_argv
+
+CONTAINER_NAME = "engine"
+CONFIG_DIR = "/etc/specinfer"
+HEALTH_PATH = "/health"  # vLLM's (and the simulator's) liveness endpoint
+STARTUP_PERIOD_SECONDS = 10
+
+
+def _env(workload: Workload) -> list[dict[str, Any]]:
+    """Platform env, then the catalogue's pins, then the user's spec.runtime.env (the user wins)."""
+    spec = workload.spec
+    values: dict[str, dict[str, Any]] = {}
+    for name, value in {**workload.profile.env, **workload.speculation.env}.items():
+        values[name] = {"name": name, "value": value}
+    values[RUNTIME_CONFIG_ENV] = {"name": RUNTIME_CONFIG_ENV, "value": f"{CONFIG_DIR}/{RUNTIME_CONFIG_KEY}"}
+    values["HF_HOME"] = {"name": "HF_HOME", "value": MODEL_CACHE_PATH}
+    token = spec.model.hub_token_secret_ref
+    if token is not None:
+        values["HF_TOKEN"] = {"name": "HF_TOKEN",
+                              "valueFrom": {"secretKeyRef": {"name": token.name, "key": token.key}}}
+    for var in spec.runtime.env or []:
+        values[var.name] = var.model_dump(by_alias=True, exclude_none=True, mode="json")
+        source = values[var.name].get("valueFrom", {})
+        if "configMapKeyRef" in source:
+            source["configMapKeyRef"] = dict(source["configMapKeyRef"])
+    return [values[name] for name in sorted(values)]
+
+
+def _resources(workload: Workload) -> dict[str, Any]:
+    spec = workload.spec
+    user = spec.runtime.resources
+    requests = {key: str(value) for key, value in ((user.requests or {}) if user else {}).items()}
+    limits = {key: str(value) for key, value in ((user.limits or {}) if user else {}).items()}
+    device = workload.profile.device_resource
+    if device and spec.hardware.accelerator != "cpu":
+        # extended resources are whole devices, requested == limit
+        requests[device] = limits[device] = str(spec.hardware.count)
+    out: dict[str, Any] = {}
+    if requests:
+        out["requests"] = dict(sorted(requests.items()))
+    if limits:
+        out["limits"] = dict(sorted(limits.items()))
+    return out
+
+
+def _probes(workload: Workload) -> dict[str, Any]:
+    def http() -> dict[str, Any]:
+        return {"path": HEALTH_PATH, "port": PORT_NAME}
+
+    startup_failures = max(1, workload.profile.startup_seconds // STARTUP_PERIOD_SECONDS)
+    return {
+        # model download + load: minutes to tens of minutes; liveness only starts after this succeeds
+        "startupProbe": {"httpGet": http(), "periodSeconds": STARTUP_PERIOD_SECONDS,
+                         "failureThreshold": startup_failures, "timeoutSeconds": 5},
+        "readinessProbe": {"httpGet": http(), "periodSeconds": 5, "failureThreshold": 3, "timeoutSeconds": 5},
+        "livenessProbe": {"httpGet": http(), "periodSeconds": 15, "failureThreshold": 4, "timeoutSeconds": 10},
+    }
+
+
+def _volumes(workload: Workload) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    cache: dict[str, Any]
+    if workload.model_cache.persistent_volume_claim:
+        cache = {"persistentVolumeClaim": {"claimName": workload.model_cache.persistent_volume_claim}}
+    else:
+        cache = {"emptyDir": {"sizeLimit": workload.profile.model_cache_size} if workload.profile.model_cache_size
+                 else {}}
+    volumes = [
+        {"name": "runtime-config", "configMap": {"name": runtime_configmap_name(workload.name),
+                                                 "items": [{"key": RUNTIME_CONFIG_KEY, "path": RUNTIME_CONFIG_KEY}]}},
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": workload.profile.shm_size}},
+        {"name": "model-cache", **cache},
+    ]
+    mounts = [
+        {"name": "runtime-config", "mountPath": CONFIG_DIR, "readOnly": True},
+        {"name": "dshm", "mountPath": "/dev/shm"},
+        {"name": "model-cache", "mountPath": MODEL_CACHE_PATH},
+    ]
+    return volumes, mounts
+
+
+def _placement(workload: Workload) -> dict[str, Any]:
+    hardware, profile = workload.spec.hardware, workload.profile
+    selector = dict(profile.node_selector)
+    if hardware.product and profile.product_label:
+        selector[profile.product_label] = hardware.product
+    selector.update(hardware.node_selector or {})
+    tolerations = list(profile.tolerations) + [
+        t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in hardware.tolerations or []
+    ]
+    out: dict[str, Any] = {}
+    if selector:
+        out["nodeSelector"] = dict(sorted(selector.items()))
+    if tolerations:
+        out["tolerations"] = tolerations
+    return out
+
+
+def engine_command(workload: Workload) -> str:
+    """What the runtime will exec, for reviews (the simulator ignores vLLM flags but takes the same config)."""
+    argv = vllm_argv(workload.spec)
+    prefix = "simulated: " if workload.spec.runtime.engine == "simulator" else ""
+    return prefix + shlex.join(argv)
+
+
+def build_deployment(workload: Workload) -> dict[str, Any]:
+    spec, speculation = workload.spec, workload.speculation
+    volumes, mounts = _volumes(workload)
+    container = {
+        "name": CONTAINER_NAME,
+        "image": workload.image,
+        "command": ["specinfer", "runtime"],
+        "args": ["--config", f"{CONFIG_DIR}/{RUNTIME_CONFIG_KEY}"],
+        "ports": [{"name": PORT_NAME, "containerPort": spec.runtime.port, "protocol": "TCP"}],
+        "env": _env(workload),
+        "volumeMounts": mounts,
+        **_probes(workload),
+    }
+    resources = _resources(workload)
+    if resources:
+        container["resources"] = resources
+    template_meta = {
+        "labels": pod_labels(workload.name, method=speculation.method, k=speculation.num_speculative_tokens),
+        "annotations": {
+            CONFIG_HASH_ANNOTATION: workload.config_hash,
+            ENGINE_COMMAND_ANNOTATION: engine_command(workload),
+        },
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": child_metadata(workload.name, workload.namespace, workload.owners, child_name=workload.name),
+        "spec": {
+            "replicas": spec.replicas,
+            "selector": {"matchLabels": selector_labels(workload.name)},
+            # one pod at a time and never below the desired count: every restart reloads a model
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
+            "progressDeadlineSeconds": workload.profile.startup_seconds + 600,
+            "revisionHistoryLimit": 3,
+            "template": {
+                "metadata": template_meta,
+                "spec": {
+                    "automountServiceAccountToken": False,  # the engine never talks to the API server
+                    "enableServiceLinks": False,
+                    "terminationGracePeriodSeconds": 60,
+                    "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+                    "containers": [container],
+                    "volumes": volumes,
+                    **_placement(workload),
+                },
+            },
+        },
+    }
+
+
+__all__ = ["build_deployment", "engine_command"]

@@ -1,0 +1,50 @@
+"""`Workload`: everything the child builders need, resolved once from the resource and the config."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from specinfer.api import RUNTIME_CONFIG_PATH, EffectiveSpeculation, SpeculativeInferenceSpec
+from specinfer.operator.config import ModelCache
+from specinfer.operator.hardware import HardwareProfile
+from specinfer.operator.render.labels import digest
+
+# Fields of the spec the engine never reads: editing them must not restart GPU pods.
+NOT_FOR_RUNTIME = ("replicas", "tuning")
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    namespace: str
+    owners: list[dict[str, Any]]
+    spec: SpeculativeInferenceSpec          # effective: spec + status.tuning.applied, defaults explicit
+    speculation: EffectiveSpeculation
+    profile: HardwareProfile
+    model_cache: ModelCache
+
+    @property
+    def runtime_config(self) -> dict[str, Any]:
+        """The RuntimeConfig the pod reads at RUNTIME_CONFIG_PATH."""
+        spec = self.spec.model_dump(by_alias=True, exclude_none=True, mode="json", exclude=set(NOT_FOR_RUNTIME))
+        return {"apiVersion": "specinfer.io/v1alpha1", "kind": "RuntimeConfig",
+                "name": self.name, "namespace": self.namespace, "spec": spec}
+
+    @property
+    def runtime_config_text(self) -> str:
+        return json.dumps(self.runtime_config, sort_keys=True, indent=2) + "\n"
+
+    @property
+    def config_hash(self) -> str:
+        """Changes exactly when the engine must restart: the runtime config or the image."""
+        return digest({"runtimeConfig": self.runtime_config, "image": self.image})
+
+    @property
+    def image(self) -> str:
+        return self.spec.runtime.image or self.profile.image
+
+    @property
+    def config_path(self) -> str:
+        return RUNTIME_CONFIG_PATH

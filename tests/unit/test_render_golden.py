@@ -1,0 +1,56 @@
+"""Golden files: the exact manifests for every method x accelerator pair the catalogue supports.
+
+Each file under golden/render/ was read by a person once; a diff here is a change in
+what the operator applies to every cluster. Regenerate deliberately with
+SPECINFER_UPDATE_GOLDEN=1 and review the diff.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from specinfer.operator.config import OperatorConfig
+from specinfer.operator.render import render
+from specinfer.operator.render_cli import dump_manifests
+from specinfer.runtime.methods import all_methods
+
+pytestmark = pytest.mark.unit
+
+GOLDEN = Path(__file__).parent / "golden" / "render"
+PAIRS = [(m.name, accelerator) for m in all_methods() for accelerator in m.accelerators]
+
+
+def resource_for(method_name: str, accelerator: str) -> dict:
+    method = next(m for m in all_methods() if m.name == method_name)
+    speculation: dict = {"method": method_name}
+    if method.needs_draft_model:
+        speculation["draftModel"] = {"name": "example-org/draft-head"}
+    return {
+        "apiVersion": "specinfer.io/v1alpha1",
+        "kind": "SpeculativeInference",
+        "metadata": {"name": f"golden-{method_name.lower()}", "namespace": "serving",
+                     "uid": "00000000-0000-4000-8000-000000000001", "generation": 1},
+        "spec": {
+            "model": {"name": "example-org/target-model", "servedModelName": "target"},
+            "speculation": speculation,
+            "hardware": {"accelerator": accelerator, "count": 1 if accelerator == "cpu" else 2},
+        },
+    }
+
+
+def test_pairs_cover_the_catalogue():
+    assert len(PAIRS) == sum(len(m.accelerators) for m in all_methods())
+    assert {a for _, a in PAIRS} == {"nvidia", "amd", "ascend", "cpu"}
+
+
+@pytest.mark.parametrize(("method", "accelerator"), PAIRS)
+def test_render_matches_golden(method: str, accelerator: str):
+    text = dump_manifests(render(resource_for(method, accelerator), OperatorConfig(), podmonitor=True).manifests)
+    path = GOLDEN / f"{method}-{accelerator}.yaml"
+    if os.environ.get("SPECINFER_UPDATE_GOLDEN") == "1":
+        path.write_text(text)
+    assert path.exists(), f"missing golden file {path}: run with SPECINFER_UPDATE_GOLDEN=1 and review it"
+    assert text == path.read_text(), f"rendering of {method} on {accelerator} changed: review, then update {path}"
