@@ -1,0 +1,1 @@
+"""`specinfer demo`: the whole product on the local control plane with the simulator engine."""

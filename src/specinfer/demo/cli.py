@@ -1,0 +1,35 @@
+"""`specinfer demo`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from specinfer.devcluster.paths import REPO_ROOT
+
+
+@click.command("demo")
+@click.option("-f", "--file", "example", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=REPO_ROOT / "examples" / "specinference.yaml", show_default=True,
+              help="The SpeculativeInference to apply (engine simulator).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("out/demo"),
+              show_default=True, help="Where the summary plot is written.")
+@click.option("--quick", is_flag=True, help="Two short load phases (about 2 minutes) instead of three longer ones.")
+@click.option("--keep", is_flag=True, help="Leave the cluster, Prometheus and operator running afterwards.")
+@click.option("--no-live", is_flag=True, help="Print periodic lines instead of redrawing the screen.")
+def demo(example: Path, out: Path, quick: bool, keep: bool, no_live: bool) -> None:
+    """Run the whole product locally, no GPU needed.
+
+    \b
+    Starts a real local control plane (built on first use), Prometheus, the CRD
+    and the operator; applies a SpeculativeInference whose pods run the simulator
+    engine (executed locally from their pod specs); drives load through phases
+    and shows the tuner adapting the draft length live. Ends with a summary and a
+    PNG plot. Ctrl-C stops and cleans everything up.
+    """
+    from specinfer.demo.run import Demo, DemoOptions
+
+    options = DemoOptions(example=example, out=out, quick=quick, keep=keep, live=not no_live)
+    sys.exit(Demo(options, log=lambda message: click.echo(message, err=True)).run())

@@ -1,0 +1,105 @@
+"""Closed-loop load in phases against whatever runtime pods are serving right now.
+
+Pods come and go during rollouts, so every request picks a current endpoint
+(round robin) from a provider function; a request that fails on a pod that was
+just replaced is counted, not fatal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import aiohttp
+
+from specinfer.bench.load import LoadConfig, RequestResult, one_request, request_body
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    concurrency: int
+    seconds: float
+
+
+@dataclass
+class PhaseResults:
+    phase: Phase
+    started: float = 0.0
+    ended: float = 0.0
+    results: list[RequestResult] = field(default_factory=list)
+
+
+DEFAULT_PHASES = (
+    Phase("low load", concurrency=2, seconds=150),
+    Phase("peak load", concurrency=96, seconds=150),
+    Phase("low load again", concurrency=2, seconds=90),
+)
+QUICK_PHASES = (
+    Phase("low load", concurrency=2, seconds=45),
+    Phase("peak load", concurrency=64, seconds=45),
+)
+
+
+class PhasedLoad:
+    def __init__(self, endpoints: Callable[[], list[str]], model: str, phases=DEFAULT_PHASES, *,
+                 prompt_tokens: int = 128, output_tokens: int = 128, seed: int = 0):
+        self.endpoints = endpoints
+        self.model = model
+        self.phases = tuple(phases)
+        self.config = LoadConfig(prompt_tokens=prompt_tokens, output_tokens=output_tokens, timeout_s=120)
+        self.rng = random.Random(seed)
+        self.done: list[PhaseResults] = []
+        self.current: PhaseResults | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._round_robin = itertools.count()
+
+    @property
+    def finished(self) -> bool:
+        return self._thread is not None and not self._thread.is_alive()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True, name="demo-load")
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=150)
+
+    def _pick(self) -> str | None:
+        endpoints = self.endpoints()
+        return endpoints[next(self._round_robin) % len(endpoints)] if endpoints else None
+
+    async def _run(self) -> None:
+        timeout = aiohttp.ClientTimeout(total=self.config.timeout_s)
+        async with aiohttp.ClientSession(timeout=timeout, connector=aiohttp.TCPConnector(limit=0)) as session:
+            for phase in self.phases:
+                if self._stop.is_set():
+                    break
+                self.current = PhaseResults(phase, started=time.time())
+                deadline = time.monotonic() + phase.seconds
+                await asyncio.gather(*(self._worker(session, deadline) for _ in range(phase.concurrency)))
+                self.current.ended = time.time()
+                self.done.append(self.current)
+            self.current = None
+
+    async def _worker(self, session: aiohttp.ClientSession, deadline: float) -> None:
+        while time.monotonic() < deadline and not self._stop.is_set():
+            url = self._pick()
+            if url is None:
+                await asyncio.sleep(0.5)  # no pod serving yet (starting or rolling)
+                continue
+            config = LoadConfig(url=url, prompt_tokens=self.config.prompt_tokens,
+                                output_tokens=self.config.output_tokens, timeout_s=self.config.timeout_s)
+            result = await one_request(session, config, request_body(config, self.model, self.rng))
+            if self.current is not None:
+                self.current.results.append(result)
+            if not result.ok:
+                await asyncio.sleep(0.5)

@@ -1,0 +1,178 @@
+"""Runs the demo: the whole product on the embedded default, with a live view and a summary."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from specinfer.bench.load import percentile
+from specinfer.demo.load import DEFAULT_PHASES, QUICK_PHASES, PhasedLoad
+from specinfer.demo.plot import write_plot
+from specinfer.demo.stack import Stack
+from specinfer.demo.view import Snapshot, render
+from specinfer.devcluster import processes
+from specinfer.devcluster.control_plane import LocalCluster
+from specinfer.devcluster.prometheus import PrometheusServer
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    example: Path
+    out: Path
+    quick: bool = False
+    keep: bool = False
+    live: bool = True
+    cluster_name: str = "demo"
+
+
+def _raise_interrupt(signum, frame):  # SIGTERM cleans up like Ctrl-C
+    raise KeyboardInterrupt
+
+
+class Demo:
+    def __init__(self, options: DemoOptions, *, log=print):
+        self.options = options
+        self.log = log
+        self.resource = yaml.safe_load(options.example.read_text())
+        self.name = self.resource["metadata"]["name"]
+        self.namespace = self.resource["metadata"].get("namespace", "default")
+        self.snapshots: list[Snapshot] = []
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, _raise_interrupt)
+        cluster = LocalCluster(self.options.cluster_name, log=self.log)
+        prometheus = stack = None
+        try:
+            self.log("[1/5] local control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok)")
+            cluster.up()
+            self.log("[2/5] Prometheus")
+            prometheus = PrometheusServer(cluster.dir / "prometheus", scrape_interval="2s", log=self.log).start()
+            self.log(f"      {prometheus.url}")
+            self.log("[3/5] CRD, operator and pod runner")
+            stack = Stack(cluster.kubeconfig, prometheus, cluster.dir / "demo", log=self.log).start()
+            self.log(f"      operator log: {stack.operator.log}")
+            self.log(f"[4/5] kubectl apply -f {self.options.example}")
+            stack.kubectl("apply", "-f", str(self.options.example))
+            self._wait_serving(stack)
+            self.log("[5/5] load phases; the tuner adapts (Ctrl-C stops and cleans up)")
+            load = PhasedLoad(lambda: self._endpoints(stack), self._served_model(), self._phases())
+            load.start()
+            self._watch(stack, prometheus, load)
+            load.stop()
+            self._summary(load)
+            return 0
+        except KeyboardInterrupt:
+            self.log("\ninterrupted; cleaning up")
+            return 130
+        finally:
+            if stack is not None and self.snapshots:
+                self._plot()
+            if self.options.keep:
+                self.log(f"--keep: leaving everything running; KUBECONFIG={cluster.kubeconfig}")
+            else:
+                if stack is not None:
+                    stack.stop()
+                if prometheus is not None:
+                    prometheus.stop()
+                cluster.down(keep_logs=True)
+
+    # -- steps ------------------------------------------------------------------------------
+    def _phases(self):
+        return QUICK_PHASES if self.options.quick else DEFAULT_PHASES
+
+    def _served_model(self) -> str:
+        model = self.resource["spec"]["model"]
+        return model.get("servedModelName") or model["name"]
+
+    def _endpoints(self, stack: Stack) -> list[str]:
+        runner = stack.runner
+        if runner is None:
+            return []
+        return [f"http://127.0.0.1:{pod.port}" for pod in list(runner.pods.values())
+                if pod.labels.get("specinfer.io/name") == self.name and pod.namespace == self.namespace
+                and pod.port and pod.record and processes.is_running(pod.record)]
+
+    def _wait_serving(self, stack: Stack, timeout: float = 180) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status = self._status(stack)
+            ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+            if ready and self._endpoints(stack):
+                self.log("      Ready, and the pod serves")
+                return
+            if stack.operator is not None and not processes.is_running(stack.operator):
+                raise RuntimeError(f"the operator exited; see {stack.operator.log}")
+            time.sleep(1)
+        raise TimeoutError(f"{self.name} not Ready and serving after {timeout:.0f}s: "
+                           f"kubectl describe si {self.name}; operator log {stack.operator.log if stack.operator else '-'}")
+
+    def _status(self, stack: Stack) -> dict:
+        result = stack.kubectl("get", "speculativeinference", self.name, "-n", self.namespace, "-o", "json",
+                               check=False)
+        return json.loads(result.stdout).get("status", {}) if result.returncode == 0 else {}
+
+    def _prometheus_value(self, prometheus: PrometheusServer, promql: str) -> float | None:
+        try:
+            result = prometheus.query(promql)
+        except Exception:
+            return None
+        return float(result[0]["value"][1]) if result else None
+
+    def _watch(self, stack: Stack, prometheus: PrometheusServer, load: PhasedLoad) -> None:
+        selector = f'specinfer_io_name="{self.name}",namespace="{self.namespace}"'
+        started = time.monotonic()
+        while not load.finished:
+            phase = load.current.phase if load.current else None
+            snapshot = Snapshot(
+                elapsed_s=time.monotonic() - started,
+                phase=phase.name if phase else "done",
+                concurrency=phase.concurrency if phase else 0,
+                status=self._status(stack),
+                tokens_per_s=self._prometheus_value(
+                    prometheus, f"sum(rate(vllm:generation_tokens_total{{{selector}}}[20s]))"),
+                acceptance=self._prometheus_value(
+                    prometheus, f"sum(rate(vllm:spec_decode_num_accepted_tokens_total{{{selector}}}[1m])) / "
+                                f"sum(rate(vllm:spec_decode_num_draft_tokens_total{{{selector}}}[1m]))"),
+                pods_serving=len(self._endpoints(stack)),
+            )
+            self.snapshots.append(snapshot)
+            lines = render(snapshot, name=self.name, namespace=self.namespace)
+            if self.options.live and sys.stdout.isatty():
+                sys.stdout.write("\x1b[H\x1b[2J" + "\n".join(lines) + "\n")
+                sys.stdout.flush()
+            elif len(self.snapshots) % 10 == 1:
+                self.log("\n".join(lines[:6]))
+            if stack.operator is not None and not processes.is_running(stack.operator):
+                raise RuntimeError(f"the operator exited; see {stack.operator.log}")
+            time.sleep(2)
+
+    def _summary(self, load: PhasedLoad) -> None:
+        self.log("\nSummary")
+        self.log(f"  {'phase':<18}{'concurrency':>12}{'requests':>10}{'failed':>8}{'tokens/s':>10}"
+                 f"{'per-token p50':>15}{'p99':>9}")
+        for done in load.done:
+            ok = [r for r in done.results if r.ok]
+            seconds = max(done.ended - done.started, 1e-9)
+            tokens = sum(r.output_tokens for r in ok)
+            per_token = [r.per_token_s for r in ok]
+            self.log(f"  {done.phase.name:<18}{done.phase.concurrency:>12}{len(ok):>10}"
+                     f"{len(done.results) - len(ok):>8}{tokens / seconds:>10.0f}"
+                     f"{percentile(per_token, 50) * 1000:>12.1f} ms{percentile(per_token, 99) * 1000:>6.1f} ms")
+        history = (self.snapshots[-1].status.get("tuning") or {}).get("history") or [] if self.snapshots else []
+        self.log(f"  tuning decisions: {len(history)}")
+        for decision in reversed(history):
+            self.log(f"    {decision.get('time', '')}  {decision.get('action')}: {decision.get('reason', '')}")
+
+    def _plot(self) -> None:
+        path = self.options.out / "demo.png"
+        try:
+            write_plot(self.snapshots, path, title=f"specinfer demo: {self.namespace}/{self.name}")
+            self.log(f"  plot: {path}")
+        except Exception as error:  # a missing plotting backend must not hide the summary
+            self.log(f"  (no plot: {error})")
