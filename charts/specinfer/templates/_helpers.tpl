@@ -1,0 +1,108 @@
+{{/* Names, labels and the watched namespaces, in one place. */}}
+
+{{- define "specinfer.name" -}}
+{{- .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "specinfer.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "specinfer.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "specinfer.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: operator
+{{- end -}}
+
+{{- define "specinfer.labels" -}}
+{{ include "specinfer.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{- define "specinfer.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "specinfer.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "specinfer.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{/* Namespaces watched in namespaced scope, as a list (the release namespace when none are given). */}}
+{{- define "specinfer.watchedNamespaces" -}}
+{{- if .Values.watch.namespaces -}}
+{{- toJson (uniq .Values.watch.namespaces) -}}
+{{- else -}}
+{{- toJson (list .Release.Namespace) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The operator configuration file (operator/config.py's OperatorConfig), as YAML. */}}
+{{- define "specinfer.operatorConfig" -}}
+images:
+  {{- toYaml .Values.runtime.images | nindent 2 }}
+{{- with .Values.runtime.profiles }}
+profiles:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.runtime.modelCachePersistentVolumeClaim }}
+modelCache:
+  persistentVolumeClaim: {{ . | quote }}
+{{- end }}
+{{- with .Values.prometheus.url }}
+prometheus:
+  url: {{ . | quote }}
+{{- end }}
+rateLimit:
+  qps: {{ .Values.operator.rateLimit.qps }}
+  burst: {{ .Values.operator.rateLimit.burst }}
+workers: {{ .Values.operator.workers }}
+resyncSeconds: {{ .Values.operator.resyncSeconds }}
+{{- end -}}
+
+{{/*
+RBAC rules for the objects the operator manages in a watched namespace (a Role per namespace in
+namespaced scope, or the ClusterRole in cluster scope). Verbs are what the operator does, no more:
+no wildcard, no pods/exec, no list/watch of Secrets.
+*/}}
+{{- define "specinfer.namespacedRules" -}}
+- apiGroups: ["specinfer.io"]
+  resources: ["speculativeinferences"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["specinfer.io"]
+  resources: ["speculativeinferences/status"]
+  verbs: ["get", "patch", "update"]
+- apiGroups: ["apps"]
+  resources: ["deployments"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+- apiGroups: [""]
+  resources: ["services", "configmaps"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+- apiGroups: ["", "events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- if .Values.rbac.podMonitors }}
+- apiGroups: ["monitoring.coreos.com"]
+  resources: ["podmonitors"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+{{- end }}
+{{- if .Values.rbac.readSecrets }}
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get"]
+{{- end }}
+{{- if .Values.peering.enabled }}
+- apiGroups: ["kopf.dev"]
+  resources: ["kopfpeerings"]
+  verbs: ["get", "list", "watch", "patch"]
+{{- end }}
+{{- end -}}
