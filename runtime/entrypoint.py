@@ -52,8 +52,8 @@ def runtime(config_flag: str | None, dry_run: bool) -> None:
             logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
             serve(settings)
             return
+        preflight(spec, engine_binary=not dry_run)  # before rendering: it explains what rendering would trip on
         argv = vllm_argv(spec)
-        preflight(spec, engine_binary=not dry_run)
         if dry_run:
             click.echo(shlex.join(argv))
             return
