@@ -1,0 +1,25 @@
+# syntax=docker/dockerfile:1
+# Runtime image for CPU only (vLLM's CPU backend): the pinned vLLM 0.33.0 build plus `specinfer runtime`,
+# which reads the operator's RuntimeConfig, checks it, and execs `vllm serve` (or the simulator).
+# Build from the repository root:
+#   docker build -f docker/runtime-cpu.Dockerfile -t ghcr.io/specinfer/runtime:0.1.0-vllm0.33.0-cpu .
+# The base image and tag must match charts/specinfer/values.yaml (runtime.images.cpu),
+# operator/hardware.py and docs/install.md; tests/unit/test_chart_images.py checks all four.
+
+FROM vllm/vllm-openai-cpu:v0.33.0
+LABEL org.opencontainers.image.title="specinfer-runtime-cpu" \
+      org.opencontainers.image.description="vLLM 0.33.0 for CPU only (vLLM's CPU backend) with the specinfer runtime entrypoint" \
+      org.opencontainers.image.version="0.1.0-vllm0.33.0-cpu" \
+      org.opencontainers.image.base.name="vllm/vllm-openai-cpu:v0.33.0" \
+      org.opencontainers.image.licenses="Apache-2.0"
+WORKDIR /opt/specinfer
+COPY pyproject.toml README.md ./
+COPY src ./src
+COPY operator ./operator
+COPY runtime ./runtime
+COPY bench ./bench
+# --no-deps: the runtime needs only what vLLM already ships (pydantic, click, pyyaml, aiohttp,
+# prometheus_client, numpy); letting pip resolve the operator's dependencies could move vLLM's pins.
+RUN python3 -m pip install --no-cache-dir --no-deps . \
+    && specinfer version
+ENTRYPOINT ["specinfer", "runtime"]
