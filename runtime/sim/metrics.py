@@ -1,6 +1,7 @@
 """Prometheus sinks for the simulated engine: vLLM 0.33.0's series, names, types, labels, buckets.
 
-Names and buckets mirror vllm/v1/metrics/loggers.py, vllm/v1/metrics/buckets.py and
+Names come from specinfer.vllm_metrics (shared with the tuning loop) where it defines them;
+names and buckets mirror vllm/v1/metrics/loggers.py, vllm/v1/metrics/buckets.py and
 vllm/v1/spec_decode/metrics.py (tests/unit/test_sim_metrics_contract.py compares them
 with the wheel). Like vLLM, the pure step statistics (engine.StepStats) are kept apart
 from the sinks; a sink is any object with `observe_step(stats)` and
@@ -15,9 +16,10 @@ from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from specinfer import vllm_metrics as vm
 from specinfer.runtime.sim.engine import StepStats
 
-LABELS = ["model_name", "engine"]
+LABELS = [vm.LABEL_MODEL_NAME, vm.LABEL_ENGINE]
 
 # vllm/v1/metrics/buckets.py (0.33.0)
 REQUEST_LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
@@ -66,12 +68,12 @@ class VllmMetrics:
         def histogram(name: str, doc: str, buckets) -> Histogram:
             return Histogram(name, doc, LABELS, buckets=list(buckets), registry=registry).labels(*values)
 
-        self.running = gauge("vllm:num_requests_running", "Number of requests in model execution batches.")
-        self.waiting = gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.")
-        self.kv_cache_usage = gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.")
-        self.prompt_tokens = counter("vllm:prompt_tokens", "Number of prefill tokens processed.")
-        self.generation_tokens = counter("vllm:generation_tokens", "Number of generation tokens processed.")
-        success = Counter("vllm:request_success", "Count of successfully processed requests.",
+        self.running = gauge(vm.NUM_REQUESTS_RUNNING.name, "Number of requests in model execution batches.")
+        self.waiting = gauge(vm.NUM_REQUESTS_WAITING.name, "Number of requests waiting to be processed.")
+        self.kv_cache_usage = gauge(vm.KV_CACHE_USAGE_PERC.name, "KV-cache usage. 1 means 100 percent usage.")
+        self.prompt_tokens = counter(vm.PROMPT_TOKENS.name, "Number of prefill tokens processed.")
+        self.generation_tokens = counter(vm.GENERATION_TOKENS.name, "Number of generation tokens processed.")
+        success = Counter(vm.REQUEST_SUCCESS.name, "Count of successfully processed requests.",
                           [*LABELS, "finished_reason"], registry=registry)
         self.request_success = {reason: success.labels(*values, reason) for reason in FINISH_REASONS}
         token_buckets = request_tokens_buckets(max_model_len)
@@ -81,15 +83,15 @@ class VllmMetrics:
                                                    "Number of generation tokens processed.", token_buckets)
         self.iteration_tokens = histogram("vllm:iteration_tokens_total",
                                           "Histogram of number of tokens per engine_step.", ITERATION_TOKENS_BUCKETS)
-        self.ttft = histogram("vllm:time_to_first_token_seconds",
+        self.ttft = histogram(vm.TIME_TO_FIRST_TOKEN.name,
                               "Histogram of time to first token in seconds.", TIME_TO_FIRST_TOKEN_BUCKETS)
-        self.itl = histogram("vllm:inter_token_latency_seconds",
+        self.itl = histogram(vm.INTER_TOKEN_LATENCY.name,
                              "Histogram of inter-token latency in seconds.", INTER_TOKEN_LATENCY_BUCKETS)
-        self.tpot = histogram("vllm:request_time_per_output_token_seconds",
+        self.tpot = histogram(vm.REQUEST_TIME_PER_OUTPUT_TOKEN.name,
                               "Histogram of time_per_output_token_seconds per request.", INTER_TOKEN_LATENCY_BUCKETS)
-        self.e2e = histogram("vllm:e2e_request_latency_seconds",
+        self.e2e = histogram(vm.E2E_REQUEST_LATENCY.name,
                              "Histogram of e2e request latency in seconds.", REQUEST_LATENCY_BUCKETS)
-        self.queue_time = histogram("vllm:request_queue_time_seconds",
+        self.queue_time = histogram(vm.REQUEST_QUEUE_TIME.name,
                                     "Histogram of time spent in WAITING phase for request.", REQUEST_LATENCY_BUCKETS)
         self.inference_time = histogram("vllm:request_inference_time_seconds",
                                         "Histogram of time spent in RUNNING phase for request.", REQUEST_LATENCY_BUCKETS)
@@ -101,11 +103,11 @@ class VllmMetrics:
         # SpecDecodingProm: only exists when speculation is configured, like vLLM.
         self.spec_enabled = num_speculative_tokens > 0
         if self.spec_enabled:
-            self.num_drafts = counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.")
-            self.num_draft_tokens = counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.")
-            self.num_accepted_tokens = counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.")
-            per_pos = Counter("vllm:spec_decode_num_accepted_tokens_per_pos", "Accepted tokens per draft position.",
-                              [*LABELS, "position"], registry=registry)
+            self.num_drafts = counter(vm.SPEC_DECODE_NUM_DRAFTS.name, "Number of spec decoding drafts.")
+            self.num_draft_tokens = counter(vm.SPEC_DECODE_NUM_DRAFT_TOKENS.name, "Number of draft tokens.")
+            self.num_accepted_tokens = counter(vm.SPEC_DECODE_NUM_ACCEPTED_TOKENS.name, "Number of accepted tokens.")
+            per_pos = Counter(vm.SPEC_DECODE_NUM_ACCEPTED_TOKENS_PER_POS.name, "Accepted tokens per draft position.",
+                              [*LABELS, vm.LABEL_POSITION], registry=registry)
             self.accepted_per_pos = [per_pos.labels(*values, str(pos)) for pos in range(num_speculative_tokens)]
 
     def set_queue(self, running: int, waiting: int) -> None:
