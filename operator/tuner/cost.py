@@ -20,7 +20,7 @@ from specinfer.runtime.methods.schedule import effective_k
 from .observation import Observation
 from .tuning import CostPrior
 
-KNEE_SHIFTS = (2.0, 1.0, 0.5)  # compute slope x this: the knee earlier, as believed, later
+KNEE_SHIFTS = (4.0, 2.0, 1.0, 0.5, 0.25)  # compute slope x this: the knee earlier, as believed, later
 TERMS = 4 + len(KNEE_SHIFTS)
 PRIOR_THETA = np.array([1.0, *(1.0 if s == 1.0 else 0.0 for s in KNEE_SHIFTS), 1.0, 1.0, 1.0])
 MIN_THETA = np.array([0.05, *(0.0 if s != 1.0 else 0.05 for s in KNEE_SHIFTS), 0.05, 0.05, 0.05])
@@ -82,11 +82,56 @@ class CostModel:
         self.xtx *= forget
         self.xty *= forget
 
+    def _term_weights(self) -> np.ndarray:
+        """How much each term matters to the prior's predictions (mean squared share of T over a
+        grid of batch sizes and K): the ridge holds a term as firmly as it shapes predictions."""
+        shares = []
+        for batch_size in (1, 4, 16, 64, 256):
+            for k in (0, 1, 3, 7):
+                x = terms(self.prior, batch_size, k, self.drafting)
+                shares.append((x / float(x @ PRIOR_THETA)) ** 2)
+        return np.maximum(np.mean(shares, axis=0), 1e-3)
+
     def multipliers(self) -> np.ndarray:
         """theta: the posterior mode of the terms' multipliers (ridge towards PRIOR_THETA)."""
-        ridge = self.prior.strength * 0.25 * np.eye(TERMS)
-        theta = np.linalg.solve(self.xtx + ridge, self.xty + ridge @ PRIOR_THETA)
-        return np.maximum(theta, MIN_THETA)
+        # The prior's level is often off (another GPU, another model size): rescale it to the data
+        # first (least squares on one factor), then let the ridge hold only the prior's *shape*.
+        predicted_sq = float(PRIOR_THETA @ self.xtx @ PRIOR_THETA)
+        scale = float(PRIOR_THETA @ self.xty) / predicted_sq if predicted_sq > 0 else 1.0
+        scale = min(max(scale, 0.1), 10.0)
+        ridge = self.prior.strength * np.diag(self._term_weights()) / scale**2
+        a = self.xtx + ridge
+        b = self.xty + ridge @ (scale * PRIOR_THETA)
+        lower = MIN_THETA * scale
+        # Multipliers cannot be negative (a cost term never saves time): solve, pin the terms that
+        # fall below their floor, and solve again for the rest (a small active-set loop).
+        pinned = np.zeros(TERMS, dtype=bool)
+        theta = lower.copy()
+        for _ in range(TERMS):
+            free = ~pinned
+            rhs = b[free] - a[np.ix_(free, pinned)] @ lower[pinned]
+            theta[free] = np.linalg.solve(a[np.ix_(free, free)], rhs)
+            theta[pinned] = lower[pinned]
+            below = free & (theta < lower)
+            if not below.any():
+                break
+            pinned |= below
+        return np.maximum(theta, lower)
+
+    def table(self, max_batch_size: int, k_max: int, theta: np.ndarray) -> np.ndarray:
+        """T[b, k] for b in 0..max_batch_size and k in 0..k_max in one vectorised pass (row 0 unused)."""
+        b = np.arange(max_batch_size + 1, dtype=float)[:, None]
+        k = np.arange(k_max + 1, dtype=float)[None, :]
+        prior = self.prior
+        p = prior.knee_sharpness
+        tokens = b * (k + 1)
+        passes = np.where(k > 0, 1.0 if self.drafting == "parallel" else k, 0.0) if self.drafting != "none" \
+            else np.zeros_like(k)
+        columns = [np.full_like(tokens, prior.floor)]
+        columns += [(prior.floor**p + (prior.compute_per_token * shift * tokens) ** p) ** (1.0 / p) - prior.floor
+                    for shift in KNEE_SHIFTS]
+        columns += [prior.kv_per_sequence * b + 0 * k, prior.draft_pass * passes + 0 * b, prior.draft_token * b * k]
+        return sum(theta[i] * column for i, column in enumerate(columns))
 
     def step_time(self, batch_size: float, k: int, theta: np.ndarray | None = None) -> float:
         multipliers = self.multipliers() if theta is None else theta

@@ -19,6 +19,7 @@ from .acceptance import expected_tokens
 from .cost import CostModel
 from .tuning import TuningSpec
 
+TABLE_BATCH = 1024  # step times up to this batch size are computed once per decision, vectorised
 MAX_RANGES = 8  # a schedule a person can read (the API allows 32); merging costs a fraction of a percent
 KEEP_TOLERANCE = 0.01  # within 1% of the best, a batch size keeps its current K (no churn from noise)
 Distribution = Sequence[tuple[int, float]]
@@ -56,17 +57,21 @@ class Model:
     prefix: Sequence[float]
     cost: CostModel
     theta: np.ndarray
-    _times: dict = field(default_factory=dict, compare=False, repr=False)
+    _tables: dict = field(default_factory=dict, compare=False, repr=False)
 
     def step_time(self, batch_size: float, k: int) -> float:
-        key = (batch_size, k)
-        if key not in self._times:
-            self._times[key] = self.cost.step_time(batch_size, k, self.theta)
-        return self._times[key]
+        if float(batch_size).is_integer() and 0 < batch_size <= TABLE_BATCH and k <= len(self.prefix):
+            if "times" not in self._tables:
+                self._tables["times"] = self.cost.table(TABLE_BATCH, len(self.prefix), self.theta)
+            return float(self._tables["times"][int(batch_size), k])
+        return self.cost.step_time(batch_size, k, self.theta)
 
     def speed(self, batch_size: float, k: int) -> float:
         """Tokens per second for one running request."""
-        return expected_tokens(self.prefix, k) / self.step_time(batch_size, k)
+        if "expected" not in self._tables:
+            self._tables["expected"] = [expected_tokens(self.prefix, j) for j in range(len(self.prefix) + 1)]
+        expected = self._tables["expected"][k] if k <= len(self.prefix) else expected_tokens(self.prefix, k)
+        return expected / self.step_time(batch_size, k)
 
 
 def _clamp(size: int, max_batch_size: int) -> int:

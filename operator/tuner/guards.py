@@ -6,6 +6,7 @@ these; the guard's name is reported in the decision so status and metrics can sa
 
 from __future__ import annotations
 
+from .goodput import dense_ks
 from .observation import Observation
 from .state import PolicyState
 from .tuning import TuningSpec
@@ -96,11 +97,16 @@ def confirmation_guard(state: PolicyState, spec: TuningSpec) -> str | None:
     return None
 
 
-def rejected_guard(state: PolicyState, same, config: dict, now: float) -> str | None:
-    """A config rolled back recently is not retried until its hold expires."""
+def rejected_guard(state: PolicyState, candidate: list[int], max_batch_size: int, now: float) -> str | None:
+    """A config rolled back recently is not retried until its hold expires -- nor one that runs the
+    same K at the batch sizes where it was measured worse (schedule boundaries jitter with noise)."""
     for entry in state.rejected:
-        if entry["until"] > now and same(entry["config"], config):
-            return f"this config was rolled back {entry['until'] - now:.0f}s before its retry hold ends"
+        if entry["until"] <= now:
+            continue
+        rejected = dense_ks(entry["config"], max_batch_size)
+        sizes = entry.get("batchSizes") or range(1, max_batch_size + 1)
+        if all(candidate[b] == rejected[b] for b in sizes if b < len(candidate)):
+            return f"a config running the same K here was rolled back; retry hold ends in {entry['until'] - now:.0f}s"
     return None
 
 

@@ -169,7 +169,7 @@ def _decide_on_valid(obs: Observation, spec: TuningSpec, st: PolicyState, now: f
     st.confirmations = 0 if held_by else st.confirmations + 1
     checks = [
         (guards.BELOW_THRESHOLD, held_by),
-        (guards.RECENTLY_REJECTED, guards.rejected_guard(st, lambda a, b: same_config(a, b, spec.max_batch_size), best, now)),
+        (guards.RECENTLY_REJECTED, guards.rejected_guard(st, best_dense_ks, spec.max_batch_size, now)),
         (guards.COOLDOWN, guards.cooldown_guard(st, spec, now)),
         (guards.RESTART_BUDGET, guards.budget_guard(st, spec, now, reserve=1)),
         (guards.CONFIRMING, guards.confirmation_guard(st, spec)),
@@ -234,7 +234,8 @@ def _verify(obs: Observation, spec: TuningSpec, st: PolicyState, model: Model, d
         return _decision("keep", f"{reason} is due but {held}", guard=guards.RESTART_BUDGET, signals=signals,
                          realisedGain=round(realised, 4), model=summary), st.to_dict()
     st.rejected = [r for r in st.rejected if r["until"] > now] + [
-        {"config": pending.config, "until": now + spec.reject_hold_seconds}]
+        {"config": pending.config, "until": now + spec.reject_hold_seconds,
+         "batchSizes": sorted({min(b, spec.max_batch_size) for b, _ in distribution})}]
     st.record_change(now)
     return _decision("rollback", reason, config=pending.previous, gain=-realised, signals=signals,
                      realisedGain=round(realised, 4), model=summary), st.to_dict()

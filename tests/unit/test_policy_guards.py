@@ -190,12 +190,22 @@ def test_no_rollback_when_realised_gain_holds():
 
 
 def test_rolled_back_config_is_not_retried_during_its_hold():
-    state = {"version": 1, "rejected": [{"config": {"numSpeculativeTokens": 0, "schedule": None}, "until": 0.0}]}
-    decision, _ = decide(observe(120.0), tuning(), state, 120.0)
+    decision, _ = decide(observe(120.0), tuning(), None, 120.0)
     best = decision["config"]
-    state = {"version": 1, "rejected": [{"config": best, "until": 10_000.0}]}
+    state = {"version": 1, "rejected": [{"config": best, "until": 10_000.0, "batchSizes": [2]}]}
     held, _ = decide(observe(120.0), tuning(), state, 120.0)
     assert (held["action"], held["guard"]) == ("keep", "recentlyRejected")
+    expired = {"version": 1, "rejected": [{"config": best, "until": 100.0, "batchSizes": [2]}]}
+    assert decide(observe(120.0), tuning(), expired, 120.0)[0]["action"] in CHANGES
+
+
+def test_rejection_covers_configs_with_the_same_k_where_it_was_measured():
+    decision, _ = decide(observe(120.0), tuning(), None, 120.0)
+    k_here = decision["config"]["numSpeculativeTokens"]
+    lookalike = {"numSpeculativeTokens": k_here, "schedule": [[1, 2, k_here], [3, 64, 1]]}
+    state = {"version": 1, "rejected": [{"config": lookalike, "until": 10_000.0, "batchSizes": [2]}]}
+    held, _ = decide(observe(120.0), tuning(), state, 120.0)
+    assert held["guard"] == "recentlyRejected"
 
 
 def test_no_acceptance_data_while_off_and_never_measured():

@@ -1,0 +1,150 @@
+"""Property-based tests of the policy: bounds always hold, invalid data never moves it, and
+stationary noise never makes it flip-flop."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from specinfer.operator.tuner.goodput import dense_ks
+from specinfer.operator.tuner.policy import decide
+from specinfer.operator.tuner.synthetic import synthetic_observation
+from specinfer.runtime.methods.schedule import schedule_problems
+
+pytestmark = pytest.mark.unit
+
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def cost(floor: float, slope: float, draft: float):
+    return lambda b, k: floor + slope * b * (k + 1) + draft * k
+
+
+def prefix_from(conditional: list[float]) -> list[float]:
+    out, running = [], 1.0
+    for rate in conditional:
+        running *= rate
+        out.append(running)
+    return out
+
+
+worlds = st.fixed_dictionaries({
+    "conditional": st.lists(st.floats(0.1, 0.98), min_size=16, max_size=16),
+    "floor": st.floats(0.003, 0.05),
+    "slope": st.floats(1e-6, 5e-4),
+    "draft": st.floats(0.0, 0.005),
+    "batches": st.dictionaries(st.integers(1, 200), st.floats(0.05, 1.0), min_size=1, max_size=4),
+    "k": st.integers(1, 8),
+})
+bounds = st.fixed_dictionaries({
+    "method": st.sampled_from(["eagle3", "mtp", "dflash", "ngram"]),
+    "kMin": st.integers(1, 3),
+    "kMax": st.integers(3, 12),
+    "maxBatchSize": st.sampled_from([16, 64, 256]),
+    "allowSchedule": st.booleans(),
+    "allowDisable": st.booleans(),
+    "confirmations": st.just(1),
+    "cooldownSeconds": st.just(60),
+})
+
+
+def window(world: dict, now: float, *, k: int, schedule=None, since: float = 0.0, rng=None, **kwargs) -> dict:
+    return synthetic_observation(
+        time=now, window_seconds=60.0, method="eagle3", num_speculative_tokens=k, schedule=schedule,
+        applied_since=since, batch_sizes=world["batches"], prefix=prefix_from(world["conditional"]),
+        step_time=cost(world["floor"], world["slope"], world["draft"]), rng=rng, **kwargs)
+
+
+@SETTINGS
+@given(world=worlds, tuning=bounds)
+def test_decisions_stay_within_the_bounds(world, tuning):
+    tuning = dict(tuning)
+    decision, state = decide(window(world, 120.0, k=world["k"]), tuning, None, 120.0)
+    if decision["guard"] == "invalidTuning":
+        return  # bounds the method cannot meet (e.g. kMin above MTP's limit) are refused, not acted on
+    for config in (decision["config"], (decision["recommendation"] or {}).get("config")):
+        if config is None:
+            continue
+        k, schedule = config["numSpeculativeTokens"], config["schedule"]
+        if k == 0:
+            assert schedule is None
+            assert tuning["allowDisable"] or decision["action"] == "keep"
+            continue
+        ks = set(dense_ks(config, tuning["maxBatchSize"])[1:])
+        allowed = set(range(tuning["kMin"], tuning["kMax"] + 1)) | ({0} if tuning["allowDisable"] else set())
+        assert ks <= allowed, (ks, allowed)
+        if schedule:
+            assert tuning["allowSchedule"]
+            assert schedule_problems(schedule, k) == []
+            assert len(schedule) <= 8
+
+
+corruptions = st.sampled_from(["nan-step", "inf-accepted", "negative-drafts", "stale", "rollout",
+                               "missing-steps", "settling", "nan-distribution", "over-accepted"])
+
+
+def corrupt(observation: dict, how: str, now: float) -> None:
+    if how == "nan-step":
+        observation["steps"]["meanSeconds"] = math.nan
+    elif how == "inf-accepted":
+        observation["acceptance"]["acceptedPerPosition"][0] = math.inf
+    elif how == "negative-drafts":
+        observation["acceptance"]["drafts"] = -5.0
+    elif how == "stale":
+        observation["scrapeTime"] = now - 3600
+    elif how == "rollout":
+        observation["rolloutInProgress"] = True
+    elif how == "missing-steps":
+        del observation["steps"]
+    elif how == "settling":
+        observation["applied"]["since"] = now - 10
+    elif how == "nan-distribution":
+        observation["batchSize"]["distribution"][0][1] = math.nan
+    elif how == "over-accepted":
+        observation["acceptance"]["acceptedPerPosition"][0] = observation["acceptance"]["drafts"] * 5 + 100
+
+
+@SETTINGS
+@given(world=worlds, how=corruptions, warm=st.booleans())
+def test_never_acts_on_invalid_data(world, how, warm):
+    tuning = {"method": "eagle3", "maxBatchSize": 256, "confirmations": 1, "cooldownSeconds": 60}
+    state = None
+    if warm:  # a policy with memory, one window away from acting
+        _, state = decide(window(world, 60.0, k=world["k"]), {**tuning, "minGain": 100.0}, None, 60.0)
+    observation = window(world, 120.0, k=world["k"])
+    corrupt(observation, how, 120.0)
+    decision, new_state = decide(observation, tuning, state, 120.0)
+    assert decision["action"] == "keep"
+    assert decision["config"] is None
+    assert decision["guard"] in {"invalidData", "staleData", "rolloutInProgress", "settling"}
+    if state is not None:
+        assert new_state == state  # nothing learned from it either
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(world=worlds, seed=st.integers(0, 10_000), noise=st.floats(0.0, 0.1))
+def test_no_flip_flop_under_stationary_noise(world, seed, noise):
+    """Closed loop on a fixed world with noisy counters and timings: at most a couple of changes,
+    and never back to a config it left (A -> B -> A)."""
+    rng = random.Random(seed)
+    tuning = {"method": "eagle3", "maxBatchSize": 256, "cooldownSeconds": 300, "restartSeconds": 60}
+    config = {"numSpeculativeTokens": world["k"], "schedule": None}
+    since, state, history = 0.0, None, [config]
+    for tick in range(1, 61):
+        now = 60.0 * tick + 60.0
+        observation = window(world, now, k=config["numSpeculativeTokens"], schedule=config["schedule"],
+                             since=since, rng=rng, timing_noise=noise)
+        decision, state = decide(observation, tuning, state, now)
+        if decision["action"] != "keep":
+            config, since = decision["config"], now + 60.0
+            history.append(config)
+            if decision["action"] == "disable":
+                return  # the world made speculation useless; nothing left to flip
+    dense = [tuple(dense_ks(c, 256)) for c in history]
+    rollbacks = sum(1 for i in range(2, len(dense)) if dense[i] == dense[i - 2])
+    assert len(history) - 1 <= 3, history
+    assert rollbacks <= 1  # one verified rollback may return to a config; oscillation may not
