@@ -1,0 +1,253 @@
+"""The Helm chart: lint, golden renders, CRD identity, restricted pod security, least-privilege RBAC.
+
+Golden files live in tests/unit/golden/chart/; after an intended change regenerate and review them:
+    SPECINFER_UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/test_chart.py
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from specinfer.devcluster.binaries import HELM, binary_path, ensure_built
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "specinfer"
+GOLDEN = Path(__file__).parent / "golden" / "chart"
+UPDATE = os.environ.get("SPECINFER_UPDATE_GOLDEN") == "1"
+RELEASE, NAMESPACE = "specinfer", "specinfer-system"
+
+# name -> helm --set arguments; each is a supported way to install the chart.
+CASES: dict[str, list[str]] = {
+    "default": [],
+    "namespaces": ["watch.namespaces={team-a,team-b}", "peering.enabled=true", "replicas=2",
+                   "prometheus.url=http://prometheus.monitoring:9090",
+                   "runtime.profiles.amd.nodeSelector.node\\.kubernetes\\.io/instance-type=mi300x",
+                   "runtime.modelCachePersistentVolumeClaim=model-cache"],
+    "cluster": ["watch.scope=cluster", "peering.enabled=true", "metrics.serviceMonitor.enabled=true",
+                "rbac.readSecrets=false"],
+}
+
+
+@pytest.fixture(scope="session")
+def helm() -> Path:
+    ensure_built(HELM)
+    return binary_path(HELM, "helm")
+
+
+def run_helm(helm: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(helm), *args], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "HELM_CACHE_HOME": "/tmp/specinfer-helm-cache"})
+
+
+def render(helm: Path, settings: list[str]) -> str:
+    args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE]
+    for setting in settings:
+        args += ["--set", setting]
+    result = run_helm(helm, *args)
+    assert result.returncode == 0, f"helm template {settings} failed:\n{result.stderr}"
+    return result.stdout
+
+
+def documents(text: str) -> list[dict]:
+    return [doc for doc in yaml.safe_load_all(text) if doc]
+
+
+def of_kind(docs: list[dict], kind: str) -> list[dict]:
+    return [doc for doc in docs if doc["kind"] == kind]
+
+
+@pytest.fixture(scope="module")
+def rendered(helm: Path) -> dict[str, list[dict]]:
+    return {name: documents(render(helm, settings)) for name, settings in CASES.items()}
+
+
+def test_helm_lint_strict_passes(helm):
+    result = run_helm(helm, "lint", "--strict", str(CHART))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_render_matches_golden(helm, name):
+    text = render(helm, CASES[name])
+    path = GOLDEN / f"{name}.yaml"
+    if UPDATE:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    if not path.exists():
+        pytest.fail(f"no golden file {path}: run with SPECINFER_UPDATE_GOLDEN=1 and review it")
+    expected = path.read_text()
+    if text != expected:
+        diff = "".join(difflib.unified_diff(expected.splitlines(True), text.splitlines(True),
+                                            f"golden/{name}.yaml", "helm template", n=2))
+        pytest.fail(f"helm template differs from the golden file (SPECINFER_UPDATE_GOLDEN=1 to accept):\n{diff}")
+
+
+def test_no_stale_golden_files():
+    assert {p.stem for p in GOLDEN.glob("*.yaml")} <= set(CASES)
+
+
+def test_chart_crds_are_identical_to_generated_crds():
+    """Helm installs charts/specinfer/crds/; `specinfer crd` writes crds/: they must never drift."""
+    generated = {p.name: p.read_bytes() for p in (ROOT / "crds").glob("*.yaml")}
+    packaged = {p.name: p.read_bytes() for p in (CHART / "crds").glob("*.yaml")}
+    assert generated, "crds/ is empty: run `specinfer crd`"
+    assert sorted(packaged) == sorted(generated), "copy crds/*.yaml into charts/specinfer/crds/"
+    for name, content in generated.items():
+        assert packaged[name] == content, f"charts/specinfer/crds/{name} differs from crds/{name}: copy it again"
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_operator_pod_meets_restricted_pod_security(rendered, name):
+    (deployment,) = of_kind(rendered[name], "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] != 0
+    assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+    for key in ("hostNetwork", "hostPID", "hostIPC"):
+        assert not pod.get(key), key
+    assert all("hostPath" not in volume for volume in pod["volumes"])
+    for container in pod["containers"] + pod.get("initContainers", []):
+        security = container["securityContext"]
+        assert security["allowPrivilegeEscalation"] is False, container["name"]
+        assert security["readOnlyRootFilesystem"] is True, container["name"]
+        assert security["capabilities"] == {"drop": ["ALL"]}, container["name"]
+        assert not security.get("privileged"), container["name"]
+        assert all("hostPort" not in port for port in container.get("ports", []))
+
+
+def rules_of(docs: list[dict], kind: str) -> list[dict]:
+    return [rule for doc in of_kind(docs, kind) for rule in doc["rules"]]
+
+
+def grants(rules: list[dict], group: str, resource: str, verb: str) -> bool:
+    return any(group in r["apiGroups"] and resource in r["resources"] and verb in r["verbs"] for r in rules)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_rbac_has_no_wildcards_exec_or_secret_listing(rendered, name):
+    rules = rules_of(rendered[name], "Role") + rules_of(rendered[name], "ClusterRole")
+    assert rules
+    for rule in rules:
+        for field in ("apiGroups", "resources", "verbs"):
+            assert "*" not in rule[field], rule
+        assert not {"pods/exec", "pods/attach", "serviceaccounts/token"} & set(rule["resources"]), rule
+        assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"]), rule
+        if "secrets" in rule["resources"]:
+            assert set(rule["verbs"]) == {"get"}, "Secrets: get by name only, never list/watch"
+
+
+def test_default_is_namespaced_with_read_only_cluster_rights(rendered):
+    docs = rendered["default"]
+    for rule in rules_of(docs, "ClusterRole"):
+        assert set(rule["verbs"]) <= {"get", "list", "watch"}, rule
+        assert not {"secrets", "deployments", "configmaps"} & set(rule["resources"]), rule
+    (role,) = of_kind(docs, "Role")
+    (binding,) = of_kind(docs, "RoleBinding")
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == NAMESPACE
+    (deployment,) = of_kind(docs, "Deployment")
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert f"--namespace={NAMESPACE}" in args and "--all-namespaces" not in args
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_rbac_covers_what_the_operator_manages(rendered, name):
+    docs = rendered[name]
+    rules = rules_of(docs, "ClusterRole" if name == "cluster" else "Role")
+    needed = [("specinfer.io", "speculativeinferences", "watch"), ("specinfer.io", "speculativeinferences", "patch"),
+              ("specinfer.io", "speculativeinferences/status", "patch"), ("apps", "deployments", "create"),
+              ("apps", "deployments", "patch"), ("", "services", "create"), ("", "configmaps", "create"),
+              ("", "events", "create"), ("monitoring.coreos.com", "podmonitors", "create")]
+    for group, resource, verb in needed:
+        assert grants(rules, group, resource, verb), f"{verb} {group}/{resource} missing"
+    cluster_rules = rules_of(docs, "ClusterRole")
+    assert grants(cluster_rules, "apiextensions.k8s.io", "customresourcedefinitions", "watch")
+
+
+def test_namespaced_mode_binds_one_role_per_watched_namespace(rendered):
+    docs = rendered["namespaces"]
+    assert {r["metadata"]["namespace"] for r in of_kind(docs, "Role")} == {"team-a", "team-b"}
+    for binding in of_kind(docs, "RoleBinding"):
+        (subject,) = binding["subjects"]
+        assert (subject["kind"], subject["namespace"]) == ("ServiceAccount", NAMESPACE)
+    assert {p["metadata"]["namespace"] for p in of_kind(docs, "KopfPeering")} == {"team-a", "team-b"}
+    (deployment,) = of_kind(docs, "Deployment")
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert [a for a in args if a.startswith("--namespace=")] == ["--namespace=team-a", "--namespace=team-b"]
+    assert "--peering=specinfer" in args
+    assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
+
+
+def test_single_replica_without_peering_never_overlaps(rendered):
+    (deployment,) = of_kind(rendered["default"], "Deployment")
+    assert deployment["spec"]["strategy"]["type"] == "Recreate"
+    assert "--standalone" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+def test_cluster_scope_uses_one_cluster_role_and_no_roles(rendered):
+    docs = rendered["cluster"]
+    assert not of_kind(docs, "Role") and not of_kind(docs, "RoleBinding")
+    assert not grants(rules_of(docs, "ClusterRole"), "", "secrets", "get")  # rbac.readSecrets=false
+    assert of_kind(docs, "ServiceMonitor") and of_kind(docs, "ClusterKopfPeering")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_operator_config_is_accepted_by_the_operator(rendered, name):
+    from specinfer.operator.config import parse_config
+
+    (configmap,) = of_kind(rendered[name], "ConfigMap")
+    config = parse_config(yaml.safe_load(configmap["data"]["operator.yaml"]), source=f"chart ({name})")
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert dict(config.images) == values["runtime"]["images"]
+    if name == "namespaces":
+        assert config.prometheus.url == "http://prometheus.monitoring:9090"
+        assert config.profile("amd").node_selector == {"node.kubernetes.io/instance-type": "mi300x"}
+        assert config.model_cache.persistent_volume_claim == "model-cache"
+    (deployment,) = of_kind(rendered[name], "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["SPECINFER_OPERATOR_CONFIG"] == f"{mounts['config']}/operator.yaml"
+    assert f"--config={env['SPECINFER_OPERATOR_CONFIG']}" in container["args"]
+
+
+@pytest.mark.parametrize("settings, complaint", [
+    (["prometheus.token=abc"], "additional properties 'token' not allowed"),
+    (["prometheus.url=http://admin:s3cr3t@prometheus:9090"], "/prometheus/url"),
+    (["watch.scope=everywhere"], "/watch/scope"),
+    (["watch.namespaces={Team_A}"], "/watch/namespaces/0"),
+    (["runtime.images.nvidia="], "/runtime/images/nvidia"),
+    (["runtime.images.tpu=x"], "additional properties 'tpu' not allowed"),
+    (["runtime.profiles.nvidia.shmsize=1Gi"], "additional properties 'shmsize' not allowed"),
+    (["operator.workers=0"], "/operator/workers"),
+])
+def test_values_schema_refuses_mistakes_and_inline_credentials(helm, settings, complaint):
+    args = ["template", RELEASE, str(CHART)]
+    for setting in settings:
+        args += ["--set", setting]
+    result = run_helm(helm, *args)
+    assert result.returncode != 0, f"{settings} was accepted"
+    assert complaint in result.stderr, result.stderr
+
+
+def test_every_value_is_described_by_the_schema():
+    """The schema refuses unknown keys, so every default in values.yaml must be in it (or install fails)."""
+    import json
+
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+
+    def walk(value, node, path):
+        assert node is not None, f"values.yaml {path or '(root)'} is not in values.schema.json"
+        if isinstance(value, dict) and node.get("properties") is not None:
+            for key, child in value.items():
+                walk(child, node["properties"].get(key), f"{path}.{key}".lstrip("."))
+
+    walk(values, schema, "")
