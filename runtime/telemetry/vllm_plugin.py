@@ -19,6 +19,7 @@ import time
 
 from vllm.v1.metrics.loggers import AggregateStatLoggerBase
 
+from specinfer import VLLM_VERSION
 from specinfer.runtime.telemetry.accumulator import StepAccumulator
 from specinfer.runtime.telemetry.fields import field_problems, version_problem
 from specinfer.runtime.telemetry.prometheus_sink import EngineExporter
@@ -65,7 +66,7 @@ class SpecinferStatLogger(AggregateStatLoggerBase):
             self.disabled = True
             logger.error("specinfer telemetry is disabled: vLLM %s lacks stats fields it reads: %s. "
                          "The specinfer: series will not be exported; the tuner falls back to vLLM's "
-                         "series. Pin vLLM %s or update specinfer.", version, "; ".join(problems), "0.33.x")
+                         "series. Run vLLM %s or update specinfer.", version, "; ".join(problems), VLLM_VERSION)
             return
         model_config = getattr(vllm_config, "model_config", None)
         model_name = str(getattr(model_config, "served_model_name", None) or "unknown")

@@ -19,6 +19,7 @@ import logging
 import sys
 import types
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from specinfer.vllm_source import read_source
 
@@ -103,3 +104,40 @@ def vllm_from_wheel(plugins: list[str] | None = None) -> Iterator[dict[str, type
             if name == "vllm" or name.startswith("vllm.") or name == PLUGIN_MODULE:
                 del sys.modules[name]
         sys.modules.update(saved)
+
+
+@dataclass(frozen=True)
+class StepRequest:
+    """One request in an engine step, as the scheduler and output processor see it."""
+
+    drafted: int = 0                 # draft tokens verified for it this step
+    accepted: int = 0                # accepted prefix of those
+    last_output: float | None = None  # engine-core time of its previous output; None: prefill ends now
+    finished: bool = False           # leaves the running queue at the end of this step
+
+
+def build_step(requests: list[StepRequest], *, now: float, num_spec_tokens: int):
+    """(SchedulerStats, IterationStats) for one step, built with vLLM's own code paths.
+
+    Call inside `vllm_from_wheel()`. SpecDecodingStats goes through Scheduler.make_spec_decoding_stats'
+    steps (new + observe_draft per drafting request); IterationStats through update_from_output
+    with each request's new tokens and engine-core timestamps, as the output processor does.
+    """
+    from vllm.v1.metrics.stats import IterationStats, RequestStateStats, SchedulerStats
+    from vllm.v1.spec_decode.metrics import SpecDecodingStats
+
+    spec = None
+    iteration = IterationStats()
+    for request in requests:
+        if request.drafted:
+            spec = spec or SpecDecodingStats.new(num_spec_tokens)
+            spec.observe_draft(num_draft_tokens=request.drafted, num_accepted_tokens=request.accepted)
+        prefilling = request.last_output is None
+        state = RequestStateStats(arrival_time=iteration.iteration_timestamp - 1.0)  # wall clock, as vLLM
+        if not prefilling:
+            state.last_token_ts = request.last_output
+        output = types.SimpleNamespace(new_token_ids=[0] * (1 + request.accepted), prefill_stats=None,
+                                       num_nans_in_logits=0, events=None)
+        iteration.update_from_output(output, now, prefilling, state, None, None)
+    running = sum(not request.finished for request in requests)
+    return SchedulerStats(num_running_reqs=running, spec_decoding_stats=spec), iteration
