@@ -1,0 +1,116 @@
+"""Wires the pieces: API client, cache, reconciler, work queue, periodic resync."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from specinfer.api import KIND
+from specinfer.operator.config import OperatorConfig
+from specinfer.operator.events import EventRecorder
+from specinfer.operator.kube import Kube
+from specinfer.operator.reconciler import Reconciler
+from specinfer.operator.render.labels import CHILD_SELECTOR
+from specinfer.operator.render.podmonitor import PODMONITOR_API_VERSION, PODMONITOR_CRD
+from specinfer.operator.store import Store, owner_key
+from specinfer.operator.workqueue import WorkQueue
+
+log = logging.getLogger("specinfer.operator")
+
+CHILD_KINDS = (("v1", "ConfigMap"), ("apps/v1", "Deployment"), ("v1", "Service"))
+CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+
+
+@dataclass
+class Options:
+    """What `specinfer operator` was started with."""
+
+    config: OperatorConfig = field(default_factory=OperatorConfig)
+    namespaces: tuple[str, ...] = ()   # empty: all namespaces
+    peering: str | None = "specinfer"
+
+
+class Controller:
+    def __init__(self, options: Options, api_client: Any) -> None:
+        config = options.config
+        self.options = options
+        self.kube = Kube(api_client, field_manager=config.field_manager, qps=config.rate_limit.qps,
+                         burst=config.rate_limit.burst)
+        self.store = Store()
+        self.reconciler = Reconciler(kube=self.kube, store=self.store, config=config,
+                                     events=EventRecorder(self.kube))
+        self.queue = WorkQueue(self.reconciler.reconcile, workers=config.workers)
+        self.resync_task: asyncio.Task | None = None
+
+    def _scopes(self) -> list[str | None]:
+        return list(self.options.namespaces) or [None]
+
+    async def detect_podmonitor(self) -> None:
+        try:
+            found = await self.kube.get(CRD_PATH + PODMONITOR_CRD) is not None
+        except Exception as error:  # noqa: BLE001 -- no RBAC to read CRDs: run without PodMonitors
+            log.warning("cannot check for the PodMonitor CRD (%s); not rendering PodMonitors", error)
+            found = False
+        if found != self.store.podmonitor_crd:
+            log.info("Prometheus Operator PodMonitor CRD %s", "found" if found else "absent")
+            self.store.podmonitor_crd = found
+            for key in list(self.store.resources):
+                self.queue.add(key)
+
+    async def prime(self) -> None:
+        """Fill the child cache before the first reconcile, so a restart re-applies nothing that matches."""
+        kinds = list(CHILD_KINDS) + ([(PODMONITOR_API_VERSION, "PodMonitor")] if self.store.podmonitor_crd else [])
+        for scope in self._scopes():
+            for api_version, kind in kinds:
+                for item in await self.kube.list(api_version, kind, namespace=scope, label_selector=CHILD_SELECTOR):
+                    self.store.put_child(item)
+
+    async def start(self) -> None:
+        await self.detect_podmonitor()
+        await self.prime()
+        self.queue.start()
+        self.resync_task = asyncio.create_task(self._resync(), name="resync")
+        log.info("controller started: %d children cached, %d workers, resync every %.0fs",
+                 len(self.store.children), self.queue.workers, self.options.config.resync_seconds)
+
+    async def _resync(self) -> None:
+        """The safety net for anything a watch missed: re-check every resource periodically."""
+        while True:
+            await asyncio.sleep(self.options.config.resync_seconds)
+            await self.detect_podmonitor()
+            for key in list(self.store.resources):
+                self.queue.add(key)
+
+    async def stop(self) -> None:
+        if self.resync_task:
+            self.resync_task.cancel()
+        await self.queue.stop()
+        self.kube.close()
+
+    # ---- fed by kopf's watch events -------------------------------------------------
+    def on_resource_event(self, event: Mapping[str, Any]) -> None:
+        body = event["object"]
+        meta = body.get("metadata") or {}
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        if event.get("type") == "DELETED":
+            self.store.drop_resource(key)
+            return
+        self.store.put_resource(body)
+        self.queue.add(key)
+
+    def on_child_event(self, event: Mapping[str, Any]) -> None:
+        body = event["object"]
+        meta = body.get("metadata") or {}
+        if event.get("type") == "DELETED":
+            self.store.drop_child(body.get("kind", ""), meta.get("namespace", ""), meta.get("name", ""))
+        else:
+            self.store.put_child(body)
+        owner = owner_key(body)
+        if owner is not None and owner in self.store.resources:
+            self.queue.add(owner)
+
+
+__all__ = ["KIND", "Controller", "Options"]

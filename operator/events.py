@@ -1,0 +1,49 @@
+"""Kubernetes Events on a SpeculativeInference for significant changes (`kubectl describe` shows them)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from specinfer.api import API_VERSION, KIND
+
+log = logging.getLogger("specinfer.operator.events")
+COMPONENT = "specinfer-operator"
+
+
+def build_event(resource: Mapping[str, Any], *, type_: str, reason: str, message: str,
+                now: dt.datetime) -> dict[str, Any]:
+    meta = resource["metadata"]
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:12]}", "namespace": meta.get("namespace")},
+        "involvedObject": {"apiVersion": API_VERSION, "kind": KIND, "name": meta["name"],
+                           "namespace": meta.get("namespace"), "uid": meta.get("uid")},
+        "type": type_,
+        "reason": reason,
+        "message": message[:1024],
+        "source": {"component": COMPONENT},
+        "reportingComponent": COMPONENT,
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+    }
+
+
+class EventRecorder:
+    def __init__(self, kube: Any) -> None:
+        self.kube = kube
+
+    async def record(self, resource: Mapping[str, Any], *, type_: str, reason: str, message: str) -> None:
+        """Best effort: a failed Event never fails a reconcile."""
+        event = build_event(resource, type_=type_, reason=reason, message=message,
+                            now=dt.datetime.now(dt.timezone.utc))
+        try:
+            await self.kube.create(event)
+        except Exception as error:  # noqa: BLE001
+            log.warning("could not post event %s on %s: %s", reason, resource["metadata"].get("name"), error)

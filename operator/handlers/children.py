@@ -1,0 +1,22 @@
+"""Watch events of the children the operator manages -> their owner is reconciled (drift, deletion, rollout)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+
+from specinfer.operator.render.labels import MANAGED_BY, MANAGED_BY_LABEL
+
+# (group/version, plural); the label selector is applied server-side (settings.watching.label_selectors)
+CHILD_RESOURCES = (("v1", "configmaps"), ("apps/v1", "deployments"), ("v1", "services"),
+                   ("monitoring.coreos.com/v1", "podmonitors"))
+
+
+def register(registry: kopf.OperatorRegistry) -> None:
+    def child_event(event: dict[str, Any], memo: kopf.Memo, **_: Any) -> None:
+        memo.controller.on_child_event(event)
+
+    for group_version, plural in CHILD_RESOURCES:
+        kopf.on.event(*group_version.split("/"), plural, labels={MANAGED_BY_LABEL: MANAGED_BY},
+                      id=f"child-{plural}", registry=registry)(child_event)

@@ -1,0 +1,71 @@
+"""Operator start and stop: kopf settings, the peering object, the controller."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+
+from specinfer.operator.controller import Controller
+from specinfer.operator.errors import ApiError
+from specinfer.operator.handlers.children import CHILD_RESOURCES
+from specinfer.operator.render.labels import CHILD_SELECTOR
+
+log = logging.getLogger("specinfer.operator")
+
+# The API server ends each watch after this long and kopf re-lists: a watch that silently
+# stops delivering (kopf#585) can never stay stuck for longer.
+WATCH_SERVER_TIMEOUT = 60
+WATCH_CLIENT_TIMEOUT = 90         # the HTTP request itself, should the server never close it
+WATCH_INACTIVITY_TIMEOUT = 75     # no event and no bookmark for this long: reconnect
+PEERING_LIFETIME = 30             # a dead active replica is replaced within about this long
+
+
+def configure(settings: kopf.OperatorSettings) -> None:
+    settings.watching.server_timeout = WATCH_SERVER_TIMEOUT
+    settings.watching.client_timeout = WATCH_CLIENT_TIMEOUT
+    settings.watching.connect_timeout = 10
+    settings.watching.inactivity_timeout = WATCH_INACTIVITY_TIMEOUT
+    settings.networking.request_timeout = 60
+    settings.networking.connect_timeout = 10
+    for group_version, plural in CHILD_RESOURCES:
+        settings.watching.label_selectors[(*group_version.split("/"), plural)] = CHILD_SELECTOR
+    # our own Events say what happened; kopf posts only its warnings and errors
+    settings.posting.enabled = True
+    settings.posting.level = logging.WARNING
+    settings.peering.lifetime = PEERING_LIFETIME
+    settings.peering.stealth = True
+
+
+async def ensure_peering_object(controller: Controller, name: str, namespaces: tuple[str, ...]) -> None:
+    """kopf needs the (Cluster)KopfPeering object to exist; create it so a second replica can see the first."""
+    targets = [f"/apis/kopf.dev/v1/namespaces/{ns}/kopfpeerings" for ns in namespaces] or [
+        "/apis/kopf.dev/v1/clusterkopfpeerings"]
+    for path in targets:
+        kind = "ClusterKopfPeering" if not namespaces else "KopfPeering"
+        body = {"apiVersion": "kopf.dev/v1", "kind": kind, "metadata": {"name": name}}
+        try:
+            await controller.kube.request("POST", path, body=body)
+        except ApiError as error:
+            if error.status != 409:
+                log.warning("cannot create %s %s at %s: %s", kind, name, path, error)
+
+
+def register(registry: kopf.OperatorRegistry) -> None:
+    @kopf.on.startup(registry=registry)
+    async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+        configure(settings)
+        from specinfer.operator.client import api_client
+
+        controller = Controller(memo.options, api_client())
+        if memo.options.peering:
+            await ensure_peering_object(controller, memo.options.peering, memo.options.namespaces)
+        await controller.start()
+        memo.controller = controller
+
+    @kopf.on.cleanup(registry=registry)
+    async def stop(memo: kopf.Memo, **_: Any) -> None:
+        controller = getattr(memo, "controller", None)
+        if controller is not None:
+            await controller.stop()

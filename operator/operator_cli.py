@@ -1,0 +1,60 @@
+"""`specinfer operator`: run the kopf operator."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import click
+
+from specinfer.operator.config import CONFIG_ENV, load_config
+from specinfer.operator.errors import ConfigError
+
+
+def default_priority() -> int:
+    """Earlier start = higher priority: a replica that starts later waits passively (kopf peering).
+
+    kopf pauses *every* replica when priorities tie, so they must differ; start time in
+    milliseconds keeps the running replica in charge when a new one joins.
+    """
+    return -int(time.time() * 1000)
+
+
+@click.command("operator")
+@click.option("-n", "--namespace", "namespaces", multiple=True, envvar="SPECINFER_NAMESPACES",
+              help="watch only this namespace (repeatable); default: all namespaces")
+@click.option("--config", "config_file", default=None, envvar=CONFIG_ENV,
+              help="operator configuration YAML (images, hardware profiles, Prometheus, rate limit)")
+@click.option("--peering", default="specinfer", show_default=True,
+              help="kopf peering object name: replicas sharing it run one at a time")
+@click.option("--standalone", is_flag=True, help="run without peering (a single replica only)")
+@click.option("--priority", type=int, default=None, help="peering priority (default: earlier start wins)")
+@click.option("--liveness", default=None, help="liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
+@click.option("-v", "--verbose", is_flag=True)
+def operator_command(namespaces: tuple[str, ...], config_file: str | None, peering: str, standalone: bool,
+                     priority: int | None, liveness: str | None, verbose: bool) -> None:
+    """Reconcile SpeculativeInference resources into vLLM workloads (ConfigMap, Deployment, Service, PodMonitor)."""
+    import kopf
+
+    from specinfer.operator.controller import Options
+    from specinfer.operator.handlers import build_registry
+
+    try:
+        config = load_config(config_file)
+    except ConfigError as error:
+        raise click.ClickException(str(error)) from None
+    namespaces = tuple(ns for item in namespaces for ns in item.split(",") if ns)
+    kopf.configure(verbose=verbose)
+    if not verbose:  # one "Handler succeeded" line per watch event drowns what matters
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    options = Options(config=config, namespaces=namespaces, peering=None if standalone else peering)
+    kopf.run(
+        registry=build_registry(),
+        clusterwide=not namespaces,
+        namespaces=namespaces,
+        standalone=standalone,
+        peering_name=None if standalone else peering,
+        priority=default_priority() if priority is None else priority,
+        liveness_endpoint=liveness,
+        memo=kopf.Memo(options=options),
+    )

@@ -1,0 +1,118 @@
+"""Level-based reconcile of one SpeculativeInference: read the cached world, converge, report.
+
+Every pass does the same thing whatever triggered it (create, update, resume, a child
+edited or deleted, a periodic resync): render the desired children, server-side apply
+those whose live copy differs, then write status if it differs. A pass over a converged
+resource makes no API request. The resource's spec and metadata are never written.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from specinfer.api import API_VERSION, KIND, InvalidSpecError
+from specinfer.operator.compare import covers
+from specinfer.operator.conditions import find
+from specinfer.operator.config import OperatorConfig
+from specinfer.operator.events import EventRecorder
+from specinfer.operator.kube import Kube
+from specinfer.operator.render import render
+from specinfer.operator.render.labels import CONFIG_HASH_ANNOTATION
+from specinfer.operator.status import Rollout, invalid_status, rollout_of, status_covered, workload_status
+from specinfer.operator.store import Key, Store
+
+log = logging.getLogger("specinfer.operator.reconcile")
+
+
+def utc_now() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _template_hash(deployment: dict[str, Any] | None) -> str | None:
+    if deployment is None:
+        return None
+    return deployment["spec"]["template"]["metadata"].get("annotations", {}).get(CONFIG_HASH_ANNOTATION)
+
+
+class Reconciler:
+    def __init__(self, *, kube: Kube, store: Store, config: OperatorConfig, events: EventRecorder,
+                 now: Callable[[], str] = utc_now) -> None:
+        self.kube, self.store, self.config, self.events, self.now = kube, store, config, events, now
+        self.applies = 0
+        self.status_writes = 0
+
+    async def reconcile(self, key: Key) -> None:
+        resource = self.store.resources.get(key)
+        if resource is None or (resource.get("metadata") or {}).get("deletionTimestamp"):
+            return  # deleted: the garbage collector removes the children (ownerReferences)
+        namespace, name = key
+        deployment = self.store.child("Deployment", namespace, name)
+        try:
+            rendering = render(resource, self.config, podmonitor=self.store.podmonitor_crd)
+        except InvalidSpecError as error:
+            rollout = rollout_of(deployment, desired_hash="", desired_replicas=0) if deployment else None
+            await self._write_status(resource, invalid_status(resource=resource, message=error.describe_all(),
+                                                              rollout=rollout, now=self.now()))
+            return
+        before = _template_hash(deployment)
+        for manifest in rendering.manifests:
+            meta = manifest["metadata"]
+            live = self.store.child(manifest["kind"], namespace, meta["name"])
+            if live is not None and covers(manifest, live):
+                continue
+            result = await self.kube.apply(manifest)
+            self.applies += 1
+            result.setdefault("apiVersion", manifest["apiVersion"])
+            result.setdefault("kind", manifest["kind"])
+            self.store.put_child(result)
+            log.info("applied %s %s/%s (%s)", manifest["kind"], namespace, meta["name"],
+                     "created" if live is None else "updated")
+            if manifest["kind"] == "Deployment":
+                deployment = result
+        after = _template_hash(deployment)
+        if after != before:
+            await self._announce_rollout(resource, before, rendering.effective_status())
+        spec_replicas = rendering.manifest("Deployment")["spec"]["replicas"]
+        rollout = rollout_of(deployment, desired_hash=rendering.config_hash, desired_replicas=spec_replicas)
+        await self._write_status(resource, workload_status(resource=resource, effective=rendering.effective_status(),
+                                                           rollout=rollout, desired_replicas=spec_replicas,
+                                                           now=self.now()))
+
+    async def _announce_rollout(self, resource: dict[str, Any], before: str | None, effective: dict[str, Any]) -> None:
+        what = f"method {effective['method']}, K={effective['numSpeculativeTokens']}"
+        if effective.get("schedule"):
+            what += f", schedule of {len(effective['schedule'])} ranges"
+        if before is None:
+            message = f"created the engine Deployment ({what}, config {effective['configHash']})"
+        else:
+            message = f"rolling out config {before} -> {effective['configHash']} ({what}), one pod at a time"
+        await self.events.record(resource, type_="Normal", reason="RolloutStarted", message=message)
+
+    async def _write_status(self, resource: dict[str, Any], status: dict[str, Any]) -> None:
+        current = resource.get("status") or {}
+        if status_covered(status, current):
+            return
+        meta = resource["metadata"]
+        body = {"apiVersion": API_VERSION, "kind": KIND,
+                "metadata": {"name": meta["name"], "namespace": meta.get("namespace")}, "status": status}
+        result = await self.kube.apply(body, subresource="status")
+        self.status_writes += 1
+        self.store.put_resource(result)
+        await self._announce_conditions(resource, current, status)
+
+    async def _announce_conditions(self, resource: dict[str, Any], old: dict[str, Any], new: dict[str, Any]) -> None:
+        before, after = find(old.get("conditions"), "Ready") or {}, find(new.get("conditions"), "Ready") or {}
+        if (before.get("status"), before.get("reason")) == (after.get("status"), after.get("reason")):
+            return
+        if after.get("reason") == "InvalidSpec":
+            await self.events.record(resource, type_="Warning", reason="InvalidSpec", message=after["message"])
+        elif after.get("reason") == "RolloutFailed":
+            await self.events.record(resource, type_="Warning", reason="RolloutFailed", message=after["message"])
+        elif after.get("status") == "True":
+            await self.events.record(resource, type_="Normal", reason="Ready", message=after["message"])
+
+
+__all__ = ["Reconciler", "Rollout", "covers"]

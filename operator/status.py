@@ -1,0 +1,132 @@
+"""The status the reconciler reports, computed from the rendering and the observed Deployment. Pure.
+
+Ready/Progressing/Degraded follow kstatus: Ready=True only once the Deployment has
+rolled out the current config hash to every replica; `observedGeneration` says which
+spec the conditions describe, so `kubectl wait --for=condition=Ready` and Argo CD /
+Flux health checks do not read a stale answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from specinfer.operator.conditions import ConditionUpdate, set_conditions
+from specinfer.operator.render.labels import CONFIG_HASH_ANNOTATION, NAME_LABEL
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """What the Deployment says about rolling out `desired_hash` to `desired_replicas`."""
+
+    done: bool
+    failed: bool
+    reason: str
+    message: str
+    replicas: int
+    ready_replicas: int
+    running_hash: str | None
+
+
+def rollout_of(deployment: Mapping[str, Any] | None, *, desired_hash: str, desired_replicas: int) -> Rollout:
+    if deployment is None:
+        return Rollout(False, False, "Creating", "creating the engine Deployment", 0, 0, None)
+    meta, status = deployment.get("metadata") or {}, deployment.get("status") or {}
+    template_hash = ((deployment.get("spec") or {}).get("template", {}).get("metadata", {})
+                     .get("annotations", {}).get(CONFIG_HASH_ANNOTATION))
+    replicas, ready = status.get("replicas") or 0, status.get("readyReplicas") or 0
+    updated, available = status.get("updatedReplicas") or 0, status.get("availableReplicas") or 0
+    observed = (status.get("observedGeneration") or 0) >= (meta.get("generation") or 0)
+    for condition in status.get("conditions") or []:
+        if (condition.get("type") == "Progressing" and condition.get("status") == "False") or \
+                (condition.get("type") == "ReplicaFailure" and condition.get("status") == "True"):
+            return Rollout(False, True, condition.get("reason") or "RolloutFailed",
+                           condition.get("message") or "the Deployment reports a failed rollout",
+                           replicas, ready, template_hash)
+    done = (observed and template_hash == desired_hash and updated == desired_replicas
+            and replicas == desired_replicas and available == desired_replicas)
+    if done:
+        return Rollout(True, False, "Available", f"{ready}/{desired_replicas} replicas ready", replicas, ready,
+                       template_hash)
+    return Rollout(False, False, "RolloutInProgress",
+                   f"rolling out config {desired_hash}: {updated}/{desired_replicas} updated, "
+                   f"{available}/{desired_replicas} available, {replicas} pods", replicas, ready, template_hash)
+
+
+def _describe(effective: Mapping[str, Any]) -> str:
+    method, k = effective.get("method"), effective.get("numSpeculativeTokens")
+    if effective.get("schedule"):
+        return f"{method} with a batch-size schedule (K <= {k})"
+    return f"{method}" if method == "none" else f"{method} K={k}"
+
+
+def workload_status(*, resource: Mapping[str, Any], effective: Mapping[str, Any], rollout: Rollout,
+                    desired_replicas: int, now: str) -> dict[str, Any]:
+    """Status for a valid spec (only the fields this reconciler owns)."""
+    meta = resource.get("metadata") or {}
+    generation = meta.get("generation")
+    current = (resource.get("status") or {}).get("conditions")
+    if rollout.done:
+        updates = [
+            ConditionUpdate("Ready", "True", "Available",
+                            f"{rollout.ready_replicas}/{desired_replicas} replicas ready, running {_describe(effective)}"),
+            ConditionUpdate("Progressing", "False", "RolloutComplete", f"config {effective['configHash']} rolled out"),
+            ConditionUpdate("Degraded", "False", "AsExpected", "no problems observed"),
+        ]
+    elif rollout.failed:
+        updates = [
+            ConditionUpdate("Ready", "False", "RolloutFailed", rollout.message),
+            ConditionUpdate("Progressing", "False", rollout.reason, rollout.message),
+            ConditionUpdate("Degraded", "True", rollout.reason, rollout.message),
+        ]
+    else:
+        updates = [
+            ConditionUpdate("Ready", "False", rollout.reason, rollout.message),
+            ConditionUpdate("Progressing", "True", rollout.reason, rollout.message),
+            ConditionUpdate("Degraded", "False", "AsExpected", "no problems observed"),
+        ]
+    return {
+        "observedGeneration": generation,
+        "conditions": set_conditions(current, updates, generation=generation, now=now),
+        "replicas": rollout.replicas,
+        "readyReplicas": rollout.ready_replicas,
+        "effective": dict(effective),
+        "selector": f"{NAME_LABEL}={meta.get('name')}",
+    }
+
+
+def invalid_status(*, resource: Mapping[str, Any], message: str, rollout: Rollout | None, now: str) -> dict[str, Any]:
+    """Status for a spec that cannot serve. A workload from an earlier valid spec keeps running."""
+    meta = resource.get("metadata") or {}
+    generation = meta.get("generation")
+    previous = resource.get("status") or {}
+    if rollout is not None and rollout.replicas:
+        message = f"{message} (the workload of the last valid spec keeps running)"
+    updates = [
+        ConditionUpdate("Ready", "False", "InvalidSpec", message),
+        ConditionUpdate("Progressing", "False", "InvalidSpec", "waiting for a valid spec"),
+        ConditionUpdate("Degraded", "True", "InvalidSpec", message),
+    ]
+    status: dict[str, Any] = {
+        "observedGeneration": generation,
+        "conditions": set_conditions(previous.get("conditions"), updates, generation=generation, now=now),
+        "replicas": rollout.replicas if rollout else 0,
+        "readyReplicas": rollout.ready_replicas if rollout else 0,
+        "selector": f"{NAME_LABEL}={meta.get('name')}",
+    }
+    if previous.get("effective") and rollout is not None and rollout.replicas:
+        status["effective"] = previous["effective"]
+    return status
+
+
+def status_covered(desired: Mapping[str, Any], live: Mapping[str, Any] | None) -> bool:
+    """True when writing `desired` would change nothing (conditions compared by type: others own other types)."""
+    from specinfer.operator.compare import covers
+
+    live = live or {}
+    rest = {key: value for key, value in desired.items() if key != "conditions"}
+    if not covers(rest, live):
+        return False
+    live_conditions = {c.get("type"): c for c in live.get("conditions") or []}
+    return all(covers(c, live_conditions.get(c["type"])) for c in desired.get("conditions") or [])

@@ -1,0 +1,108 @@
+"""Prometheus I/O for the tuning loop: one query set, one instant, through prometheus-api-client.
+
+Failures never raise into the loop: they come back as a `QueryFailure` with the condition
+reason the loop reports (TuningDegraded) while it holds the current config.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import requests
+from prometheus_api_client import PrometheusConnect
+from prometheus_api_client.exceptions import PrometheusApiClientException
+from urllib3.util.retry import Retry
+
+from specinfer.operator.tuner.queries import Query
+
+UNREACHABLE = "PrometheusUnreachable"
+QUERY_FAILED = "PrometheusQueryFailed"
+AUTH_FAILED = "PrometheusAuthFailed"
+NOT_CONFIGURED = "PrometheusNotConfigured"
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where and how to query; resources sharing a Source share one query set per tick."""
+
+    url: str
+    bearer_token: str | None = field(default=None, repr=False)
+    basic_auth: tuple[str, str] | None = field(default=None, repr=False)
+    timeout_seconds: float = 10.0
+
+
+@dataclass(frozen=True)
+class QueryFailure:
+    reason: str  # condition reason: PrometheusUnreachable, PrometheusQueryFailed, PrometheusAuthFailed
+    message: str
+
+
+@dataclass
+class QueryRun:
+    results: dict[str, list[dict[str, Any]]]
+    failure: QueryFailure | None
+    queries: int  # round trips made (for the constant-queries-per-tick measurement)
+    seconds: float
+
+
+class SecretError(ValueError):
+    """The auth Secret lacks the keys the tuning spec points at."""
+
+
+def credentials_from_secret(data: Mapping[str, str] | None, key: str) -> dict[str, Any]:
+    """Source keyword arguments from a Secret's base64 `data`: basic auth when it holds
+    `username` and `password` and `key` names one of them, else a bearer token under `key`."""
+    values = {k: base64.b64decode(v).decode().strip() for k, v in (data or {}).items()}
+    if key in ("username", "password") and values.get("username") and values.get("password"):
+        return {"basic_auth": (values["username"], values["password"])}
+    token = values.get(key)
+    if not token:
+        raise SecretError(f"the Secret has no non-empty key {key!r} (expected a bearer token there, or keys "
+                          f"'username' and 'password' for basic auth); it has {sorted(values)}")
+    return {"bearer_token": token}
+
+
+def _client(source: Source) -> PrometheusConnect:
+    headers = {"Authorization": f"Bearer {source.bearer_token}"} if source.bearer_token else None
+    # one quick retry only: the loop runs again next tick, and a stuck tick delays every resource
+    retry = Retry(total=1, backoff_factor=0.2, status_forcelist=[502, 503, 504], allowed_methods=["GET"])
+    return PrometheusConnect(url=source.url, headers=headers, disable_ssl=False, retry=retry,
+                             auth=source.basic_auth, timeout=source.timeout_seconds)
+
+
+def _failure(error: Exception, source: Source, query: Query) -> QueryFailure:
+    if isinstance(error, PrometheusApiClientException):
+        text = str(error)
+        if "401" in text[:40] or "403" in text[:40]:
+            return QueryFailure(AUTH_FAILED, f"Prometheus at {source.url} refused the credentials: {text[:300]}")
+        return QueryFailure(QUERY_FAILED, f"query {query.name} failed at {source.url}: {text[:300]}")
+    if isinstance(error, (requests.RequestException, OSError)):
+        return QueryFailure(UNREACHABLE, f"cannot reach Prometheus at {source.url}: {type(error).__name__}: "
+                                         f"{str(error)[:200]}")
+    return QueryFailure(QUERY_FAILED, f"query {query.name} at {source.url}: {type(error).__name__}: {error}")
+
+
+def run_queries(source: Source, queries: Sequence[Query], *, at: float,
+                on_latency: Callable[[str, float, bool], None] | None = None,
+                client: Any = None) -> QueryRun:
+    """Evaluate every query at instant `at`; stop at the first failure (the tick is then void)."""
+    connection = client or _client(source)
+    results: dict[str, list[dict[str, Any]]] = {}
+    started = time.monotonic()
+    made = 0
+    for query in queries:
+        began = time.monotonic()
+        made += 1
+        try:
+            results[query.name] = connection.custom_query(query=query.promql, params={"time": f"{at:.3f}"})
+        except Exception as error:  # every failure becomes a condition, never a crashed loop
+            if on_latency:
+                on_latency(query.name, time.monotonic() - began, False)
+            return QueryRun(results, _failure(error, source, query), made, time.monotonic() - started)
+        if on_latency:
+            on_latency(query.name, time.monotonic() - began, True)
+    return QueryRun(results, None, made, time.monotonic() - started)

@@ -1,0 +1,81 @@
+"""A keyed work queue (client-go style): one reconcile per key at a time, duplicates merged, retries backed off.
+
+kopf's event handlers are not retried, so retrying belongs here: a 409 conflict, 429,
+5xx or an unreachable API server re-queues the key with exponential backoff; nothing
+sleeps inside a reconcile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Hashable
+
+from specinfer.operator.errors import TemporaryError, is_retryable
+
+log = logging.getLogger("specinfer.operator.queue")
+
+
+class WorkQueue:
+    def __init__(self, process: Callable[[Hashable], Awaitable[None]], *, workers: int,
+                 base_delay: float = 0.5, max_delay: float = 60.0) -> None:
+        self.process = process
+        self.workers = workers
+        self.base_delay, self.max_delay = base_delay, max_delay
+        self.queue: asyncio.Queue[Hashable] = asyncio.Queue()
+        self.pending: set[Hashable] = set()
+        self.active: set[Hashable] = set()
+        self.dirty: set[Hashable] = set()
+        self.failures: dict[Hashable, int] = {}
+        self.tasks: list[asyncio.Task] = []
+        self.processed = 0
+        self.errors = 0
+
+    def add(self, key: Hashable) -> None:
+        if key in self.active:
+            self.dirty.add(key)  # run once more after the current pass: it may have read stale state
+        elif key not in self.pending:
+            self.pending.add(key)
+            self.queue.put_nowait(key)
+
+    def add_after(self, key: Hashable, delay: float) -> None:
+        asyncio.get_running_loop().call_later(delay, self.add, key)
+
+    def backoff(self, key: Hashable) -> float:
+        failures = self.failures.get(key, 0)
+        return min(self.max_delay, self.base_delay * (2 ** failures))
+
+    async def _work(self) -> None:
+        while True:
+            key = await self.queue.get()
+            self.pending.discard(key)
+            self.active.add(key)
+            try:
+                await self.process(key)
+                self.failures.pop(key, None)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # noqa: BLE001 -- every failure is retried with backoff, never dropped
+                self.errors += 1
+                delay = error.delay if isinstance(error, TemporaryError) and error.delay else self.backoff(key)
+                self.failures[key] = self.failures.get(key, 0) + 1
+                level = logging.INFO if is_retryable(error) else logging.ERROR
+                log.log(level, "reconcile %s failed (%s: %s); retrying in %.1fs", key, type(error).__name__, error,
+                        delay, exc_info=level == logging.ERROR)
+                self.add_after(key, delay)
+            finally:
+                self.processed += 1
+                self.active.discard(key)
+                if key in self.dirty:
+                    self.dirty.discard(key)
+                    self.add(key)
+                self.queue.task_done()
+
+    def start(self) -> None:
+        self.tasks = [asyncio.create_task(self._work(), name=f"reconcile-worker-{i}") for i in range(self.workers)]
+
+    async def stop(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        self.tasks = []
