@@ -10,6 +10,7 @@ import click
 BENCHMARKS: dict[str, str] = {
     "load": "specinfer.bench.load:load_command",
     "sim-capacity": "specinfer.bench.sim_capacity:sim_capacity_command",
+    "telemetry-overhead": "specinfer.bench.telemetry_overhead:telemetry_overhead_command",
     "tuner": "specinfer.bench.tuner:tuner_command",
 }
 
