@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from specinfer import vllm_metrics as vm
 from specinfer.runtime.sim.engine import StepStats
+from specinfer.runtime.telemetry.sim_sink import TelemetrySink
 
 LABELS = [vm.LABEL_MODEL_NAME, vm.LABEL_ENGINE]
 
@@ -150,4 +151,6 @@ def build_sinks(registry: CollectorRegistry, *, model_name: str, engine: str,
     return [
         VllmMetrics(registry, model_name=model_name, engine=engine,
                     num_speculative_tokens=num_speculative_tokens, max_model_len=max_model_len),
+        # the stat-logger plugin's specinfer: series, same accumulator and names (runtime/telemetry)
+        TelemetrySink(registry, model_name=model_name, engine=engine, num_speculative_tokens=num_speculative_tokens),
     ]

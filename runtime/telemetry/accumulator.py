@@ -61,20 +61,15 @@ class StepAccumulator:
         self.steps_by_k[k] += 1
         if iteration_stats is None:
             return False
-        latencies = iteration_stats.inter_token_latencies_iter
-        if not latencies:
-            return False
-        with_output = len(latencies) + len(iteration_stats.time_to_first_tokens_iter)
-        running = scheduler_stats.num_running_reqs
-        return self._timed(min(latencies), with_output if with_output > running else running, k)
+        return self._timed(k, scheduler_stats.num_running_reqs, iteration_stats.inter_token_latencies_iter,
+                           iteration_stats.time_to_first_tokens_iter)
 
-    def observe(self, *, batch_size: int, draft_per_pos, accepted_per_pos, step_seconds: float | None) -> bool:
-        """Add one step known directly (the simulator's StepStats); same semantics as record()."""
+    def observe(self, *, running: int, draft_per_pos, accepted_per_pos, inter_token_latencies,
+                time_to_first_tokens) -> bool:
+        """Add one step from plain values (the simulator's StepStats); the same rules as record()."""
         k = self._add_drafts(draft_per_pos, accepted_per_pos)
         self.steps_by_k[k] += 1
-        if step_seconds is None:
-            return False
-        return self._timed(step_seconds, batch_size, k)
+        return self._timed(k, running, inter_token_latencies, time_to_first_tokens)
 
     def _add_drafts(self, drafts, accepted) -> int:
         """Add per-position counts; return the effective K (positions with a non-zero draft count)."""
@@ -91,10 +86,14 @@ class StepAccumulator:
             k = position + 1
         return k
 
-    def _timed(self, seconds: float, batch_size: int, k: int) -> bool:
-        if batch_size < 1:
-            batch_size = 1
-        self.step_seconds = seconds
+    def _timed(self, k: int, running: int, inter_token_latencies, time_to_first_tokens) -> bool:
+        """Keep the step's period and batch size; False when no request decoded (no period to read)."""
+        if not inter_token_latencies:
+            return False
+        batch_size = len(inter_token_latencies) + len(time_to_first_tokens)
+        if running > batch_size:
+            batch_size = running
+        self.step_seconds = min(inter_token_latencies)
         self.step_batch_size = batch_size
         self.step_bucket = self.bucket(batch_size)
         self.step_k = k

@@ -118,8 +118,10 @@ def test_observe_matches_record_for_the_same_step(vllm_stats):
     spec = scheduler_stats.spec_decoding_stats
     from_stats, direct = StepAccumulator(max_k=3), StepAccumulator(max_k=3)
     assert from_stats.record(scheduler_stats, iteration_stats)
-    assert direct.observe(batch_size=2, draft_per_pos=spec.num_draft_tokens_per_pos,
-                          accepted_per_pos=spec.num_accepted_tokens_per_pos, step_seconds=0.04)
+    assert direct.observe(running=scheduler_stats.num_running_reqs, draft_per_pos=spec.num_draft_tokens_per_pos,
+                          accepted_per_pos=spec.num_accepted_tokens_per_pos,
+                          inter_token_latencies=list(iteration_stats.inter_token_latencies_iter),
+                          time_to_first_tokens=list(iteration_stats.time_to_first_tokens_iter))
     for name in ("draft_per_pos", "accepted_per_pos", "steps_by_k", "step_k", "step_bucket", "step_batch_size"):
         assert getattr(from_stats, name) == getattr(direct, name), name
     assert from_stats.step_seconds == pytest.approx(direct.step_seconds)

@@ -21,8 +21,8 @@ LABELS = {"model_name": "llama", "engine": "0"}
 
 
 def step(exporter: EngineExporter, *, batch_size: int, drafts: list[int], accepted: list[int], seconds: float):
-    if exporter.accumulator.observe(batch_size=batch_size, draft_per_pos=drafts, accepted_per_pos=accepted,
-                                    step_seconds=seconds):
+    if exporter.accumulator.observe(running=batch_size, draft_per_pos=drafts, accepted_per_pos=accepted,
+                                    inter_token_latencies=[seconds], time_to_first_tokens=[]):
         exporter.observe_step()
 
 
