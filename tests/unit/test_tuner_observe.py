@@ -1,0 +1,153 @@
+"""Query answers -> observations: the pure half of the tuning loop (operator/tuner/{queries,observe}.py)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from specinfer.operator.tuner.observation import observation_problems, parse_observation
+from specinfer.operator.tuner.observe import Target, index_results, observe
+from specinfer.operator.tuner.policy import decide
+from specinfer.operator.tuner.queries import BATCH_QUANTILES, LabelMapping, build_queries
+
+pytestmark = pytest.mark.unit
+
+LABELS = LabelMapping()
+NOW = 1_800_000_000.0
+WINDOW = 60.0
+
+
+def sample(ns: str, name: str, value: float, **labels: str) -> dict:
+    return {"metric": {"namespace": ns, "specinfer_io_name": name, **labels}, "value": [NOW, repr(value)]}
+
+
+def vllm_answers(ns: str, name: str, *, k: int = 3, prefix=(0.8, 0.6, 0.45), drafts: float = 5000.0,
+                 running: float = 4.0) -> dict[str, list[dict]]:
+    """What Prometheus answers for one engine with only vLLM's series (exact, noise-free)."""
+    request_steps = drafts
+    step = 0.008
+    return {
+        "scrapeTime": [sample(ns, name, NOW - 1)],
+        "drafts": [sample(ns, name, drafts)],
+        "draftTokens": [sample(ns, name, drafts * k)],
+        "acceptedPerPosition": [sample(ns, name, drafts * p, position=str(i)) for i, p in enumerate(prefix[:k])],
+        "requestSteps": [sample(ns, name, request_steps)],
+        "requestStepSeconds": [sample(ns, name, request_steps * step)],
+        "generatedTokens": [sample(ns, name, request_steps * (1 + sum(prefix[:k])))],
+        "batchQuantiles": [sample(ns, name, running, pod=f"{name}-0", quantile=str(q)) for q in BATCH_QUANTILES],
+        "perTokenP99": [sample(ns, name, 0.01)],
+        "ttftP99": [sample(ns, name, float("nan"))],
+    }
+
+
+def merge(*answers: dict) -> dict:
+    out: dict[str, list] = {}
+    for answer in answers:
+        for key, vector in answer.items():
+            out.setdefault(key, []).extend(vector)
+    return out
+
+
+def target(name: str, *, k: int = 3, since: float = NOW - 3600, rollout: bool = False) -> Target:
+    return Target("ns", name, {"method": "eagle3", "numSpeculativeTokens": k, "schedule": None, "since": since},
+                  rollout)
+
+
+def test_every_query_groups_by_the_configured_labels_and_does_not_depend_on_resources():
+    mapping = LabelMapping(namespace="kubernetes_namespace", resource="app_instance")
+    queries = build_queries(mapping, 90)
+    assert len({q.name for q in queries}) == len(queries)
+    for query in queries:
+        if query.name == "batchQuantiles":  # per pod: quantile_over_time keeps every label
+            assert query.promql.count("quantile_over_time") == len(BATCH_QUANTILES)
+            continue
+        assert "kubernetes_namespace, app_instance" in query.promql, query.promql
+        assert "specinfer_io_name" not in query.promql
+    assert all("[90s]" in q.promql for q in queries if q.name != "scrapeTime")
+
+
+def test_observation_from_vllm_series_is_valid_and_recovers_acceptance():
+    answers = merge(vllm_answers("ns", "a"), vllm_answers("ns", "b", k=3, running=40))
+    indexed = index_results(answers, LABELS)
+    result = observe(target("a"), indexed[("ns", "a")], labels=LABELS, now=NOW, window_seconds=WINDOW)
+    assert result.missing is None and result.signals == "vllm"
+    obs = parse_observation(result.observation)
+    assert observation_problems(obs, NOW, 180) == []
+    assert obs.accepted_per_position == pytest.approx((4000.0, 3000.0, 2250.0))
+    assert obs.drafts_per_position is None and obs.step_samples is None
+    assert obs.batch_size_mean == pytest.approx(4.0)
+    assert obs.ttft_p99_seconds is None  # NaN from histogram_quantile is "unknown", not a number
+    metrics = result.metrics
+    assert metrics["perPositionAcceptance"] == [0.8, 0.6, 0.45]
+    assert metrics["acceptanceRate"] == pytest.approx((0.8 + 0.6 + 0.45) / 3, abs=1e-4)
+    assert metrics["meanAcceptedLength"] == pytest.approx(2.85)
+    assert metrics["tokensPerSecond"] == pytest.approx(5000 * 2.85 / WINDOW, rel=1e-3)
+    other = observe(target("b"), indexed[("ns", "b")], labels=LABELS, now=NOW, window_seconds=WINDOW)
+    assert other.observation["batchSize"]["mean"] == pytest.approx(40.0)
+
+
+def test_plugin_series_give_unbiased_denominators_and_step_samples():
+    answers = vllm_answers("ns", "a", k=3)
+    drafts_per_pos = [5000.0, 4000.0, 3000.0]  # a schedule drafted fewer positions at large batches
+    answers["draftsPerPosition"] = [sample("ns", "a", d, position=str(i)) for i, d in enumerate(drafts_per_pos)]
+    answers["stepCount"] = [sample("ns", "a", 1000, batch_size="3", k="3"),
+                            sample("ns", "a", 500, batch_size="33-48", k="1")]
+    answers["stepSeconds"] = [sample("ns", "a", 8.0, batch_size="3", k="3"),
+                              sample("ns", "a", 12.0, batch_size="33-48", k="1")]
+    answers["stepRequests"] = [sample("ns", "a", 3000, batch_size="3", k="3"),
+                               sample("ns", "a", 20000, batch_size="33-48", k="1")]
+    result = observe(target("a"), index_results(answers, LABELS)[("ns", "a")], labels=LABELS, now=NOW,
+                     window_seconds=WINDOW)
+    assert result.signals == "specinfer"
+    observation = result.observation
+    assert observation["acceptance"]["draftsPerPosition"] == drafts_per_pos
+    samples = observation["steps"]["byBatchSize"]
+    assert samples == [{"batchSize": 3.0, "k": 3, "count": 1000.0, "meanSeconds": 0.008},
+                       {"batchSize": 40.0, "k": 1, "count": 500.0, "meanSeconds": 0.024}]
+    # engine-time shares: 8 s at batch 3, 12 s at batch 40
+    assert observation["batchSize"]["distribution"] == [[3, 0.4], [40, 0.6]]
+    # position i over its own draft count, not over all drafts (which biases it low under a schedule)
+    assert result.metrics["perPositionAcceptance"] == [0.8, 0.75, 0.75]
+    assert observation_problems(parse_observation(observation), NOW, 180) == []
+
+
+def test_missing_series_say_which_and_how_to_fix():
+    answers = vllm_answers("ns", "a")
+    del answers["drafts"]
+    result = observe(target("a"), index_results(answers, LABELS)[("ns", "a")], labels=LABELS, now=NOW,
+                     window_seconds=WINDOW)
+    assert result.observation is None
+    assert "vllm:spec_decode_num_drafts_total" in result.missing and "specinfer_io_name='a'" in result.missing
+    nothing = observe(target("zzz"), None, labels=LABELS, now=NOW, window_seconds=WINDOW)
+    assert nothing.observation is None and "vllm:num_requests_running" in nothing.missing
+
+
+def test_k_zero_needs_no_speculation_series():
+    answers = vllm_answers("ns", "a")
+    for key in ("drafts", "draftTokens", "acceptedPerPosition"):
+        del answers[key]
+    result = observe(target("a", k=0), index_results(answers, LABELS)[("ns", "a")], labels=LABELS, now=NOW,
+                     window_seconds=WINDOW)
+    assert result.observation["acceptance"] == {"drafts": 0.0, "acceptedPerPosition": []}
+    assert "acceptanceRate" not in result.metrics
+
+
+def test_idle_quantiles_are_dropped_from_the_distribution():
+    answers = vllm_answers("ns", "a")
+    answers["batchQuantiles"] = [sample("ns", "a", v, pod="p", quantile=str(q))
+                                 for q, v in zip(BATCH_QUANTILES, (0, 0, 2, 2, 6))]
+    result = observe(target("a"), index_results(answers, LABELS)[("ns", "a")], labels=LABELS, now=NOW,
+                     window_seconds=WINDOW)
+    assert result.observation["batchSize"]["distribution"] == [[2, pytest.approx(2 / 3, abs=1e-5)],
+                                                               [6, pytest.approx(1 / 3, abs=1e-5)]]
+    assert math.isclose(result.observation["batchSize"]["mean"], 10 / 3, rel_tol=1e-4)
+
+
+def test_the_policy_accepts_the_built_observation():
+    answers = vllm_answers("ns", "a", drafts=20000)
+    result = observe(target("a"), index_results(answers, LABELS)[("ns", "a")], labels=LABELS, now=NOW,
+                     window_seconds=WINDOW)
+    decision, state = decide(result.observation, {"method": "eagle3", "maxBatchSize": 64}, None, NOW)
+    assert decision["guard"] not in ("invalidData", "staleData"), decision["reason"]
+    assert state["acceptance"] is not None  # it learnt from the observation
