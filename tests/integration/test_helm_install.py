@@ -118,7 +118,7 @@ def test_restricted_namespace_refuses_a_privileged_pod(cluster, namespaces):
 def test_install_into_restricted_namespace_every_object_accepted_and_operator_available(
         cluster, helm, install, namespaces):
     namespace = namespaces(RESTRICTED)
-    release, result = install(namespace)
+    release, result = install(namespace, "metrics.enabled=true")
     assert f"is installed in namespace {namespace}" in result.stdout, "NOTES.txt was not shown"
     assert "would violate PodSecurity" not in result.stderr, result.stderr
 
@@ -154,15 +154,18 @@ def test_namespaced_rbac_allows_only_the_watched_namespaces(cluster, install, na
 
     for verb, resource in [("watch", "speculativeinferences.specinfer.io"),
                            ("patch", "speculativeinferences.specinfer.io/status"),
-                           ("create", "deployments.apps"), ("delete", "deployments.apps"),
+                           ("create", "deployments.apps"), ("patch", "deployments.apps"),
                            ("create", "services"), ("patch", "configmaps"), ("create", "events"),
-                           ("create", "podmonitors.monitoring.coreos.com"), ("get", "secrets")]:
+                           ("create", "podmonitors.monitoring.coreos.com"), ("get", "secrets"),
+                           ("create", "kopfpeerings.kopf.dev")]:
         assert can_i(cluster, account, verb, resource, watched), f"cannot {verb} {resource} in {watched}"
     for verb, resource, namespace in [("create", "deployments.apps", elsewhere), ("get", "secrets", elsewhere),
                                       ("watch", "speculativeinferences.specinfer.io", elsewhere),
                                       ("create", "deployments.apps", home),  # home is not watched here
                                       ("list", "secrets", watched), ("create", "pods", watched),
-                                      ("create", "pods/exec", watched), ("update", "speculativeinferences.specinfer.io", watched),
+                                      ("create", "pods/exec", watched), ("patch", "speculativeinferences.specinfer.io", watched),
+                                      ("update", "speculativeinferences.specinfer.io", watched),
+                                      ("delete", "deployments.apps", watched),
                                       ("create", "rolebindings.rbac.authorization.k8s.io", watched)]:
         assert not can_i(cluster, account, verb, resource, namespace), f"can {verb} {resource} in {namespace}"
     assert can_i(cluster, account, "watch", "customresourcedefinitions.apiextensions.k8s.io")

@@ -27,12 +27,12 @@ RELEASE, NAMESPACE = "specinfer", "specinfer-system"
 # name -> helm --set arguments; each is a supported way to install the chart.
 CASES: dict[str, list[str]] = {
     "default": [],
-    "namespaces": ["watch.namespaces={team-a,team-b}", "peering.enabled=true", "replicas=2",
+    "namespaces": ["watch.namespaces={team-a,team-b}", "replicas=2", "operator.verbose=true",
                    "prometheus.url=http://prometheus.monitoring:9090",
                    "runtime.profiles.amd.nodeSelector.node\\.kubernetes\\.io/instance-type=mi300x",
                    "runtime.modelCachePersistentVolumeClaim=model-cache"],
-    "cluster": ["watch.scope=cluster", "peering.enabled=true", "metrics.serviceMonitor.enabled=true",
-                "rbac.readSecrets=false"],
+    "cluster": ["watch.scope=cluster", "peering.enabled=false", "metrics.enabled=true",
+                "metrics.serviceMonitor.enabled=true", "rbac.readSecrets=false"],
 }
 
 
@@ -161,14 +161,23 @@ def test_default_is_namespaced_with_read_only_cluster_rights(rendered):
 def test_rbac_covers_what_the_operator_manages(rendered, name):
     docs = rendered[name]
     rules = rules_of(docs, "ClusterRole" if name == "cluster" else "Role")
-    needed = [("specinfer.io", "speculativeinferences", "watch"), ("specinfer.io", "speculativeinferences", "patch"),
+    needed = [("specinfer.io", "speculativeinferences", "watch"),
               ("specinfer.io", "speculativeinferences/status", "patch"), ("apps", "deployments", "create"),
               ("apps", "deployments", "patch"), ("", "services", "create"), ("", "configmaps", "create"),
               ("", "events", "create"), ("monitoring.coreos.com", "podmonitors", "create")]
     for group, resource, verb in needed:
         assert grants(rules, group, resource, verb), f"{verb} {group}/{resource} missing"
     cluster_rules = rules_of(docs, "ClusterRole")
-    assert grants(cluster_rules, "apiextensions.k8s.io", "customresourcedefinitions", "watch")
+    assert grants(cluster_rules, "apiextensions.k8s.io", "customresourcedefinitions", "get")  # PodMonitor CRD
+    assert grants(cluster_rules, "apiextensions.k8s.io", "customresourcedefinitions", "watch")  # kopf discovery
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_operator_can_never_write_a_spec(rendered, name):
+    """GitOps: the spec is the user's (tuned values live in status), so no rule allows writing it."""
+    rules = rules_of(rendered[name], "Role") + rules_of(rendered[name], "ClusterRole")
+    for verb in ("create", "update", "patch", "delete", "deletecollection"):
+        assert not grants(rules, "specinfer.io", "speculativeinferences", verb), verb
 
 
 def test_namespaced_mode_binds_one_role_per_watched_namespace(rendered):
@@ -177,25 +186,41 @@ def test_namespaced_mode_binds_one_role_per_watched_namespace(rendered):
     for binding in of_kind(docs, "RoleBinding"):
         (subject,) = binding["subjects"]
         assert (subject["kind"], subject["namespace"]) == ("ServiceAccount", NAMESPACE)
-    assert {p["metadata"]["namespace"] for p in of_kind(docs, "KopfPeering")} == {"team-a", "team-b"}
+    assert grants(rules_of(docs, "Role"), "kopf.dev", "kopfpeerings", "create")  # the operator creates them
     (deployment,) = of_kind(docs, "Deployment")
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     assert [a for a in args if a.startswith("--namespace=")] == ["--namespace=team-a", "--namespace=team-b"]
-    assert "--peering=specinfer" in args
+    assert "--peering=specinfer" in args and "--verbose" in args
     assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
 
 
-def test_single_replica_without_peering_never_overlaps(rendered):
-    (deployment,) = of_kind(rendered["default"], "Deployment")
+def test_without_peering_two_operators_never_overlap(rendered):
+    (deployment,) = of_kind(rendered["cluster"], "Deployment")
     assert deployment["spec"]["strategy"]["type"] == "Recreate"
     assert "--standalone" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+def test_liveness_probe_targets_kopfs_endpoint(rendered):
+    (deployment,) = of_kind(rendered["default"], "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert f"--liveness=http://0.0.0.0:{ports['health']}/healthz" in container["args"]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
 
 
 def test_cluster_scope_uses_one_cluster_role_and_no_roles(rendered):
     docs = rendered["cluster"]
     assert not of_kind(docs, "Role") and not of_kind(docs, "RoleBinding")
+    (deployment,) = of_kind(docs, "Deployment")
+    assert not [a for a in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+                if a.startswith("--namespace")], "no --namespace: the operator watches every namespace"
     assert not grants(rules_of(docs, "ClusterRole"), "", "secrets", "get")  # rbac.readSecrets=false
-    assert of_kind(docs, "ServiceMonitor") and of_kind(docs, "ClusterKopfPeering")
+    assert of_kind(docs, "ServiceMonitor") and of_kind(docs, "Service")
+
+
+def test_cluster_scope_with_peering_may_create_the_cluster_peering(helm):
+    docs = documents(render(helm, ["watch.scope=cluster"]))
+    assert grants(rules_of(docs, "ClusterRole"), "kopf.dev", "clusterkopfpeerings", "create")
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

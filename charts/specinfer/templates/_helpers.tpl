@@ -72,37 +72,39 @@ resyncSeconds: {{ .Values.operator.resyncSeconds }}
 {{/*
 RBAC rules for the objects the operator manages in a watched namespace (a Role per namespace in
 namespaced scope, or the ClusterRole in cluster scope). Verbs are what the operator does, no more:
-no wildcard, no pods/exec, no list/watch of Secrets.
+it reads SpeculativeInferences and writes only their status (server-side apply); children are
+server-side applied (create + patch) and removed by the garbage collector through ownerReferences,
+so there is no delete; no wildcard, no pods, no list/watch of Secrets.
 */}}
 {{- define "specinfer.namespacedRules" -}}
 - apiGroups: ["specinfer.io"]
   resources: ["speculativeinferences"]
-  verbs: ["get", "list", "watch", "patch"]
+  verbs: ["get", "list", "watch"]
 - apiGroups: ["specinfer.io"]
   resources: ["speculativeinferences/status"]
-  verbs: ["get", "patch", "update"]
+  verbs: ["get", "patch"]
 - apiGroups: ["apps"]
   resources: ["deployments"]
-  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch"]
 - apiGroups: [""]
   resources: ["services", "configmaps"]
-  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
-- apiGroups: ["", "events.k8s.io"]
+  verbs: ["get", "list", "watch", "create", "patch"]
+- apiGroups: [""]
   resources: ["events"]
   verbs: ["create", "patch"]
 {{- if .Values.rbac.podMonitors }}
 - apiGroups: ["monitoring.coreos.com"]
   resources: ["podmonitors"]
-  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch"]
 {{- end }}
 {{- if .Values.rbac.readSecrets }}
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get"]
 {{- end }}
-{{- if .Values.peering.enabled }}
+{{- if and .Values.peering.enabled (ne .Values.watch.scope "cluster") }}
 - apiGroups: ["kopf.dev"]
   resources: ["kopfpeerings"]
-  verbs: ["get", "list", "watch", "patch"]
+  verbs: ["get", "list", "watch", "create", "patch"]
 {{- end }}
 {{- end -}}
