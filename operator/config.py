@@ -22,6 +22,7 @@ from pydantic.alias_generators import to_camel
 
 from specinfer.operator.errors import ConfigError
 from specinfer.operator.hardware import DEFAULT_PROFILES, HardwareProfile
+from specinfer.operator.tuner.settings import TunerSettings
 
 Accelerator = Literal["nvidia", "amd", "ascend", "cpu"]
 FIELD_MANAGER = "specinfer-operator"
@@ -72,6 +73,8 @@ class OperatorConfig(_Config):
     model_cache: ModelCache = Field(default_factory=ModelCache)
     prometheus: PrometheusConfig = Field(default_factory=PrometheusConfig)
     rate_limit: RateLimit = Field(default_factory=RateLimit)
+    tuning: TunerSettings = Field(default_factory=TunerSettings)
+    """The tuning loop: window, label mapping, policy defaults (operator/tuner/settings.py)."""
     workers: int = Field(default=8, ge=1, le=128)
     """Concurrent reconciles (one resource is never reconciled twice at once)."""
     resync_seconds: float = Field(default=300.0, ge=5)

@@ -30,9 +30,13 @@ def default_priority() -> int:
 @click.option("--standalone", is_flag=True, help="run without peering (a single replica only)")
 @click.option("--priority", type=int, default=None, help="peering priority (default: earlier start wins)")
 @click.option("--liveness", default=None, help="liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
+@click.option("--prometheus-url", default=None, envvar="SPECINFER_PROMETHEUS_URL",
+              help="Prometheus for the tuning loop (overrides prometheus.url of the configuration)")
+@click.option("--metrics-port", type=int, default=None, help="serve the operator's own /metrics on this port")
 @click.option("-v", "--verbose", is_flag=True)
 def operator_command(namespaces: tuple[str, ...], config_file: str | None, peering: str, standalone: bool,
-                     priority: int | None, liveness: str | None, verbose: bool) -> None:
+                     priority: int | None, liveness: str | None, prometheus_url: str | None,
+                     metrics_port: int | None, verbose: bool) -> None:
     """Reconcile SpeculativeInference resources into vLLM workloads (ConfigMap, Deployment, Service, PodMonitor)."""
     import kopf
 
@@ -43,6 +47,8 @@ def operator_command(namespaces: tuple[str, ...], config_file: str | None, peeri
         config = load_config(config_file)
     except ConfigError as error:
         raise click.ClickException(str(error)) from None
+    if prometheus_url:
+        config = config.model_copy(update={"prometheus": config.prometheus.model_copy(update={"url": prometheus_url})})
     namespaces = tuple(ns for item in namespaces for ns in item.split(",") if ns)
     kopf.configure(verbose=verbose)
     if not verbose:  # one "Handler succeeded" line per watch event drowns what matters
@@ -56,5 +62,5 @@ def operator_command(namespaces: tuple[str, ...], config_file: str | None, peeri
         peering_name=None if standalone else peering,
         priority=default_priority() if priority is None else priority,
         liveness_endpoint=liveness,
-        memo=kopf.Memo(options=options),
+        memo=kopf.Memo(options=options, metrics_port=metrics_port),
     )

@@ -116,6 +116,12 @@ class TuningStatus(StatusModel):
     """Recent decisions, newest first (bounded)."""
     restarts_last_hour: int | None = Field(default=None, ge=0)
     """Rollouts triggered by the tuner in the last hour."""
+    signals: Literal["specinfer", "vllm", "vllm-biased"] | None = None
+    """Telemetry the decisions use: specinfer (the stat-logger plugin's unbiased series), vllm (vLLM's
+    standard series only) or vllm-biased (vLLM's series under a schedule, per-position acceptance biased low)."""
+    policy_state: str | None = Field(default=None, max_length=65536)
+    """The policy's memory between decisions (JSON: learnt step cost and acceptance, restart times,
+    the change being verified); kept here so an operator restart or failover forgets nothing."""
 
 
 class MetricsStatus(StatusModel):

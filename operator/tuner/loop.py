@@ -1,0 +1,227 @@
+"""The tuning loop: every tick, one query set per Prometheus for all due resources -> observe ->
+decide -> record in status (and, in auto mode, status.tuning.applied, which the reconciler
+renders from and rolls out one pod at a time).
+
+It never writes spec or metadata: only the status subresource, by server-side apply with
+its own field manager (`specinfer-tuner`), so Argo CD / Flux see no drift. When Prometheus is
+unreachable, a query fails or a resource's series are missing, it holds the current config
+and says why in TuningDegraded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from specinfer.api import API_VERSION, KIND
+from specinfer.operator import metrics
+from specinfer.operator.kube import APPLY_PATCH, object_path
+from specinfer.operator.tuner import prometheus as prom
+from specinfer.operator.tuner.observe import Target, index_results, observe
+from specinfer.operator.tuner.policy import decide
+from specinfer.operator.tuner.queries import build_queries
+from specinfer.operator.tuner.record import CHANGES, Tick, off_status, tick_status
+from specinfer.operator.tuner.settings import TunerSettings
+from specinfer.operator.tuner.state import PolicyState
+from specinfer.operator.tuner.target import (ResourceTarget, TargetError, observed_applied, parse_time, read_target,
+                                             rollout_in_progress, tuning_input)
+
+log = logging.getLogger("specinfer.operator.tuner")
+FIELD_MANAGER = "specinfer-tuner"
+# policy-state keys that record a change; in observe mode nothing was applied, so they are not advanced
+CHANGE_BOOKKEEPING = ("pending", "changes", "last_change_at", "collapsed_at", "collapsed_config", "rejected",
+                      "confirmations")
+
+
+@dataclass
+class TickReport:
+    """What one tick did (tests and the queries-per-tick benchmark read it)."""
+
+    resources: int = 0
+    queries: int = 0
+    sources: int = 0
+    actions: dict[str, str] = field(default_factory=dict)  # "ns/name" -> action
+    failures: list[str] = field(default_factory=list)
+
+
+def _state(target: ResourceTarget) -> dict | None:
+    text = target.tuning_status.get("policyState")
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None  # unreadable: start afresh (guards make a fresh state cautious)
+
+
+def observe_mode_state(previous: Mapping[str, Any] | None, new: Mapping[str, Any]) -> dict:
+    """Observe mode applies nothing: keep what the policy learnt, not its record of a change."""
+    base = PolicyState.from_dict(dict(previous) if previous else None).to_dict()
+    out = dict(new)
+    for key in CHANGE_BOOKKEEPING:
+        out[key] = base[key]
+    return out
+
+
+class TuningLoop:
+    def __init__(self, *, kube: Any, resources: Callable[[], Iterable[Mapping[str, Any]]],
+                 settings: TunerSettings, default_url: str | None,
+                 on_written: Callable[[dict[str, Any]], None] | None = None,
+                 events: Any = None, clock: Callable[[], float] = time.time) -> None:
+        self.kube = kube
+        self.resources = resources
+        self.settings = settings
+        self.default_url = default_url
+        self.on_written = on_written
+        self.events = events
+        self.clock = clock
+        self.last_run: dict[tuple[str, str], float] = {}
+        self.queries = build_queries(settings.labels.mapping(), settings.window_seconds)
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self.tick()
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # noqa: BLE001 -- the loop must outlive any one bad tick
+                metrics.ERRORS.labels("tuning", type(error).__name__).inc()
+                log.exception("tuning tick failed: %s", error)
+            await asyncio.sleep(self.settings.tick_seconds)
+
+    # ---- one tick ------------------------------------------------------------------------
+    def _due(self, target: ResourceTarget, now: float) -> bool:
+        last = self.last_run.get(target.key)
+        if last is None:
+            decided = (target.tuning_status.get("lastDecision") or {}).get("time")
+            last = parse_time(decided) if target.tuning_status.get("mode") == target.mode else None
+        return last is None or now - last >= target.interval_seconds - 0.5
+
+    async def tick(self) -> TickReport:
+        now = self.clock()
+        report = TickReport()
+        groups: dict[tuple[str | None, Any], list[tuple[ResourceTarget, Mapping[str, Any]]]] = defaultdict(list)
+        counts: dict[str, int] = defaultdict(int)
+        for resource in list(self.resources()):
+            if (resource.get("metadata") or {}).get("deletionTimestamp"):
+                continue
+            target = read_target(resource)
+            counts[target.mode] += 1
+            if target.mode == "off":
+                cleared = off_status(target, now)
+                if cleared is not None:
+                    await self._apply(target, cleared)
+                continue
+            if not self._due(target, now):
+                continue
+            prometheus_ref = target.spec.tuning.prometheus if target.spec is not None else None
+            url = (prometheus_ref.url if prometheus_ref and prometheus_ref.url else None) or self.default_url
+            secret = prometheus_ref.auth_secret_ref if prometheus_ref else None
+            secret_key = (target.namespace, secret.name, secret.key) if secret else None
+            groups[(url, secret_key)].append((target, resource))
+        for mode in ("off", "observe", "auto"):
+            metrics.TUNED_RESOURCES.labels(mode).set(counts.get(mode, 0))
+        for (url, secret_key), members in groups.items():
+            await self._tick_source(url, secret_key, members, now, report)
+        if report.queries:
+            metrics.TUNING_TICKS.inc()
+            metrics.QUERIES_PER_TICK.set(report.queries)
+        return report
+
+    async def _source(self, url: str | None, secret_key) -> prom.Source | prom.QueryFailure:
+        if not url:
+            return prom.QueryFailure(prom.NOT_CONFIGURED, "no Prometheus URL: set spec.tuning.prometheus.url or the "
+                                                          "operator's prometheus.url (--prometheus-url)")
+        if secret_key is None:
+            return prom.Source(url, timeout_seconds=self.settings.query_timeout_seconds)
+        namespace, name, key = secret_key
+        try:
+            secret = await self.kube.get(f"/api/v1/namespaces/{namespace}/secrets/{name}")
+        except Exception as error:  # noqa: BLE001
+            return prom.QueryFailure(prom.AUTH_FAILED, f"cannot read Secret {namespace}/{name}: {error}")
+        if secret is None:
+            return prom.QueryFailure(prom.AUTH_FAILED, f"Secret {namespace}/{name} (spec.tuning.prometheus."
+                                                       "authSecretRef) does not exist")
+        try:
+            credentials = prom.credentials_from_secret(secret.get("data"), key)
+        except prom.SecretError as error:
+            return prom.QueryFailure(prom.AUTH_FAILED, f"Secret {namespace}/{name}: {error}")
+        return prom.Source(url, timeout_seconds=self.settings.query_timeout_seconds, **credentials)
+
+    async def _tick_source(self, url, secret_key, members, now: float, report: TickReport) -> None:
+        source = await self._source(url, secret_key)
+        run = None
+        if isinstance(source, prom.Source):
+            run = await asyncio.to_thread(prom.run_queries, source, self.queries, at=now,
+                                          on_latency=metrics.observe_query)
+            report.queries += run.queries
+            report.sources += 1
+            failure = run.failure
+        else:
+            failure = source
+        if failure is not None:
+            metrics.ERRORS.labels("tuning", failure.reason).inc()
+            report.failures.append(f"{failure.reason}: {failure.message}")
+            log.warning("tuning holds %d resource(s): %s", len(members), failure.message)
+        indexed = index_results(run.results, self.settings.labels.mapping()) if run and not failure else {}
+        for target, resource in members:
+            report.resources += 1
+            self.last_run[target.key] = now
+            tick = await self._decide(target, resource, indexed, failure, now)
+            outcome = tick_status(target, tick)
+            metrics.TUNING_DECISIONS.labels(outcome.action, target.mode).inc()
+            report.actions[f"{target.namespace}/{target.name}"] = outcome.action
+            await self._apply(target, outcome.status)
+            if outcome.event is not None and self.events is not None:
+                kind, reason, message = outcome.event
+                await self.events.record(resource, type_=kind, reason=reason, message=message)
+
+    async def _decide(self, target: ResourceTarget, resource, indexed, failure, now: float) -> Tick:
+        mode = target.mode
+        if failure is not None:
+            return Tick(mode, now, degraded=(failure.reason, failure.message),
+                        hold_reason=f"holding the current config: {failure.message}")
+        if target.spec is None:
+            return Tick(mode, now, degraded=("InvalidSpec", "the spec is invalid (see the Ready condition)"),
+                        hold_reason="holding: the spec is invalid")
+        try:
+            tuning = tuning_input(target.spec, self.settings.policy)
+        except TargetError as error:
+            return Tick(mode, now, degraded=(error.reason, str(error)), hold_reason=f"not tuning: {error}")
+        created = parse_time((resource.get("metadata") or {}).get("creationTimestamp"))
+        applied = observed_applied(target, created)
+        config = {"numSpeculativeTokens": applied["numSpeculativeTokens"], "schedule": applied["schedule"]}
+        observed = observe(Target(target.namespace, target.name, applied, rollout_in_progress(target, config)),
+                           indexed.get(target.key), labels=self.settings.labels.mapping(), now=now,
+                           window_seconds=self.settings.window_seconds)
+        if observed.observation is None:
+            return Tick(mode, now, degraded=("SeriesMissing", observed.missing),
+                        hold_reason=f"holding the current config: {observed.missing}")
+        previous = _state(target)
+        decision, state = await asyncio.to_thread(decide, observed.observation, tuning, previous, now)
+        if decision["action"] in CHANGES and (mode != "auto" or target.spec.tuning.max_restarts_per_hour == 0):
+            state = observe_mode_state(previous, state)
+        return Tick(mode, now, decision=decision, state=state, metrics=observed.metrics,
+                    signals=decision.get("signals") or observed.signals)
+
+    async def _apply(self, target: ResourceTarget, status: dict[str, Any]) -> None:
+        body = {"apiVersion": API_VERSION, "kind": KIND,
+                "metadata": {"name": target.name, "namespace": target.namespace}, "status": status}
+        try:
+            result = await self.kube.request(
+                "PATCH", object_path(body, "status"), body=body, content_type=APPLY_PATCH,
+                query=[("fieldManager", FIELD_MANAGER), ("force", "true")], verb="APPLY")
+        except Exception as error:  # noqa: BLE001 -- next tick tries again
+            metrics.ERRORS.labels("tuning", "StatusWriteFailed").inc()
+            log.warning("cannot write tuning status of %s/%s: %s", target.namespace, target.name, error)
+            return
+        if self.on_written is not None and result:
+            result.setdefault("apiVersion", API_VERSION)
+            result.setdefault("kind", KIND)
+            self.on_written(result)

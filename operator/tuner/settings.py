@@ -1,0 +1,54 @@
+"""Operator-wide settings of the tuning loop (operator configuration, key `tuning`).
+
+    tuning:
+      windowSeconds: 120          # rates over this window; the policy waits for one window after a change
+      tickSeconds: 5              # the loop wakes this often; each resource decides every spec.tuning.intervalSeconds
+      labels: {namespace: namespace, resource: specinfer_io_name}   # match your PodMonitor relabelling
+      queryTimeoutSeconds: 10
+      policy: {cooldownSeconds: 600}   # defaults for the policy's tuning input (docs/tuner.md)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.alias_generators import to_camel
+
+from specinfer.operator.tuner.queries import LabelMapping
+
+
+class _Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, alias_generator=to_camel)
+
+
+class Labels(_Settings):
+    namespace: str = Field(default="namespace", min_length=1)
+    """Prometheus label holding the pod's namespace."""
+    resource: str = Field(default="specinfer_io_name", min_length=1)
+    """Prometheus label holding the SpeculativeInference name (the pod label specinfer.io/name)."""
+
+    def mapping(self) -> LabelMapping:
+        return LabelMapping(namespace=self.namespace, resource=self.resource)
+
+
+class TunerSettings(_Settings):
+    window_seconds: float = Field(default=120.0, ge=5, le=3600)
+    tick_seconds: float = Field(default=5.0, gt=0, le=600)
+    labels: Labels = Field(default_factory=Labels)
+    query_timeout_seconds: float = Field(default=10.0, gt=0, le=120)
+    policy: dict[str, Any] = Field(default_factory=dict)
+    """Operator-wide defaults for the policy's tuning input; the spec's bounds and SLOs override them."""
+
+    @field_validator("policy")
+    @classmethod
+    def _known_policy_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
+        from specinfer.operator.tuner.tuning import TuningError, parse_tuning
+
+        try:
+            parse_tuning({"method": "eagle3", **value})
+        except TuningError as error:
+            raise ValueError(f"tuning.policy: {error}") from None
+        except TypeError as error:
+            raise ValueError(f"tuning.policy: {error}") from None
+        return value

@@ -1,0 +1,198 @@
+"""The tuning loop's tick against a fake API client and a fake Prometheus (operator/tuner/loop.py, record.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from specinfer.operator.tuner import prometheus as prom
+from specinfer.operator.tuner.loop import FIELD_MANAGER, TuningLoop
+from specinfer.operator.tuner.observe import rfc3339
+from specinfer.operator.tuner.queries import build_queries
+from specinfer.operator.tuner.settings import TunerSettings
+from tests.unit.test_tuner_observe import NOW, merge, vllm_answers
+
+pytestmark = pytest.mark.unit
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "specinference.yaml"
+SETTINGS = TunerSettings(windowSeconds=60, policy={"minSteps": 100, "confirmations": 1})
+
+
+def resource(name: str, *, mode: str = "auto", k: int = 3) -> dict:
+    body = yaml.safe_load(EXAMPLE.read_text())
+    body["metadata"] = {"name": name, "namespace": "ns", "uid": f"uid-{name}", "generation": 1,
+                        "creationTimestamp": rfc3339(NOW - 7200)}
+    body["spec"]["tuning"]["mode"] = mode
+    body["spec"]["speculation"]["numSpeculativeTokens"] = k
+    old = rfc3339(NOW - 3600)
+    body["status"] = {
+        "conditions": [
+            {"type": "Ready", "status": "True", "reason": "Available", "message": "", "lastTransitionTime": old},
+            {"type": "Progressing", "status": "False", "reason": "RolloutComplete", "message": "",
+             "lastTransitionTime": old},
+        ],
+        "effective": {"method": "eagle3", "numSpeculativeTokens": k, "configHash": "abc"},
+    }
+    return body
+
+
+class FakeKube:
+    def __init__(self):
+        self.patches: list[tuple[str, dict, list]] = []
+        self.events: list[tuple[str, str, str]] = []
+
+    async def request(self, method, path, *, query=None, body=None, content_type=None, verb=None):
+        assert method == "PATCH"
+        self.patches.append((path, copy.deepcopy(body), query))
+        return copy.deepcopy(body)
+
+    async def get(self, path, **query):
+        return None
+
+    async def record(self, resource, *, type_, reason, message):
+        self.events.append((type_, reason, message))
+
+
+class FakePrometheus:
+    """Answers each query by name; counts round trips; can be made unreachable."""
+
+    def __init__(self, answers: dict, *, down: bool = False):
+        self.by_promql = {q.promql: q.name for q in build_queries(SETTINGS.labels.mapping(), SETTINGS.window_seconds)}
+        self.answers, self.down, self.calls = answers, down, 0
+
+    def custom_query(self, query, params=None):
+        self.calls += 1
+        if self.down:
+            raise ConnectionRefusedError(111, "Connection refused")
+        return self.answers.get(self.by_promql[query], [])
+
+
+@pytest.fixture
+def fake_prometheus(monkeypatch):
+    holder = {}
+
+    def install(answers, **kwargs):
+        holder["server"] = FakePrometheus(answers, **kwargs)
+        monkeypatch.setattr(prom, "_client", lambda source: holder["server"])
+        return holder["server"]
+
+    return install
+
+
+def run_tick(resources: list[dict], kube: FakeKube, now: float = NOW, loop: TuningLoop | None = None):
+    loop = loop or TuningLoop(kube=kube, resources=lambda: resources, settings=SETTINGS,
+                              default_url="http://prometheus:9090", events=kube, clock=lambda: now)
+    loop.clock = lambda: now
+    return loop, asyncio.run(loop.tick())
+
+
+def apply_back(resources: list[dict], kube: FakeKube) -> None:
+    """What the API server does with the status patches (status replaced field by field)."""
+    for path, body, _ in kube.patches:
+        for item in resources:
+            if path.endswith(f"/{item['metadata']['name']}/status"):
+                status = dict(body["status"])
+                conditions = {c["type"]: c for c in item["status"].get("conditions") or []}
+                conditions.update({c["type"]: c for c in status.pop("conditions", [])})  # a list-map keyed by type
+                item["status"].update(status, conditions=list(conditions.values()))
+    kube.patches.clear()
+
+
+def high_acceptance(name: str) -> dict:
+    return vllm_answers("ns", name, k=3, prefix=(0.92, 0.86, 0.8), drafts=40000, running=1.0)
+
+
+def test_auto_mode_applies_a_change_through_status_only(fake_prometheus):
+    fake_prometheus(high_acceptance("a"))
+    resources, kube = [resource("a")], FakeKube()
+    spec_before = copy.deepcopy(resources[0]["spec"])
+    _, report = run_tick(resources, kube)
+    path, body, query = kube.patches[0]
+    assert path == "/apis/specinfer.io/v1alpha1/namespaces/ns/speculativeinferences/a/status"
+    assert ("fieldManager", FIELD_MANAGER) in query
+    assert set(body) == {"apiVersion", "kind", "metadata", "status"} and set(body["metadata"]) == {"name", "namespace"}
+    tuning = body["status"]["tuning"]
+    assert report.actions["ns/a"] in ("setK", "setSchedule"), tuning["lastDecision"]["reason"]
+    assert tuning["applied"]["numSpeculativeTokens"] > 3  # high acceptance at batch 1: draft longer
+    assert tuning["applied"]["since"] == rfc3339(NOW) and tuning["restartsLastHour"] == 1
+    assert tuning["signals"] == "vllm" and json.loads(tuning["policyState"])["changes"] == [NOW]
+    assert kube.events and kube.events[0][1].startswith("Tuning")
+    conditions = {c["type"]: c for c in body["status"]["conditions"]}
+    assert conditions["Tuned"]["reason"] == "ChangeApplied" and conditions["TuningDegraded"]["status"] == "False"
+    assert body["status"]["metrics"]["meanBatchSize"] == 1.0
+    assert resources[0]["spec"] == spec_before
+
+
+def test_observe_mode_recommends_and_applies_nothing(fake_prometheus):
+    fake_prometheus(high_acceptance("a"))
+    resources, kube = [resource("a", mode="observe")], FakeKube()
+    _, report = run_tick(resources, kube)
+    tuning = kube.patches[0][1]["status"]["tuning"]
+    assert report.actions["ns/a"] == "recommend", kube.patches[-1][1]["status"]["tuning"]["lastDecision"]
+    assert "applied" not in tuning and tuning["recommendation"]["numSpeculativeTokens"] > 3
+    assert tuning["restartsLastHour"] == 0 and not kube.events
+    assert json.loads(tuning["policyState"])["changes"] == []  # nothing applied: no restart recorded
+    # next interval: still recommending (not waiting for a change that will never be applied)
+    apply_back(resources, kube)
+    _, report = run_tick(resources, kube, NOW + 30)
+    assert report.actions["ns/a"] == "recommend", kube.patches[-1][1]["status"]["tuning"]["lastDecision"]
+
+
+def test_prometheus_down_holds_the_applied_config_and_reports(fake_prometheus):
+    fake_prometheus(high_acceptance("a"))
+    resources, kube = [resource("a")], FakeKube()
+    loop, _ = run_tick(resources, kube)
+    apply_back(resources, kube)
+    applied = resources[0]["status"]["tuning"]["applied"]
+    fake_prometheus({}, down=True)
+    _, report = run_tick(resources, kube, NOW + 30, loop)
+    status = kube.patches[0][1]["status"]
+    assert report.failures and report.failures[0].startswith(prom.UNREACHABLE)
+    assert status["tuning"]["applied"] == applied  # a patch without it would roll the pods back
+    assert status["tuning"]["lastDecision"]["action"] == "keep"
+    degraded = {c["type"]: c for c in status["conditions"]}["TuningDegraded"]
+    assert degraded["status"] == "True" and degraded["reason"] == prom.UNREACHABLE
+    assert "http://prometheus:9090" in degraded["message"]
+
+
+def test_series_missing_is_reported_per_resource(fake_prometheus):
+    fake_prometheus(high_acceptance("a"))
+    resources, kube = [resource("a"), resource("b")], FakeKube()
+    run_tick(resources, kube)
+    by_name = {p[0].split("/")[-2]: p[1]["status"] for p in kube.patches}
+    degraded = {c["type"]: c for c in by_name["b"]["conditions"]}["TuningDegraded"]
+    assert degraded["reason"] == "SeriesMissing" and "specinfer_io_name='b'" in degraded["message"]
+    assert "applied" not in by_name["b"]["tuning"]
+    assert {c["type"]: c for c in by_name["a"]["conditions"]}["TuningDegraded"]["status"] == "False"
+
+
+def test_queries_per_tick_do_not_grow_with_resources(fake_prometheus):
+    counts = []
+    for n in (1, 10):
+        names = [f"r{i}" for i in range(n)]
+        server = fake_prometheus(merge(*(high_acceptance(name) for name in names)))
+        _, report = run_tick([resource(name) for name in names], FakeKube())
+        assert report.resources == n
+        counts.append((report.queries, server.calls))
+    assert counts[0] == counts[1] == (len(build_queries(SETTINGS.labels.mapping(), 60)),) * 2
+
+
+def test_interval_is_respected_and_off_mode_clears_once(fake_prometheus):
+    fake_prometheus(high_acceptance("a"))
+    resources, kube = [resource("a")], FakeKube()
+    loop, _ = run_tick(resources, kube)
+    apply_back(resources, kube)
+    _, report = run_tick(resources, kube, NOW + 5, loop)  # interval 15 s: not due
+    assert report.resources == 0 and not kube.patches
+    resources[0]["spec"]["tuning"]["mode"] = "off"
+    run_tick(resources, kube, NOW + 20, loop)
+    assert kube.patches[0][1]["status"]["tuning"] == {"mode": "off"}  # applied dropped: the spec renders alone
+    apply_back(resources, kube)
+    resources[0]["status"]["tuning"] = {"mode": "off"}
+    run_tick(resources, kube, NOW + 40, loop)
+    assert not kube.patches
