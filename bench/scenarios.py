@@ -48,14 +48,15 @@ class Scenario:
     timing_noise: float = 0.02  # lognormal sigma of scraped step latencies
     gap_rate: float = 0.0  # share of ticks whose scrape is stale, NaN or incomplete
     check_vs_static: bool = False  # the ">= 1.10x best static K" goal applies
+    initial_k: int | None = None  # K the policy starts from (default: the catalogue's k_default)
 
     @property
     def minutes(self) -> float:
         return sum(p.minutes for p in self.phases)
 
 
-def _ramp() -> tuple[Phase, ...]:
-    return tuple(Phase(f"c={c}", 10, "chat", c) for c in (1, 2, 4, 8, 16, 32, 64))
+def _ramp(workload: str = "chat") -> tuple[Phase, ...]:
+    return tuple(Phase(f"c={c}", 10, workload, c) for c in (1, 2, 4, 8, 16, 32, 64))
 
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
@@ -63,6 +64,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              (Phase("chat", 60, "chat", 8),)),
     Scenario("load-ramp", "EAGLE-3 on chat, concurrency doubling 1 -> 64 every 10 minutes",
              _ramp(), check_vs_static=True),
+    Scenario("ramp-ngram", "n-gram drafting on code, concurrency doubling 1 -> 64 every 10 minutes",
+             _ramp("code"), method="ngram", check_vs_static=True),
     Scenario("workload-shift", "EAGLE-3, code for 45 minutes then chat for 45, 16 concurrent",
              (Phase("code", 45, "code", 16), Phase("chat", 45, "chat", 16)), check_vs_static=True),
     Scenario("shift-ngram", "n-gram drafting (no draft model), code for 45 minutes then chat for 45, 16 concurrent",
@@ -72,8 +75,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              method="mtp", cost_preset="h100x4-moe80b", k_max=3, per_token_slo=0.060),
     Scenario("collapse", "EAGLE-3 on code; after 30 minutes acceptance collapses (backend bug) for an hour",
              (Phase("healthy", 30, "code", 8), Phase("collapsed", 60, "code", 8, collapsed=True))),
-    Scenario("noisy-gaps", "steady chat at 16 concurrent with 8% step-latency noise and 20% scrape gaps",
-             (Phase("chat", 60, "chat", 16),), timing_noise=0.08, gap_rate=0.2),
+    Scenario("noisy-gaps", "chat at 16 concurrent starting from K=6, 8% step-latency noise, 20% scrape gaps",
+             (Phase("chat", 60, "chat", 16),), timing_noise=0.08, gap_rate=0.2, initial_k=6),
 )}
 
 

@@ -123,7 +123,8 @@ def run_scenario(scenario: Scenario, *, seed: int, substeps: int, quick: bool) -
         statics[k] = (summarise(scenario, engine), engine)
     best_k = max(statics, key=lambda k: statics[k][0]["goodput"])
     results[f"best static (K={best_k})"], traces["best static"] = statics[best_k]
-    initial = {"numSpeculativeTokens": max(k_min, min(get_method(scenario.method).k_default, k_max)), "schedule": None}
+    start_k = scenario.initial_k if scenario.initial_k is not None else get_method(scenario.method).k_default
+    initial = {"numSpeculativeTokens": max(k_min, min(start_k, k_max)), "schedule": None}
     policy = PolicyController(tuning_input(scenario))
     play("policy", initial, policy)
     decisions = policy.decisions

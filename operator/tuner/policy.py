@@ -12,6 +12,7 @@ docs/tuner.md documents the dicts and is the stable interface.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from . import guards
@@ -26,6 +27,9 @@ from .tuning import TuningError, TuningSpec, parse_tuning
 ACCEPTANCE_FORGET = 0.5  # per window: follows a workload shift within ~3 windows
 COST_FORGET = 0.97  # per window: step cost drifts slowly (hardware does not change)
 DEGRADED_COLLAPSE = "AcceptanceCollapsed"
+CALIBRATION_WEIGHT = 0.3  # per window, for the measured/modelled speed ratio
+DEFAULT_NOISE = 0.01  # relative window-to-window noise of measured speed until observed
+MAX_VERIFY_WINDOWS = 8
 LOW_LOAD_SHARE = 0.25  # mean batch at most this share of maxBatchSize: a restart costs little now
 LOOKAHEAD = 4  # judge a schedule up to this many times the largest batch size seen in the window
 
@@ -145,6 +149,7 @@ def _decide_on_valid(obs: Observation, spec: TuningSpec, st: PolicyState, now: f
         if outcome is not None:
             return outcome
 
+    _calibrate(st, obs, model, current, current_dense, distribution, spec.max_batch_size)
     best_dense_ks = best_dense(model, spec, current_dense, distribution)
     best = config_from_dense(best_dense_ks)
     current_goodput = goodput(model, current_dense, distribution)
@@ -178,8 +183,12 @@ def _decide_on_valid(obs: Observation, spec: TuningSpec, st: PolicyState, now: f
         if why:
             return _decision("keep", f"best is {_describe(best)} ({gain:+.1%}) but {why}", guard=name,
                              gain=gain, **common), st.to_dict()
-    calibration = obs.measured_speed / max(sequence_speed(model, current_dense, distribution), 1e-9)
-    st.pending = PendingChange(at=now, config=best, previous=current, predicted_gain=gain, calibration=calibration)
+    calibration = st.calibration["value"] if st.calibration else 1.0
+    observed = {min(b, spec.max_batch_size) for b, _ in distribution}
+    changes_here = any(best_dense_ks[b] != current_dense[b] for b in observed)
+    # Nothing to verify when the change leaves the K of today's batch sizes alone (look-ahead).
+    st.pending = PendingChange(at=now, config=best, previous=current, predicted_gain=gain,
+                               calibration=calibration) if changes_here else None
     st.collapsed_at = st.collapsed_config = None
     st.record_change(now)
     reason = (f"{_describe(current)} -> {_describe(best)}: predicted goodput {gain:+.1%} at the observed "
@@ -202,6 +211,23 @@ def _probe_after_collapse(obs: Observation, spec: TuningSpec, st: PolicyState, n
                      "switches it off if acceptance is still near zero)", config=config, signals=signals), st.to_dict()
 
 
+def _calibrate(st: PolicyState, obs: Observation, model: Model, current: dict, dense, distribution,
+               max_batch_size: int) -> None:
+    """Smoothed ratio of measured to modelled speed for the applied config: the baseline a change
+    is verified against, steadier than one window's noisy step times."""
+    ratio = obs.measured_speed / max(sequence_speed(model, dense, distribution), 1e-9)
+    if not 0.2 < ratio < 5.0:
+        return
+    if st.calibration and same_config(st.calibration["config"], current, max_batch_size):
+        previous = st.calibration["value"]
+        value = (1 - CALIBRATION_WEIGHT) * previous + CALIBRATION_WEIGHT * ratio
+        spread = (1 - CALIBRATION_WEIGHT) * st.calibration.get("variance", DEFAULT_NOISE**2) \
+            + CALIBRATION_WEIGHT * (ratio / previous - 1) ** 2
+    else:
+        value, spread = ratio, DEFAULT_NOISE**2
+    st.calibration = {"config": current, "value": value, "variance": spread}
+
+
 def _verify(obs: Observation, spec: TuningSpec, st: PolicyState, model: Model, distribution, now: float,
             signals: str, summary: dict) -> tuple[dict, dict] | None:
     """Accumulate realised gain for the pending change; roll back or accept once enough windows passed."""
@@ -219,13 +245,17 @@ def _verify(obs: Observation, spec: TuningSpec, st: PolicyState, model: Model, d
     pending.expected_tokens += busy * sequence_speed(model, previous_dense, distribution) * pending.calibration
     pending.windows += 1
     realised = pending.measured_tokens / pending.expected_tokens - 1 if pending.expected_tokens > 0 else 0.0
-    if pending.windows < spec.confirmations:
+    # Noisy step times need more windows and a wider margin before a rollback is justified.
+    noise = math.sqrt(st.calibration.get("variance", DEFAULT_NOISE**2)) if st.calibration else DEFAULT_NOISE
+    needed = min(MAX_VERIFY_WINDOWS, max(spec.confirmations, math.ceil((2 * noise / spec.rollback_tolerance) ** 2)))
+    margin = 2 * noise * math.sqrt(1 / pending.windows + CALIBRATION_WEIGHT / (2 - CALIBRATION_WEIGHT))
+    if pending.windows < needed:
         return _decision("keep", f"verifying {_describe(pending.config)}: realised {realised:+.1%} so far "
                          f"(predicted {pending.predicted_gain:+.1%})", guard=guards.VERIFYING, signals=signals,
                          realisedGain=round(realised, 4), model=summary), st.to_dict()
     st.pending = None
     st.realised_gain = realised
-    if realised >= -spec.rollback_tolerance:
+    if realised >= -(spec.rollback_tolerance + margin):
         return None  # accepted; carry on optimising from here
     held = guards.budget_guard(st, spec, now, reserve=0)
     reason = (f"{_describe(pending.config)} realised {realised:+.1%} against a predicted "

@@ -41,7 +41,8 @@ class PolicyState:
     collapsed_at: float | None = None
     collapsed_config: dict | None = None
     confirmations: int = 0
-    rejected: list[dict] = field(default_factory=list)  # [{"config": ..., "until": t}]
+    rejected: list[dict] = field(default_factory=list)  # [{"config": ..., "until": t, "batchSizes": [...]}]
+    calibration: dict | None = None  # {"config": applied, "value": smoothed measured/modelled speed}
 
     def restarts_within(self, now: float, seconds: float = 3600.0) -> int:
         return sum(1 for t in self.changes if now - seconds < t <= now)

@@ -235,3 +235,18 @@ def test_state_round_trips_through_json():
                                tuning(), copy.deepcopy(again), 250.0)
     assert json.loads(json.dumps(decision2)) == decision2
     assert json.loads(json.dumps(state2)) == state2
+
+
+def test_noisy_measurements_extend_verification_before_any_rollback():
+    spec = tuning(confirmations=2, cooldownSeconds=600)
+    _, state = decide(observe(60.0), spec, None, 60.0)
+    decision, state = decide(observe(120.0), spec, state, 120.0)
+    state["calibration"]["variance"] = 0.08**2  # step times seen to jump ~8% window to window
+    new = decision["config"]
+    guards_seen = []
+    for now in (300.0, 360.0, 420.0):
+        window = observe(now, k=new["numSpeculativeTokens"], schedule=new["schedule"], since=200.0,
+                         prefix=[0.8] + [0.0] * 15)
+        outcome, state = decide(window, spec, state, now)
+        guards_seen.append(outcome["guard"])
+    assert guards_seen == ["verifying"] * 3  # a quiet engine would have been judged after two
