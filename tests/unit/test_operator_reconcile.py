@@ -1,0 +1,192 @@
+"""The reconciler's decisions on plain data: a fake API records writes; no cluster, no kopf."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+
+import pytest
+
+from specinfer.operator.compare import covers
+from specinfer.operator.conditions import ConditionUpdate, set_conditions
+from specinfer.operator.config import OperatorConfig
+from specinfer.operator.errors import ApiError
+from specinfer.operator.kube import TokenBucket
+from specinfer.operator.reconciler import Reconciler
+from specinfer.operator.status import rollout_of, status_covered
+from specinfer.operator.store import Store
+from specinfer.operator.workqueue import WorkQueue
+
+pytestmark = pytest.mark.unit
+
+RESOURCE = {
+    "apiVersion": "specinfer.io/v1alpha1", "kind": "SpeculativeInference",
+    "metadata": {"name": "llama", "namespace": "ml", "uid": "u-1", "generation": 1, "resourceVersion": "10"},
+    "spec": {"model": {"name": "m/x"}, "speculation": {"method": "ngram"}, "hardware": {"accelerator": "cpu"}},
+}
+
+
+class FakeKube:
+    """Answers applies like the API server: echoes the object, adds defaults and a resourceVersion."""
+
+    def __init__(self) -> None:
+        self.writes: list[tuple[str, str]] = []
+        self.version = 100
+
+    async def apply(self, manifest, *, subresource=None):
+        self.version += 1
+        self.writes.append((manifest["kind"], subresource or ""))
+        out = copy.deepcopy(manifest)
+        out["metadata"]["resourceVersion"] = str(self.version)
+        if manifest["kind"] == "Deployment":
+            out["spec"]["template"]["spec"]["dnsPolicy"] = "ClusterFirst"  # a server default
+            out["metadata"]["generation"] = 1
+        if subresource == "status":
+            out = {**copy.deepcopy(RESOURCE), "status": manifest["status"]}
+            out["metadata"]["resourceVersion"] = str(self.version)
+        return out
+
+    async def create(self, manifest):
+        self.writes.append(("Event", manifest["reason"]))
+
+
+class Events:
+    def __init__(self, kube) -> None:
+        self.kube = kube
+
+    async def record(self, resource, *, type_, reason, message):
+        await self.kube.create({"reason": reason})
+
+
+def reconciler() -> tuple[Reconciler, FakeKube, Store]:
+    kube, store = FakeKube(), Store()
+    store.put_resource(copy.deepcopy(RESOURCE))
+    return Reconciler(kube=kube, store=store, config=OperatorConfig(), events=Events(kube),
+                      now=lambda: "2026-01-01T00:00:00Z"), kube, store
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_first_pass_creates_children_then_nothing_more():
+    rec, kube, store = reconciler()
+    run(rec.reconcile(("ml", "llama")))
+    kinds = [w for w in kube.writes if w[0] != "Event"]
+    assert kinds == [("ConfigMap", ""), ("Deployment", ""), ("Service", ""), ("SpeculativeInference", "status")]
+    writes = len(kube.writes)
+    run(rec.reconcile(("ml", "llama")))
+    assert len(kube.writes) == writes  # converged: a second pass writes nothing
+
+
+def test_hand_edited_child_is_applied_back():
+    rec, kube, store = reconciler()
+    run(rec.reconcile(("ml", "llama")))
+    deployment = store.child("Deployment", "ml", "llama")
+    deployment["spec"]["template"]["spec"]["containers"][0]["image"] = "hacked"
+    del store.children[("Service", "ml", "llama")]
+    kube.writes.clear()
+    run(rec.reconcile(("ml", "llama")))
+    assert [w for w in kube.writes if w[1] == ""] == [("Deployment", ""), ("Service", "")]
+
+
+def test_invalid_spec_writes_only_status():
+    rec, kube, store = reconciler()
+    bad = copy.deepcopy(RESOURCE)
+    bad["spec"]["speculation"] = {"method": "eagle3"}  # needs a draft model
+    store.put_resource(bad)
+    run(rec.reconcile(("ml", "llama")))
+    assert kube.writes == [("SpeculativeInference", "status"), ("Event", "InvalidSpec")]
+    ready = next(c for c in store.resources[("ml", "llama")]["status"]["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "InvalidSpec")
+    assert "spec.speculation.draftModel" in ready["message"]
+
+
+def test_rollout_states():
+    deployment = {"metadata": {"generation": 2},
+                  "spec": {"template": {"metadata": {"annotations": {"specinfer.io/config-hash": "h"}}}},
+                  "status": {"observedGeneration": 2, "replicas": 2, "updatedReplicas": 2, "readyReplicas": 2,
+                             "availableReplicas": 2}}
+    assert rollout_of(deployment, desired_hash="h", desired_replicas=2).done
+    assert not rollout_of(deployment, desired_hash="other", desired_replicas=2).done
+    surging = copy.deepcopy(deployment)
+    surging["status"].update(replicas=3, updatedReplicas=1)
+    state = rollout_of(surging, desired_hash="h", desired_replicas=2)
+    assert not state.done and state.reason == "RolloutInProgress"
+    stuck = copy.deepcopy(deployment)
+    stuck["status"]["conditions"] = [{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded",
+                                      "message": "too slow"}]
+    assert rollout_of(stuck, desired_hash="h", desired_replicas=2).failed
+
+
+def test_condition_transition_time_moves_only_on_status_change():
+    first = set_conditions(None, [ConditionUpdate("Ready", "False", "A", "a")], generation=1, now="t1")
+    same = set_conditions(first, [ConditionUpdate("Ready", "False", "B", "b")], generation=2, now="t2")
+    flipped = set_conditions(same, [ConditionUpdate("Ready", "True", "C", "c")], generation=2, now="t3")
+    assert [c["lastTransitionTime"] for c in (first[0], same[0], flipped[0])] == ["t1", "t1", "t3"]
+    assert same[0]["observedGeneration"] == 2
+
+
+def test_covers_ignores_server_defaults_but_not_edits():
+    desired = {"spec": {"replicas": 1, "ports": [{"port": 8000}], "limits": {"cpu": "8"}}}
+    live = {"spec": {"replicas": 1, "ports": [{"port": 8000, "protocol": "TCP"}], "limits": {"cpu": 8}},
+            "status": {}}
+    assert covers(desired, live)
+    assert not covers(desired, {"spec": {"replicas": 2, "ports": [{"port": 8000}], "limits": {"cpu": "8"}}})
+    assert not covers(desired, {"spec": {"replicas": 1, "ports": [], "limits": {"cpu": "8"}}})
+
+
+def test_status_compare_ignores_conditions_owned_by_the_tuner():
+    desired = {"observedGeneration": 1, "conditions": [{"type": "Ready", "status": "True"}]}
+    live = {"observedGeneration": 1, "conditions": [{"type": "Tuned", "status": "True"},
+                                                    {"type": "Ready", "status": "True"}]}
+    assert status_covered(desired, live)
+    assert not status_covered(desired, {"observedGeneration": 1, "conditions": [{"type": "Ready", "status": "False"}]})
+
+
+def test_work_queue_retries_conflicts_and_merges_duplicates():
+    calls: list[str] = []
+
+    async def process(key):
+        calls.append(key)
+        if calls.count(key) == 1 and key == "a":
+            raise ApiError(409, "PATCH", "/x", "the object has been modified")
+
+    async def main():
+        queue = WorkQueue(process, workers=2, base_delay=0.01)
+        for key in ("a", "a", "b", "a"):
+            queue.add(key)
+        queue.start()
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if calls.count("a") >= 2:
+                break
+        await asyncio.sleep(0.05)
+        await queue.stop()
+        return queue
+
+    queue = run(main())
+    assert calls.count("a") == 2 and calls.count("b") == 1  # one retry after the 409, duplicates merged
+    assert queue.errors == 1
+
+
+def test_token_bucket_limits_sustained_rate():
+    now = [0.0]
+    bucket = TokenBucket(qps=10, burst=5, clock=lambda: now[0])
+    delays = [bucket.delay() for _ in range(7)]
+    assert delays[:5] == [0.0] * 5 and delays[5] == pytest.approx(0.1) and delays[6] == pytest.approx(0.2)
+    now[0] = 10.0
+    assert bucket.delay() == 0.0
+
+
+def test_watch_timeouts_and_peering_are_configured():
+    import kopf
+
+    from specinfer.operator.handlers.lifecycle import configure
+
+    settings = kopf.OperatorSettings()
+    configure(settings)
+    assert settings.watching.server_timeout == 60
+    assert settings.watching.client_timeout > settings.watching.server_timeout
+    assert settings.watching.inactivity_timeout > settings.watching.server_timeout
+    assert settings.peering.lifetime == 30
