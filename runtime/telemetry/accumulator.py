@@ -1,7 +1,8 @@
 """Turns one engine step's stats into counter increments. Pure: no prometheus_client, no vLLM.
 
 It runs on vLLM's output path once per engine step, so it only adds ints into lists sized
-up front (no per-step lists, dicts or objects); an exporter reads the totals.
+up front and keeps the latest step's figures in attributes: no per-step containers are
+built or retained; an exporter reads the totals.
 
 What one step contributes (vLLM 0.33.0 semantics, see docs/metrics.md):
 - per-position draft / accepted counts: SpecDecodingStats.num_draft_tokens_per_pos and

@@ -127,3 +127,29 @@ def test_version_problem():
     assert version_problem("0.33.0") is None
     assert version_problem("0.33.2") is None
     assert "0.34.0" in version_problem("0.34.0")
+
+
+def test_recording_retains_no_memory_per_step(plugin_class):
+    """Steady state: thousands of steps leave nothing behind (no per-step lists, no new children)."""
+    import tracemalloc
+
+    plugin = plugin_class(vllm_config(k=4), [0], registry=CollectorRegistry())
+    steps = [build_step([StepRequest(drafted=4, accepted=index % 5, last_output=index * 0.02)
+                         for index in range(8)], now=index * 0.02 + 0.02, num_spec_tokens=4) for index in range(50)]
+    for scheduler_stats, iteration_stats in steps:  # warm-up creates the histogram cell once
+        plugin.record(scheduler_stats, iteration_stats)
+    plugin.log()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        for _ in range(100):
+            for scheduler_stats, iteration_stats in steps:
+                plugin.record(scheduler_stats, iteration_stats)
+        plugin.log()
+        after = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    retained = sum(stat.size_diff for stat in after.compare_to(before, "filename")
+                   if "telemetry" in stat.traceback[0].filename or "prometheus_client" in stat.traceback[0].filename)
+    assert retained < 2048, f"{retained} bytes retained over 5,000 steps"
+    assert not plugin.disabled
