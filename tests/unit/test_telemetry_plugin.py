@@ -153,3 +153,17 @@ def test_recording_retains_no_memory_per_step(plugin_class):
                    if "telemetry" in stat.traceback[0].filename or "prometheus_client" in stat.traceback[0].filename)
     assert retained < 2048, f"{retained} bytes retained over 5,000 steps"
     assert not plugin.disabled
+
+
+def test_default_registry_is_what_vllms_metrics_serves_with_one_api_server(plugin_class):
+    from prometheus_client import REGISTRY, generate_latest
+
+    model = "default-registry-check"
+    for _ in range(2):  # vLLM may build its loggers twice in one process: no duplicate registration
+        plugin = plugin_class(vllm_config(model=model, k=2), [0])
+        plugin.record(*build_step([StepRequest(drafted=2, accepted=1, last_output=0.0)], now=0.02, num_spec_tokens=2))
+        plugin.log()
+        assert not plugin.disabled
+    assert REGISTRY.get_sample_value(DRAFT_TOKENS_PER_POS.promql,
+                                     {"model_name": model, "engine": "0", "position": "1"}) == 2.0
+    assert f'model_name="{model}"' in generate_latest(REGISTRY).decode()
