@@ -276,3 +276,27 @@ def test_every_value_is_described_by_the_schema():
                 walk(child, node["properties"].get(key), f"{path}.{key}".lstrip("."))
 
     walk(values, schema, "")
+
+
+def test_engine_pods_from_the_charts_config_mount_no_token_and_take_credentials_by_reference(rendered):
+    """Issue 9's runtime-pod defaults hold for the configuration the chart installs, on every accelerator."""
+    from specinfer.operator.config import parse_config
+    from specinfer.operator.render import render
+
+    (configmap,) = of_kind(rendered["namespaces"], "ConfigMap")
+    config = parse_config(yaml.safe_load(configmap["data"]["operator.yaml"]))
+    for accelerator in ("nvidia", "amd", "ascend", "cpu"):
+        resource = {"apiVersion": "specinfer.io/v1alpha1", "kind": "SpeculativeInference",
+                    "metadata": {"name": "llama", "namespace": "team-a", "generation": 1},
+                    "spec": {"model": {"name": "Qwen/Qwen3-8B",
+                                       "hubTokenSecretRef": {"name": "hf-token", "key": "token"}},
+                             "speculation": {"method": "ngram", "numSpeculativeTokens": 3},
+                             "hardware": {"accelerator": accelerator}}}
+        deployment = render(resource, config).manifest("Deployment")
+        pod = deployment["spec"]["template"]["spec"]
+        assert pod["automountServiceAccountToken"] is False, accelerator
+        (engine,) = pod["containers"]
+        assert engine["image"] == config.images[accelerator]
+        hf = [e for e in engine.get("env", []) if e["name"] == "HF_TOKEN"]
+        assert hf == [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}}]
+        assert "hf-token" not in " ".join(engine.get("command", []) + engine.get("args", []))
