@@ -59,8 +59,11 @@ def test_entry_point_group_is_the_one_vllm_loads_stat_loggers_from():
     assert entry_points[group] == {
         fields.ENTRY_POINT_NAME: f"specinfer.runtime.telemetry.vllm_plugin:{PLUGIN_CLASS}"}
     # AsyncLLM (the API server's engine client) is what loads the group
-    assert "custom_stat_loggers.extend(load_stat_logger_plugin_factories())" in read_source(
-        "vllm/v1/engine/async_llm.py")
+    async_llm = read_source("vllm/v1/engine/async_llm.py")
+    assert "custom_stat_loggers.extend(load_stat_logger_plugin_factories())" in async_llm
+    # a plugin turns stats on even with --disable-log-stats, so the scheduler fills SchedulerStats
+    assert "self.log_stats = log_stats or has_custom_loggers" in async_llm
+    assert "log_stats=self.log_stats," in async_llm
 
 
 def test_plugin_subclasses_the_aggregate_base_that_the_manager_builds_with_keywords():
