@@ -101,7 +101,8 @@ class TuningLoop:
         if last is None:
             decided = (target.tuning_status.get("lastDecision") or {}).get("time")
             last = parse_time(decided) if target.tuning_status.get("mode") == target.mode else None
-        return last is None or now - last >= target.interval_seconds - 0.5
+        # due times sit on a grid of the interval, so resources sharing an interval share a tick (and its queries)
+        return last is None or int(now // target.interval_seconds) > int(last // target.interval_seconds)
 
     async def tick(self) -> TickReport:
         now = self.clock()

@@ -115,14 +115,34 @@ def tuning_input(spec: SpeculativeInferenceSpec, overrides: Mapping[str, Any] | 
                        "ttftP99Seconds": slo.p99_time_to_first_token_seconds}
     simulator = spec.runtime.simulator if spec.runtime.engine == "simulator" else None
     if simulator is not None:
-        from specinfer.runtime.sim.model import restart_seconds
-
         data["maxBatchSize"] = simulator.max_num_seqs
-        data["restartSeconds"] = restart_seconds(simulator.cost_model) / simulator.time_scale
+        data["restartSeconds"] = _restart_seconds(simulator.cost_model) / simulator.time_scale
+        data.setdefault("costPrior", simulator_cost_prior(simulator.cost_model, method.name, method.drafting))
     if data["kMin"] > data["kMax"]:
         raise TargetError("InvalidTuningBounds",
                           f"spec.tuning bounds leave no K for {method.name}: kMin {data['kMin']} > kMax {data['kMax']}")
     return data
+
+
+def _restart_seconds(preset: str) -> float:
+    from specinfer.runtime.sim.model import restart_seconds
+
+    return restart_seconds(preset)
+
+
+def simulator_cost_prior(preset: str, method: str, drafting: str) -> dict[str, float]:
+    """The step-cost prior for a simulated engine: its preset's roofline (the simulated hardware's
+    datasheet), as a hardware profile would give it for a real one. The policy still fits the
+    observed step times; the prior only decides what it believes about K values never run."""
+    from specinfer.runtime.sim.model import cost_model, draft_scale
+
+    preset_model = cost_model(preset)
+    scale = draft_scale(method)
+    draft_pass = preset_model.parallel_pass_s if drafting == "parallel" else preset_model.draft_pass_s
+    per_token = preset_model.lookup_per_token_s if drafting == "none" else preset_model.draft_per_token_s
+    return {"floorSeconds": preset_model.floor_s, "computePerTokenSeconds": preset_model.compute_per_token_s,
+            "kvPerSequenceSeconds": preset_model.kv_per_seq_s, "kneeSharpness": preset_model.knee_sharpness,
+            "draftPassSeconds": draft_pass * scale, "draftTokenSeconds": per_token * scale}
 
 
 def spec_config(spec: SpeculativeInferenceSpec) -> dict[str, Any]:
