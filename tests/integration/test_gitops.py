@@ -13,9 +13,11 @@ the tuning loop exists, these tests pin the invariant for everything the operato
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -69,10 +71,13 @@ def chart_operator(cluster, tmp_path):
     }
     (tmp_path / "kubeconfig").write_text(yaml.safe_dump(kubeconfig))
 
-    # The same arguments the chart's Deployment passes (minus the liveness port, which may be taken here).
+    # The same arguments the chart's Deployment passes, with free local ports instead of the pod's.
     deployment = json.loads(cluster.kubectl("get", "deployment", account, "-n", home, "-o", "json").stdout)
     args = [a for a in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
-            if not a.startswith(("--config=", "--liveness="))]
+            if not a.startswith(("--config=", "--liveness=", "--metrics-port="))]
+    assert len(args) < len(deployment["spec"]["template"]["spec"]["containers"][0]["args"]) - 2
+    metrics_port = free_port()
+    args += [f"--metrics-port={metrics_port}", f"--liveness=http://127.0.0.1:{free_port()}/healthz"]
     log_path = tmp_path / "operator.log"
     with open(log_path, "w") as log:
         process = subprocess.Popen([SPECINFER, "operator", f"--config={tmp_path / 'operator.yaml'}", *args],
@@ -82,7 +87,7 @@ def chart_operator(cluster, tmp_path):
         wait_until(lambda: "controller started" in log_path.read_text() or process.poll() is not None, 60,
                    what="operator start")
         assert process.poll() is None, f"operator exited:\n{log_path.read_text()[-3000:]}"
-        yield watched, log_path
+        yield watched, log_path, metrics_port
     finally:
         process.terminate()
         try:
@@ -94,23 +99,37 @@ def chart_operator(cluster, tmp_path):
             cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def forbidden_lines(log_path: Path) -> list[str]:
     return [line for line in log_path.read_text().splitlines() if "403" in line or "orbidden" in line]
 
 
-def test_operator_works_with_only_the_charts_namespaced_rights(cluster, chart_operator):
-    watched, log_path = chart_operator
-    apply(cluster, watched, simulator_resource("llama"))
+def ready(cluster, namespace: str, name: str, generation: int, log_path: Path) -> dict:
     try:
-        resource = wait_ready(cluster, watched, "llama", generation=1, timeout=60)
+        return wait_ready(cluster, namespace, name, generation=generation, timeout=120)
     except AssertionError as error:
-        raise AssertionError(f"{error}\noperator log:\n{log_path.read_text()[-4000:]}") from None
+        resource = get(cluster, namespace, "speculativeinference", name)
+        raise AssertionError(f"{error}\nstatus: {json.dumps((resource or {}).get('status'), indent=1)}\n"
+                             f"operator log:\n{log_path.read_text()[-4000:]}") from None
+
+
+def test_operator_works_with_only_the_charts_namespaced_rights(cluster, chart_operator):
+    watched, log_path, metrics_port = chart_operator
+    apply(cluster, watched, simulator_resource("llama"))
+    resource = ready(cluster, watched, "llama", 1, log_path)
     for kind in ("deployment", "service", "configmap"):
         name = "llama-runtime" if kind == "configmap" else "llama"
         assert get(cluster, watched, kind, name) is not None, f"{kind} {name} was not created"
     assert resource["status"]["readyReplicas"] == 1
     assert get(cluster, watched, "kopfpeering", "specinfer") is not None, "peering object not created"
     assert not forbidden_lines(log_path), "\n".join(forbidden_lines(log_path))
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
+    assert "specinfer_operator_reconciles_total" in metrics
 
 
 def gitops_view(resource: dict) -> dict:
@@ -121,10 +140,10 @@ def gitops_view(resource: dict) -> dict:
 
 
 def test_reconciling_and_status_writes_never_change_spec_or_generation(cluster, chart_operator):
-    watched, log_path = chart_operator
+    watched, log_path, _ = chart_operator
     applied = simulator_resource("llama")
     apply(cluster, watched, applied)
-    before = gitops_view(wait_ready(cluster, watched, "llama", generation=1, timeout=60))
+    before = gitops_view(ready(cluster, watched, "llama", 1, log_path))
     # (the API server's CRD defaults fill unset fields; that is admission, not the operator)
     assert before["spec"]["speculation"] == applied["spec"]["speculation"]
     assert before["generation"] == 1 and before["finalizers"] == []
@@ -141,7 +160,7 @@ def test_reconciling_and_status_writes_never_change_spec_or_generation(cluster, 
     # A spec edit (what git does) is the only thing that moves the generation, by exactly one.
     edited = simulator_resource("llama", k=4)
     apply(cluster, watched, edited)
-    final = wait_ready(cluster, watched, "llama", generation=2, timeout=60)
+    final = ready(cluster, watched, "llama", 2, log_path)
     assert final["metadata"]["generation"] == 2
     assert final["spec"]["speculation"]["numSpeculativeTokens"] == 4
     assert final["status"]["effective"]["numSpeculativeTokens"] == 4

@@ -118,7 +118,7 @@ def test_restricted_namespace_refuses_a_privileged_pod(cluster, namespaces):
 def test_install_into_restricted_namespace_every_object_accepted_and_operator_available(
         cluster, helm, install, namespaces):
     namespace = namespaces(RESTRICTED)
-    release, result = install(namespace, "metrics.enabled=true")
+    release, result = install(namespace)
     assert f"is installed in namespace {namespace}" in result.stdout, "NOTES.txt was not shown"
     assert "would violate PodSecurity" not in result.stderr, result.stderr
 

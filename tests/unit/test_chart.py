@@ -30,7 +30,8 @@ CASES: dict[str, list[str]] = {
     "namespaces": ["watch.namespaces={team-a,team-b}", "replicas=2", "operator.verbose=true",
                    "prometheus.url=http://prometheus.monitoring:9090",
                    "runtime.profiles.amd.nodeSelector.node\\.kubernetes\\.io/instance-type=mi300x",
-                   "runtime.modelCachePersistentVolumeClaim=model-cache"],
+                   "runtime.modelCachePersistentVolumeClaim=model-cache",
+                   "tuning.windowSeconds=300", "tuning.policy.cooldownSeconds=900", "metrics.enabled=false"],
     "cluster": ["watch.scope=cluster", "peering.enabled=false", "metrics.enabled=true",
                 "metrics.serviceMonitor.enabled=true", "rbac.readSecrets=false"],
 }
@@ -200,12 +201,18 @@ def test_without_peering_two_operators_never_overlap(rendered):
     assert "--standalone" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
 
 
-def test_liveness_probe_targets_kopfs_endpoint(rendered):
+def test_probes_and_metrics_target_the_operators_endpoints(rendered):
     (deployment,) = of_kind(rendered["default"], "Deployment")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert f"--liveness=http://0.0.0.0:{ports['health']}/healthz" in container["args"]
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert f"--metrics-port={ports['metrics']}" in container["args"]
+    (service,) = of_kind(rendered["default"], "Service")
+    assert service["spec"]["ports"][0]["targetPort"] == "metrics"
+    (off,) = of_kind(rendered["namespaces"], "Deployment")  # metrics.enabled=false
+    assert not [a for a in off["spec"]["template"]["spec"]["containers"][0]["args"] if a.startswith("--metrics")]
+    assert not of_kind(rendered["namespaces"], "Service")
 
 
 def test_cluster_scope_uses_one_cluster_role_and_no_roles(rendered):
@@ -235,6 +242,7 @@ def test_operator_config_is_accepted_by_the_operator(rendered, name):
         assert config.prometheus.url == "http://prometheus.monitoring:9090"
         assert config.profile("amd").node_selector == {"node.kubernetes.io/instance-type": "mi300x"}
         assert config.model_cache.persistent_volume_claim == "model-cache"
+        assert config.tuning.window_seconds == 300 and config.tuning.policy == {"cooldownSeconds": 900}
     (deployment,) = of_kind(rendered[name], "Deployment")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}

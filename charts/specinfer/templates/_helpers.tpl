@@ -62,6 +62,17 @@ modelCache:
 prometheus:
   url: {{ . | quote }}
 {{- end }}
+tuning:
+  windowSeconds: {{ .Values.tuning.windowSeconds }}
+  tickSeconds: {{ .Values.tuning.tickSeconds }}
+  queryTimeoutSeconds: {{ .Values.tuning.queryTimeoutSeconds }}
+  labels:
+    namespace: {{ .Values.tuning.labels.namespace | quote }}
+    resource: {{ .Values.tuning.labels.resource | quote }}
+  {{- with .Values.tuning.policy }}
+  policy:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
 rateLimit:
   qps: {{ .Values.operator.rateLimit.qps }}
   burst: {{ .Values.operator.rateLimit.burst }}
