@@ -106,3 +106,19 @@ assert result.exit_code == 0, (result.output, result.exception)
 """
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
+def test_images_copy_everything_the_distribution_is_built_from(dockerfile):
+    """`pip install .` in the image sees only what COPY brought in: every mapped package folder and the readme."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    needed = {"pyproject.toml", project["project"]["readme"]}
+    needed |= {path.split("/")[0] for path in project["tool"]["setuptools"]["package-dir"].values()}
+    copied: set[str] = set()
+    for stage in stages(dockerfile.read_text()):
+        for line in stage:
+            if line.startswith("COPY ") and "--from=" not in line:
+                copied |= {source.rstrip("/").split("/")[0] for source in line.split()[1:-1]}
+    assert needed <= copied, f"{dockerfile.name} does not COPY {sorted(needed - copied)}"
