@@ -69,7 +69,7 @@ def credentials_from_secret(data: Mapping[str, str] | None, key: str) -> dict[st
 def _client(source: Source) -> PrometheusConnect:
     headers = {"Authorization": f"Bearer {source.bearer_token}"} if source.bearer_token else None
     # one quick retry only: the loop runs again next tick, and a stuck tick delays every resource
-    retry = Retry(total=1, backoff_factor=0.2, status_forcelist=[502, 503, 504], allowed_methods=["GET"])
+    retry = Retry(total=1, connect=0, backoff_factor=0.2, status_forcelist=[502, 503, 504], allowed_methods=["GET"])
     return PrometheusConnect(url=source.url, headers=headers, disable_ssl=False, retry=retry,
                              auth=source.basic_auth, timeout=source.timeout_seconds)
 

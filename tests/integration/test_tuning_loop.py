@@ -81,6 +81,7 @@ class Setup:
         self.names = {role: f"{role}-{self.suffix}" for role in ("obs", "lo", "hi", "extra1", "extra2")}
         self.prometheus = PrometheusServer(workdir / "prometheus", scrape_interval="1s", log=lambda m: None)
         self.runner: PodRunner | None = None
+        self.runner_thread: threading.Thread | None = None
         self.stop_runner = threading.Event()
         self.loads: list[PhasedLoad] = []
         self.operator: OperatorProcess | None = None
@@ -99,8 +100,9 @@ class Setup:
         selector = f"specinfer.io/name in ({','.join(self.names.values())})"  # only this module's pods
         self.runner = ScriptAwarePodRunner(self.cluster.kubeconfig, self.workdir / "pods", prometheus=self.prometheus,
                                 label_selector=selector, log=self.runner_log)
-        threading.Thread(target=self.runner.run, args=(self.stop_runner,), kwargs={"interval": 0.5},
-                         daemon=True).start()
+        self.runner_thread = threading.Thread(target=self.runner.run, args=(self.stop_runner,),
+                                              kwargs={"interval": 0.5}, daemon=True)
+        self.runner_thread.start()
         config = self.workdir / "operator.yaml"
         config.write_text(yaml.safe_dump(TUNER_CONFIG))
         self.operator = OperatorProcess(self.cluster, self.namespace, self.workdir / "operator.log",
@@ -132,7 +134,8 @@ class Setup:
         if self.operator is not None:
             self.operator.stop()
         self.stop_runner.set()
-        time.sleep(1)
+        if self.runner_thread is not None:
+            self.runner_thread.join(timeout=90)  # it stops every local pod on its way out
         self.prometheus.stop()
 
 
@@ -226,7 +229,11 @@ def test_auto_mode_programs_k0_at_large_batch_sizes_under_heavy_load(setup):
           f"{tuning(found)['applied']}; {tuning(found)['lastDecision']['reason']}; signals {tuning(found).get('signals')}")
     assert found["spec"] == before["spec"]
     assert found["metadata"]["generation"] == before["metadata"]["generation"]
-    deployment = get(setup.cluster, setup.namespace, "deployment", setup.names["hi"])
+    name = setup.names["hi"]
+    steps = (f'sum(increase(specinfer:engine_steps_total{{specinfer_io_name="{name}", k="0"}}[5s]))')
+    ran = setup.prometheus.wait_for(steps, lambda r: float(r[0]["value"][1]) > 0, timeout=60)
+    print(f"engine steps without drafting in the last 5 s: {float(ran[0]['value'][1]):.0f}")
+    deployment = get(setup.cluster, setup.namespace, "deployment", name)
     strategy = deployment["spec"]["strategy"]["rollingUpdate"]
     assert strategy["maxUnavailable"] == 0 and strategy["maxSurge"] == 1  # one replica at a time, never fewer
 
