@@ -12,17 +12,61 @@ two operators in one test process) never fails on duplicate registration. PromQL
 from __future__ import annotations
 
 import logging
+import threading
+from collections import Counter as Tally
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily
 
 log = logging.getLogger("specinfer.operator.metrics")
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
-RECONCILES = Counter("specinfer_operator_reconciles", "Reconcile passes of SpeculativeInference resources.",
-                     registry=REGISTRY)
-ERRORS = Counter("specinfer_operator_errors", "Failures by component and reason (reconcile, tuning loop).",
-                 ["component", "reason"], registry=REGISTRY)
+
+
+class _OperatorCollector:
+    """Reconciles, errors and API requests read at scrape time from the controller's own tallies
+    (its work queue and API client count them already), plus the tuning loop's errors."""
+
+    def __init__(self) -> None:
+        self.controller: Any = None
+        self.errors: Tally[tuple[str, str]] = Tally()
+        self.lock = threading.Lock()
+
+    def collect(self):
+        reconciles = CounterMetricFamily("specinfer_operator_reconciles", "Reconcile passes (work-queue items processed).")
+        errors = CounterMetricFamily("specinfer_operator_errors", "Failures by component and reason.",
+                                     labels=["component", "reason"])
+        requests = CounterMetricFamily("specinfer_operator_api_requests", "Kubernetes API requests by verb.",
+                                       labels=["verb"])
+        controller = self.controller
+        if controller is not None:
+            reconciles.add_metric([], controller.queue.processed)
+            errors.add_metric(["reconcile", "ReconcileFailed"], controller.queue.errors)
+            for verb, count in sorted(controller.kube.requests.items()):
+                requests.add_metric([verb], count)
+        else:
+            reconciles.add_metric([], 0)
+        with self.lock:
+            for (component, reason), count in sorted(self.errors.items()):
+                errors.add_metric([component, reason], count)
+        yield from (reconciles, errors, requests)
+
+
+_COLLECTOR = _OperatorCollector()
+REGISTRY.register(_COLLECTOR)
+
+
+def bind_controller(controller: Any) -> None:
+    """Expose the controller's reconcile, error and request tallies."""
+    _COLLECTOR.controller = controller
+
+
+def record_error(component: str, reason: str) -> None:
+    with _COLLECTOR.lock:
+        _COLLECTOR.errors[(component, reason)] += 1
+
 TUNING_DECISIONS = Counter("specinfer_operator_tuning_decisions",
                            "Tuning decisions by action (keep, setK, setSchedule, disable, reenable, rollback, "
                            "recommend) and mode.", ["action", "mode"], registry=REGISTRY)

@@ -27,6 +27,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
         if port:
             metrics.serve(port)
         controller = memo.controller  # started by lifecycle.start, registered before this handler
+        metrics.bind_controller(controller)
         config = controller.options.config
         settings = getattr(config, "tuning", None) or TunerSettings()
 

@@ -29,8 +29,8 @@ from specinfer.operator.tuner.queries import build_queries
 from specinfer.operator.tuner.record import CHANGES, Tick, off_status, tick_status
 from specinfer.operator.tuner.settings import TunerSettings
 from specinfer.operator.tuner.state import PolicyState
-from specinfer.operator.tuner.target import (ResourceTarget, TargetError, observed_applied, parse_time, read_target,
-                                             rollout_in_progress, tuning_input)
+from specinfer.operator.tuner.target import (ResourceTarget, TargetError, applied_problem, observed_applied, parse_time,
+                                             read_target, rollout_in_progress, tuning_input)
 
 log = logging.getLogger("specinfer.operator.tuner")
 FIELD_MANAGER = "specinfer-tuner"
@@ -91,7 +91,7 @@ class TuningLoop:
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # noqa: BLE001 -- the loop must outlive any one bad tick
-                metrics.ERRORS.labels("tuning", type(error).__name__).inc()
+                metrics.record_error("tuning", type(error).__name__)
                 log.exception("tuning tick failed: %s", error)
             await asyncio.sleep(self.settings.tick_seconds)
 
@@ -167,7 +167,7 @@ class TuningLoop:
         else:
             failure = source
         if failure is not None:
-            metrics.ERRORS.labels("tuning", failure.reason).inc()
+            metrics.record_error("tuning", failure.reason)
             report.failures.append(f"{failure.reason}: {failure.message}")
             log.warning("tuning holds %d resource(s): %s", len(members), failure.message)
         indexed = index_results(run.results, self.settings.labels.mapping()) if run and not failure else {}
@@ -195,6 +195,10 @@ class TuningLoop:
             tuning = tuning_input(target.spec, self.settings.policy)
         except TargetError as error:
             return Tick(mode, now, degraded=(error.reason, str(error)), hold_reason=f"not tuning: {error}")
+        problem = applied_problem(target, tuning)
+        if problem is not None:
+            return Tick(mode, now, drop_applied=True, degraded=("AppliedConfigDropped", f"{problem}: dropped"),
+                        hold_reason=f"{problem}: dropped, the spec's config renders until the next decision")
         created = parse_time((resource.get("metadata") or {}).get("creationTimestamp"))
         applied = observed_applied(target, created)
         config = {"numSpeculativeTokens": applied["numSpeculativeTokens"], "schedule": applied["schedule"]}
@@ -219,7 +223,7 @@ class TuningLoop:
                 "PATCH", object_path(body, "status"), body=body, content_type=APPLY_PATCH,
                 query=[("fieldManager", FIELD_MANAGER), ("force", "true")], verb="APPLY")
         except Exception as error:  # noqa: BLE001 -- next tick tries again
-            metrics.ERRORS.labels("tuning", "StatusWriteFailed").inc()
+            metrics.record_error("tuning", "StatusWriteFailed")
             log.warning("cannot write tuning status of %s/%s: %s", target.namespace, target.name, error)
             return
         if self.on_written is not None and result:

@@ -35,6 +35,7 @@ class Tick:
     signals: str | None = None
     degraded: tuple[str, str] | None = None  # (reason, message) of TuningDegraded=True
     hold_reason: str | None = None  # why the policy was not consulted (Prometheus down, series missing)
+    drop_applied: bool = False  # the applied config no longer fits the spec: render the spec alone
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ def tick_status(target: ResourceTarget, tick: Tick) -> Outcome:
     assert target.spec is not None or tick.decision is None
     previous = dict(target.tuning_status)
     method = target.spec.speculation.method if target.spec is not None else None
-    applied = previous.get("applied") if tick.mode == "auto" else None
+    applied = previous.get("applied") if tick.mode == "auto" and not tick.drop_applied else None
     decision = tick.decision
     event = None
     applied_changed = False

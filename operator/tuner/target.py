@@ -162,6 +162,30 @@ def applied_choice(target: ResourceTarget) -> dict[str, Any] | None:
     return dict(applied)
 
 
+def applied_problem(target: ResourceTarget, tuning: Mapping[str, Any]) -> str | None:
+    """Why status.tuning.applied no longer fits the spec (edited since), or None.
+
+    The renderer refuses a tuned config the spec would not allow; the loop drops it instead,
+    so the spec renders alone again and tuning restarts from there."""
+    applied = target.tuning_status.get("applied")
+    if not applied or target.spec is None:
+        return None
+    if applied.get("method") not in (None, target.spec.speculation.method):
+        return (f"status.tuning.applied is for method {applied.get('method')}, the spec now says "
+                f"{target.spec.speculation.method}")
+    ks = [int(applied.get("numSpeculativeTokens") or 0)] + [
+        int(entry["numSpeculativeTokens"]) for entry in applied.get("schedule") or []]
+    if max(ks) > tuning["kMax"]:
+        return f"status.tuning.applied uses K={max(ks)}, above the spec's bound {tuning['kMax']}"
+    if not tuning.get("allowDisable", True) and 0 in ks:
+        return "status.tuning.applied turns drafting off, which spec.tuning.minNumSpeculativeTokens now forbids"
+    try:
+        effective_speculation(target.spec, applied)
+    except (ValueError, InvalidSpecError) as error:
+        return f"status.tuning.applied does not fit the spec: {error}"
+    return None
+
+
 def _rollout_finished_at(status: Mapping[str, Any]) -> float | None:
     progressing = find(status.get("conditions"), "Progressing")
     if progressing and progressing.get("status") == "False":

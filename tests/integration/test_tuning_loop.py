@@ -257,6 +257,9 @@ def test_queries_per_tick_stay_constant_as_resources_are_added(setup):
     print(f"\nqueries per tick: {with_three:.0f} with 3 resources, {with_five:.0f} with {resources:.0f}; "
           f"{sent:.0f} queries over {ticks:.0f} ticks = {sent / ticks:.2f} per tick")
     assert resources == 5
+    assert metrics["specinfer_operator_reconciles_total"] > 0
+    assert metrics["specinfer_operator_prometheus_query_seconds_count"] == sent
+    assert sum(v for k, v in metrics.items() if k.startswith("specinfer_operator_tuning_decisions_total")) >= ticks
     assert with_three == with_five
     assert sent / ticks == pytest.approx(with_five)
 

@@ -196,3 +196,51 @@ def test_interval_is_respected_and_off_mode_clears_once(fake_prometheus):
     resources[0]["status"]["tuning"] = {"mode": "off"}
     run_tick(resources, kube, NOW + 40, loop)
     assert not kube.patches
+
+
+def test_operator_metrics_count_decisions_errors_and_query_latency(fake_prometheus):
+    from specinfer.operator import metrics
+
+    def value(name, **labels):
+        return metrics.REGISTRY.get_sample_value(name, labels) or 0.0
+
+    decisions = value("specinfer_operator_tuning_decisions_total", action="recommend", mode="observe")
+    queries = value("specinfer_operator_prometheus_query_seconds_count")
+    unreachable = value("specinfer_operator_errors_total", component="tuning", reason=prom.UNREACHABLE)
+    fake_prometheus(high_acceptance("a"))
+    run_tick([resource("a", mode="observe")], FakeKube())
+    assert value("specinfer_operator_tuning_decisions_total", action="recommend", mode="observe") == decisions + 1
+    assert value("specinfer_operator_prometheus_query_seconds_count") == queries + len(
+        build_queries(SETTINGS.labels.mapping(), 60))
+    fake_prometheus({}, down=True)
+    run_tick([resource("a")], FakeKube(), NOW + 60)
+    assert value("specinfer_operator_errors_total", component="tuning", reason=prom.UNREACHABLE) == unreachable + 1
+
+    class Queue:
+        processed, errors = 7, 2
+
+    class Controller:
+        queue, kube = Queue(), type("Kube", (), {"requests": {"APPLY": 3}})()
+
+    metrics.bind_controller(Controller())
+    try:
+        assert value("specinfer_operator_reconciles_total") == 7
+        assert value("specinfer_operator_errors_total", component="reconcile", reason="ReconcileFailed") == 2
+        assert value("specinfer_operator_api_requests_total", verb="APPLY") == 3
+    finally:
+        metrics.bind_controller(None)
+
+
+def test_an_applied_config_the_edited_spec_forbids_is_dropped(fake_prometheus):
+    fake_prometheus(high_acceptance("a"))
+    resources, kube = [resource("a")], FakeKube()
+    loop, _ = run_tick(resources, kube)
+    apply_back(resources, kube)
+    assert resources[0]["status"]["tuning"]["applied"]["numSpeculativeTokens"] >= 2
+    resources[0]["spec"]["tuning"]["maxNumSpeculativeTokens"] = 1  # a user edit after the change
+    resources[0]["spec"]["tuning"]["minNumSpeculativeTokens"] = 1
+    run_tick(resources, kube, NOW + 30, loop)
+    status = kube.patches[0][1]["status"]
+    assert "applied" not in status["tuning"]
+    degraded = {c["type"]: c for c in status["conditions"]}["TuningDegraded"]
+    assert degraded["reason"] == "AppliedConfigDropped" and "above the spec's bound 1" in degraded["message"]
