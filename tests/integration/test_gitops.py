@@ -76,8 +76,8 @@ def chart_operator(cluster, tmp_path):
     args = [a for a in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
             if not a.startswith(("--config=", "--liveness=", "--metrics-port="))]
     assert len(args) < len(deployment["spec"]["template"]["spec"]["containers"][0]["args"]) - 2
-    metrics_port = free_port()
-    args += [f"--metrics-port={metrics_port}", f"--liveness=http://127.0.0.1:{free_port()}/healthz"]
+    metrics_port, health_port = free_port(), free_port()
+    args += [f"--metrics-port={metrics_port}", f"--liveness=http://127.0.0.1:{health_port}/healthz"]
     log_path = tmp_path / "operator.log"
     with open(log_path, "w") as log:
         process = subprocess.Popen([SPECINFER, "operator", f"--config={tmp_path / 'operator.yaml'}", *args],
@@ -87,7 +87,7 @@ def chart_operator(cluster, tmp_path):
         wait_until(lambda: "controller started" in log_path.read_text() or process.poll() is not None, 60,
                    what="operator start")
         assert process.poll() is None, f"operator exited:\n{log_path.read_text()[-3000:]}"
-        yield watched, log_path, metrics_port
+        yield watched, log_path, (metrics_port, health_port)
     finally:
         process.terminate()
         try:
@@ -119,7 +119,7 @@ def ready(cluster, namespace: str, name: str, generation: int, log_path: Path) -
 
 
 def test_operator_works_with_only_the_charts_namespaced_rights(cluster, chart_operator):
-    watched, log_path, metrics_port = chart_operator
+    watched, log_path, (metrics_port, health_port) = chart_operator
     apply(cluster, watched, simulator_resource("llama"))
     resource = ready(cluster, watched, "llama", 1, log_path)
     for kind in ("deployment", "service", "configmap"):
@@ -130,6 +130,9 @@ def test_operator_works_with_only_the_charts_namespaced_rights(cluster, chart_op
     assert not forbidden_lines(log_path), "\n".join(forbidden_lines(log_path))
     metrics = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
     assert "specinfer_operator_reconciles_total" in metrics
+    # the chart's liveness and readiness probes: GET /healthz on the --liveness port
+    with urllib.request.urlopen(f"http://127.0.0.1:{health_port}/healthz", timeout=5) as response:
+        assert response.status == 200
 
 
 def gitops_view(resource: dict) -> dict:
