@@ -51,14 +51,15 @@ demo: setup
 test: setup
 	$(PY) -m pytest tests $(PYTEST_ARGS)
 
-test-unit: venv
+test-unit: venv binaries
 	$(PY) -m pytest tests -m unit $(PYTEST_ARGS)
 
 test-integration: setup
 	$(PY) -m pytest tests -m "integration or e2e" $(PYTEST_ARGS)
 
+# Regenerates crds/ from the API models and copies every CRD into the Helm chart.
 crds: venv
-	$(PY) -m specinfer.api.crd
+	$(SPECINFER) crd
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache out

@@ -20,6 +20,22 @@ from specinfer.api.spec import SpeculativeInferenceSpec
 from specinfer.api.status import SpeculativeInferenceStatus
 
 CRD_FILE = Path("crds") / f"{GROUP}_{PLURAL}.yaml"
+# Helm installs CRDs from the chart's own crds/ folder; it must carry identical copies.
+CHART_CRD_DIR = Path("charts") / "specinfer" / "crds"
+
+
+def chart_copies_out_of_date(crd_dir: Path = CRD_FILE.parent, chart_dir: Path = CHART_CRD_DIR) -> list[str]:
+    """Names of crds/*.yaml whose copy in the chart is missing or different."""
+    return [source.name for source in sorted(crd_dir.glob("*.yaml"))
+            if not (chart_dir / source.name).exists() or (chart_dir / source.name).read_bytes() != source.read_bytes()]
+
+
+def sync_chart_copies(crd_dir: Path = CRD_FILE.parent, chart_dir: Path = CHART_CRD_DIR) -> list[str]:
+    stale = chart_copies_out_of_date(crd_dir, chart_dir)
+    chart_dir.mkdir(parents=True, exist_ok=True)
+    for name in stale:
+        (chart_dir / name).write_bytes((crd_dir / name).read_bytes())
+    return stale
 
 PRINTER_COLUMNS = [
     {"name": "Model", "type": "string", "jsonPath": ".spec.model.name", "description": "Target model"},
@@ -117,16 +133,22 @@ def crd_command(output: Path, check: bool) -> None:
     if str(output) == "-":
         click.echo(text, nl=False)
         return
+    in_repo = output == CRD_FILE  # the default target: keep the Helm chart's copies in step too
     if check:
         current = output.read_text() if output.exists() else ""
-        if current != text:
-            click.echo(f"{output} is out of date: run `specinfer crd`", err=True)
+        stale = chart_copies_out_of_date() if in_repo else []
+        if current != text or stale:
+            click.echo(f"{output} or the chart copies ({', '.join(stale) or 'none stale'}) are out of date: "
+                       "run `specinfer crd`", err=True)
             sys.exit(1)
         click.echo(f"{output} is up to date")
         return
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(text)
     click.echo(f"wrote {output}")
+    if in_repo:
+        for name in sync_chart_copies():
+            click.echo(f"copied {name} into {CHART_CRD_DIR}")
 
 
 if __name__ == "__main__":
