@@ -128,10 +128,11 @@ class TuningLoop:
             groups[(url, secret_key)].append((target, resource))
         for mode in ("off", "observe", "auto"):
             metrics.TUNED_RESOURCES.labels(mode).set(counts.get(mode, 0))
+        if groups:
+            metrics.TUNING_TICKS.inc()  # before querying: a scrape mid-tick never sees queries of an uncounted tick
         for (url, secret_key), members in groups.items():
             await self._tick_source(url, secret_key, members, now, report)
-        if report.queries:
-            metrics.TUNING_TICKS.inc()
+        if groups:
             metrics.QUERIES_PER_TICK.set(report.queries)
         return report
 

@@ -261,7 +261,8 @@ def test_queries_per_tick_stay_constant_as_resources_are_added(setup):
     assert metrics["specinfer_operator_prometheus_query_seconds_count"] == sent
     assert sum(v for k, v in metrics.items() if k.startswith("specinfer_operator_tuning_decisions_total")) >= ticks
     assert with_three == with_five
-    assert sent / ticks == pytest.approx(with_five)
+    # every counted tick sent the same set; the tick in flight at the scrape may not have sent all of it yet
+    assert with_five * (ticks - 1) < sent <= with_five * ticks
 
 
 def test_prometheus_stopped_holds_and_reports(setup):
