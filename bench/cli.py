@@ -9,9 +9,11 @@ import click
 # name -> "module:attribute"; each benchmark lives in its own module under bench/.
 BENCHMARKS: dict[str, str] = {
     "load": "specinfer.bench.load:load_command",
+    "operator-scale": "specinfer.bench.operator_scale:operator_scale_command",
     "sim-capacity": "specinfer.bench.sim_capacity:sim_capacity_command",
     "telemetry-overhead": "specinfer.bench.telemetry_overhead:telemetry_overhead_command",
     "tuner": "specinfer.bench.tuner:tuner_command",
+    "tuning-loop": "specinfer.bench.tuning_loop:tuning_loop_command",
 }
 
 

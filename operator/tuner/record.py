@@ -115,6 +115,8 @@ def tick_status(target: ResourceTarget, tick: Tick) -> Outcome:
             tuned_update = ConditionUpdate("Tuned", "False", "RecommendationNotApplied", reason)
         elif decision.get("guard") is None:
             tuned_update = ConditionUpdate("Tuned", "True", "BestConfigApplied", reason)
+        elif decision.get("guard") == "belowThreshold":  # the best is within the hysteresis: nothing worth a restart
+            tuned_update = ConditionUpdate("Tuned", "True", "WithinThreshold", reason)
         else:
             tuned_update = ConditionUpdate("Tuned", "Unknown", _camel(decision.get("guard"), "Holding"), reason)
         entry = _decision_entry(action, reason, tick.now, gain=gain, config=config)
