@@ -1,0 +1,86 @@
+"""How the loop reads a resource (operator/tuner/target.py) and talks to Prometheus (prometheus.py)."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+from prometheus_api_client.exceptions import PrometheusApiClientException
+
+from specinfer.operator.tuner import prometheus as prom
+from specinfer.operator.tuner.queries import Query
+from specinfer.operator.tuner.target import (TargetError, observed_applied, parse_time, read_target,
+                                             rollout_in_progress, tuning_input)
+from specinfer.operator.tuner.tuning import parse_tuning
+from tests.unit.test_tuner_loop import NOW, resource
+
+pytestmark = pytest.mark.unit
+
+
+def test_spec_tuning_maps_onto_the_policy_input():
+    body = resource("a")
+    body["spec"]["tuning"].update(minNumSpeculativeTokens=2, maxNumSpeculativeTokens=5, minSamples=300,
+                                  slo={"p99TimePerOutputTokenSeconds": 0.05})
+    data = tuning_input(read_target(body).spec, {"cooldownSeconds": 20, "kMax": 99})
+    assert (data["kMin"], data["kMax"], data["allowDisable"]) == (2, 5, False)  # the spec's bounds win
+    assert data["minDrafts"] == 300 and data["slo"]["perTokenP99Seconds"] == 0.05
+    assert data["cooldownSeconds"] == 20 and data["maxBatchSize"] == 256
+    assert data["costPrior"]["floorSeconds"] > 0  # simulator: its preset's roofline
+    spec = parse_tuning(data)  # the policy accepts it as is
+    assert spec.allowed_ks() == [2, 3, 4, 5]
+    body["spec"]["tuning"].pop("minNumSpeculativeTokens")
+    assert tuning_input(read_target(body).spec)["allowDisable"] is True
+
+
+def test_method_none_cannot_be_tuned():
+    body = resource("a", mode="observe")
+    body["spec"]["speculation"] = {"method": "none"}
+    with pytest.raises(TargetError, match="no draft length"):
+        tuning_input(read_target(body).spec)
+
+
+def test_applied_config_and_since_come_from_status_and_the_last_rollout():
+    body = resource("a")
+    target = read_target(body)
+    applied = observed_applied(target, created=NOW - 7200)
+    assert applied == {"method": "eagle3", "numSpeculativeTokens": 3, "schedule": None, "since": NOW - 3600}
+    assert not rollout_in_progress(target, applied)
+    body["status"]["tuning"] = {"applied": {"method": "eagle3", "numSpeculativeTokens": 5,
+                                            "schedule": [{"minBatchSize": 1, "maxBatchSize": 8, "numSpeculativeTokens": 5},
+                                                         {"minBatchSize": 9, "maxBatchSize": 256, "numSpeculativeTokens": 0}],
+                                            "since": "2027-01-15T08:30:00Z"}}
+    target = read_target(body)
+    applied = observed_applied(target)
+    assert applied["numSpeculativeTokens"] == 5 and applied["schedule"] == [[1, 8, 5], [9, 256, 0]]
+    assert applied["since"] == parse_time("2027-01-15T08:30:00Z")  # later than the rollout's completion
+    assert rollout_in_progress(target, applied)  # status.effective still shows K=3: not rolled out yet
+
+
+def test_secret_gives_a_bearer_token_or_basic_auth():
+    def encode(**values):
+        return {k: base64.b64encode(v.encode()).decode() for k, v in values.items()}
+
+    assert prom.credentials_from_secret(encode(token="abc\n"), "token") == {"bearer_token": "abc"}
+    assert prom.credentials_from_secret(encode(username="u", password="p"), "password") == {"basic_auth": ("u", "p")}
+    with pytest.raises(prom.SecretError, match="no non-empty key 'token'.*'other'"):
+        prom.credentials_from_secret(encode(other="x"), "token")
+
+
+class Failing:
+    def __init__(self, error):
+        self.error = error
+
+    def custom_query(self, query, params=None):
+        raise self.error
+
+
+@pytest.mark.parametrize(("error", "reason"), [
+    (ConnectionRefusedError(111, "refused"), prom.UNREACHABLE),
+    (PrometheusApiClientException("HTTP Status Code 401 (b'unauthorized')"), prom.AUTH_FAILED),
+    (PrometheusApiClientException("HTTP Status Code 400 (b'parse error')"), prom.QUERY_FAILED),
+])
+def test_query_failures_become_typed_reasons(error, reason):
+    source = prom.Source("http://prom:9090")
+    run = prom.run_queries(source, [Query("a", "up"), Query("b", "up")], at=NOW, client=Failing(error))
+    assert run.failure.reason == reason and "http://prom:9090" in run.failure.message
+    assert run.queries == 1  # the tick stops at the first failure
