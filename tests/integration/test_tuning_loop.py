@@ -8,7 +8,8 @@ serves every test (the runs are the slow part): three resources at once --
   lo   auto mode, low load, K=1 and high acceptance: the tuner raises K at small batch sizes;
   hi   auto mode, heavy load (about 20 concurrent): the tuner programs K=0 at those batch sizes;
 
-then Prometheus is stopped and the loop must hold and say so. The simulator runs the `cpu-tiny`
+then Prometheus is stopped and the loop must hold and say so. Prometheus drops the `specinfer:`
+series of `obs` at scrape time, so that resource is tuned from vLLM's standard series alone. The simulator runs the `cpu-tiny`
 preset (speculation stops paying from batch ~14) with timeScale so that windows fill fast.
 """
 
@@ -74,12 +75,29 @@ class ScriptAwarePodRunner(PodRunner):
         return local
 
 
+class PrometheusWithoutPluginFor(PrometheusServer):
+    """Drops the `specinfer:` series of one resource at scrape time: that engine looks like a
+    vLLM without our stat-logger plugin, so the loop must fall back to vLLM's series."""
+
+    def __init__(self, *args, plugin_less: str, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.plugin_less = plugin_less
+
+    def config(self) -> dict:
+        config = super().config()
+        config["scrape_configs"][0]["metric_relabel_configs"] = [{
+            "source_labels": ["specinfer_io_name", "__name__"], "separator": ";",
+            "regex": f"{re.escape(self.plugin_less)};specinfer:.*", "action": "drop"}]
+        return config
+
+
 class Setup:
     def __init__(self, cluster, namespace: str, workdir: Path):
         self.cluster, self.namespace, self.workdir = cluster, namespace, workdir
         self.suffix = uuid.uuid4().hex[:5]
         self.names = {role: f"{role}-{self.suffix}" for role in ("obs", "lo", "hi", "extra1", "extra2")}
-        self.prometheus = PrometheusServer(workdir / "prometheus", scrape_interval="1s", log=lambda m: None)
+        self.prometheus = PrometheusWithoutPluginFor(workdir / "prometheus", scrape_interval="1s", log=lambda m: None,
+                                                     plugin_less=self.names["obs"])
         self.runner: PodRunner | None = None
         self.runner_thread: threading.Thread | None = None
         self.stop_runner = threading.Event()
@@ -191,6 +209,8 @@ def test_observe_mode_writes_a_recommendation_and_changes_nothing(setup):
     recommendation = tuning(found)["recommendation"]
     print(f"\nobserve mode recommends {recommendation} ({tuning(found)['lastDecision']['reason']})")
     assert tuning(found)["mode"] == "observe" and "applied" not in tuning(found)
+    assert tuning(found)["signals"] == "vllm"  # its specinfer: series are dropped: vLLM's standard series only
+    assert "perPositionAcceptance" in found["status"]["metrics"]
     assert found["status"]["metrics"]["meanBatchSize"] <= LOW_CONCURRENCY + 0.5
     assert found["spec"] == before["spec"] and found["metadata"]["generation"] == before["metadata"]["generation"]
     after = get(setup.cluster, setup.namespace, "deployment", name)
@@ -229,6 +249,7 @@ def test_auto_mode_programs_k0_at_large_batch_sizes_under_heavy_load(setup):
           f"{tuning(found)['applied']}; {tuning(found)['lastDecision']['reason']}; signals {tuning(found).get('signals')}")
     assert found["spec"] == before["spec"]
     assert found["metadata"]["generation"] == before["metadata"]["generation"]
+    assert tuning(found)["signals"] == "specinfer"  # the simulator exports the plugin's series
     name = setup.names["hi"]
     steps = (f'sum(increase(specinfer:engine_steps_total{{specinfer_io_name="{name}", k="0"}}[5s]))')
     ran = setup.prometheus.wait_for(steps, lambda r: float(r[0]["value"][1]) > 0, timeout=60)
