@@ -69,6 +69,17 @@ def observe_mode_state(previous: Mapping[str, Any] | None, new: Mapping[str, Any
     return out
 
 
+def _same_hold(target: ResourceTarget, status: Mapping[str, Any]) -> bool:
+    """The status already says this: same held decision and the same conditions."""
+    before = target.tuning_status.get("lastDecision") or {}
+    after = status["tuning"]["lastDecision"]
+    if (before.get("action"), before.get("reason")) != (after["action"], after["reason"]):
+        return False
+    live = {c.get("type"): c for c in target.status.get("conditions") or []}
+    return all((live.get(c["type"]) or {}).get(key) == c[key] for c in status["conditions"]
+               for key in ("status", "reason", "message"))
+
+
 class TuningLoop:
     def __init__(self, *, kube: Any, resources: Callable[[], Iterable[Mapping[str, Any]]],
                  settings: TunerSettings, default_url: str | None,
@@ -179,6 +190,8 @@ class TuningLoop:
             outcome = tick_status(target, tick)
             metrics.TUNING_DECISIONS.labels(outcome.action, target.mode).inc()
             report.actions[f"{target.namespace}/{target.name}"] = outcome.action
+            if tick.decision is None and _same_hold(target, outcome.status):
+                continue  # still holding for the same reason: no status churn while Prometheus is away
             await self._apply(target, outcome.status)
             if outcome.event is not None and self.events is not None:
                 kind, reason, message = outcome.event

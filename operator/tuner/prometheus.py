@@ -74,6 +74,17 @@ def _client(source: Source) -> PrometheusConnect:
                              auth=source.basic_auth, timeout=source.timeout_seconds)
 
 
+def _network_problem(error: Exception) -> str:
+    """A short, stable description (requests' messages embed the query URL, which changes every tick)."""
+    text = str(error)
+    for marker, words in (("refused", "connection refused"), ("timed out", "timed out"),
+                          ("Timeout", "timed out"), ("NameResolution", "host name not resolved"),
+                          ("Name or service not known", "host name not resolved"), ("SSL", "TLS handshake failed")):
+        if marker in text or marker in type(error).__name__:
+            return words
+    return type(error).__name__
+
+
 def _failure(error: Exception, source: Source, query: Query) -> QueryFailure:
     if isinstance(error, PrometheusApiClientException):
         text = str(error)
@@ -81,8 +92,7 @@ def _failure(error: Exception, source: Source, query: Query) -> QueryFailure:
             return QueryFailure(AUTH_FAILED, f"Prometheus at {source.url} refused the credentials: {text[:300]}")
         return QueryFailure(QUERY_FAILED, f"query {query.name} failed at {source.url}: {text[:300]}")
     if isinstance(error, (requests.RequestException, OSError)):
-        return QueryFailure(UNREACHABLE, f"cannot reach Prometheus at {source.url}: {type(error).__name__}: "
-                                         f"{str(error)[:200]}")
+        return QueryFailure(UNREACHABLE, f"cannot reach Prometheus at {source.url}: {_network_problem(error)}")
     return QueryFailure(QUERY_FAILED, f"query {query.name} at {source.url}: {type(error).__name__}: {error}")
 
 

@@ -164,9 +164,12 @@ def tick_status(target: ResourceTarget, tick: Tick) -> Outcome:
 
 
 def off_status(target: ResourceTarget, now: float) -> dict[str, Any] | None:
-    """Mode off: clear what the loop wrote (applied included: the spec renders alone again) -- once."""
+    """Mode off: clear what the loop wrote (applied included: the spec renders alone again) -- once;
+    a resource the loop never wrote to gets nothing."""
     tuning = target.tuning_status
     tuned = find(target.status.get("conditions"), "Tuned")
+    if not tuning and not tuned and not find(target.status.get("conditions"), "TuningDegraded"):
+        return None  # never tuned: nothing to clear, nothing written
     if tuning.get("mode") == "off" and not tuning.get("applied") and tuned and tuned.get("reason") == "TuningOff":
         return None
     return {

@@ -196,6 +196,9 @@ def test_interval_is_respected_and_off_mode_clears_once(fake_prometheus):
     resources[0]["status"]["tuning"] = {"mode": "off"}
     run_tick(resources, kube, NOW + 40, loop)
     assert not kube.patches
+    untouched = [resource("b", mode="off")]  # never tuned: off writes nothing at all
+    run_tick(untouched, kube, NOW + 60)
+    assert not kube.patches
 
 
 def test_operator_metrics_count_decisions_errors_and_query_latency(fake_prometheus):
@@ -244,3 +247,13 @@ def test_an_applied_config_the_edited_spec_forbids_is_dropped(fake_prometheus):
     assert "applied" not in status["tuning"]
     degraded = {c["type"]: c for c in status["conditions"]}["TuningDegraded"]
     assert degraded["reason"] == "AppliedConfigDropped" and "above the spec's bound 1" in degraded["message"]
+
+
+def test_holding_for_the_same_reason_writes_once(fake_prometheus):
+    fake_prometheus({}, down=True)
+    resources, kube = [resource("a")], FakeKube()
+    loop, _ = run_tick(resources, kube)
+    assert len(kube.patches) == 1
+    apply_back(resources, kube)
+    run_tick(resources, kube, NOW + 30, loop)
+    assert kube.patches == []  # same hold, same conditions: no status churn
