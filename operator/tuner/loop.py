@@ -224,10 +224,11 @@ class TuningLoop:
                         hold_reason=f"holding the current config: {observed.missing}")
         previous = _state(target)
         decision, state = await asyncio.to_thread(decide, observed.observation, tuning, previous, now)
-        if decision["action"] in CHANGES and (mode != "auto" or target.spec.tuning.max_restarts_per_hour == 0):
+        no_apply = "spec.tuning.maxRestartsPerHour is 0" if target.spec.tuning.max_restarts_per_hour == 0 else None
+        if decision["action"] in CHANGES and (mode != "auto" or no_apply):
             state = observe_mode_state(previous, state)
         return Tick(mode, now, decision=decision, state=state, metrics=observed.metrics,
-                    signals=decision.get("signals") or observed.signals)
+                    signals=decision.get("signals") or observed.signals, no_apply_reason=no_apply)
 
     async def _apply(self, target: ResourceTarget, status: dict[str, Any]) -> None:
         body = {"apiVersion": API_VERSION, "kind": KIND,

@@ -36,6 +36,7 @@ class Tick:
     degraded: tuple[str, str] | None = None  # (reason, message) of TuningDegraded=True
     hold_reason: str | None = None  # why the policy was not consulted (Prometheus down, series missing)
     drop_applied: bool = False  # the applied config no longer fits the spec: render the spec alone
+    no_apply_reason: str | None = None  # auto mode, but changes may not be applied (maxRestartsPerHour 0)
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ def tick_status(target: ResourceTarget, tick: Tick) -> Outcome:
         action, reason = decision["action"], decision["reason"]
         config = decision.get("config")
         gain = decision.get("predictedGain")
-        if action in CHANGES and config is not None and tick.mode == "auto":
+        if action in CHANGES and config is not None and tick.mode == "auto" and tick.no_apply_reason is None:
             applied = {**_choice(method, config), "since": rfc3339(tick.now)}
             applied_changed = True
             kind = "Warning" if action in ("rollback", "disable") and decision.get("degraded") else "Normal"
@@ -111,7 +112,7 @@ def tick_status(target: ResourceTarget, tick: Tick) -> Outcome:
             tuned_update = ConditionUpdate("Tuned", "False", "ChangeApplied", reason)
         elif action in CHANGES and config is not None:
             action = RECOMMEND
-            reason = f"observe mode, not applied: {reason}"
+            reason = f"{tick.no_apply_reason or 'observe mode'}, not applied: {reason}"
             tuned_update = ConditionUpdate("Tuned", "False", "RecommendationNotApplied", reason)
         elif decision.get("guard") is None:
             tuned_update = ConditionUpdate("Tuned", "True", "BestConfigApplied", reason)

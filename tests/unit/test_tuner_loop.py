@@ -257,3 +257,14 @@ def test_holding_for_the_same_reason_writes_once(fake_prometheus):
     apply_back(resources, kube)
     run_tick(resources, kube, NOW + 30, loop)
     assert kube.patches == []  # same hold, same conditions: no status churn
+
+
+def test_auto_mode_with_no_restart_budget_only_recommends(fake_prometheus):
+    fake_prometheus(high_acceptance("a"))
+    body = resource("a")
+    body["spec"]["tuning"]["maxRestartsPerHour"] = 0
+    kube = FakeKube()
+    _, report = run_tick([body], kube)
+    tuning = kube.patches[0][1]["status"]["tuning"]
+    assert report.actions["ns/a"] == "recommend" and "applied" not in tuning and not kube.events
+    assert tuning["lastDecision"]["reason"].startswith("spec.tuning.maxRestartsPerHour is 0, not applied")
