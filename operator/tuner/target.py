@@ -107,7 +107,8 @@ def tuning_input(spec: SpeculativeInferenceSpec, overrides: Mapping[str, Any] | 
     data["kMin"] = max(1, low or method.k_min)
     data["kMax"] = min(tuning.max_num_speculative_tokens or method.k_max_on(spec.hardware.accelerator),
                        method.k_max_on(spec.hardware.accelerator))
-    data["maxRestartsPerHour"] = max(1, tuning.max_restarts_per_hour)
+    # 0 restarts: the loop applies nothing (recommends only), so the policy's own budget must not hide the advice
+    data["maxRestartsPerHour"] = tuning.max_restarts_per_hour or 60
     data["minDrafts"] = float(tuning.min_samples)
     slo = tuning.slo
     if slo is not None:
