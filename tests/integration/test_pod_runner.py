@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -40,7 +41,7 @@ def workload(namespace: str) -> str:
 
 
 def test_runs_pod_command_and_registers_it_with_prometheus(cluster, namespace, prometheus, tmp_path):
-    runner = PodRunner(cluster.kubeconfig, tmp_path, prometheus=prometheus, log=print)
+    runner = PodRunner(cluster.kubeconfig, tmp_path, prometheus=prometheus, namespaces=(namespace,), log=print)
     stop = threading.Event()
     thread = threading.Thread(target=runner.run, args=(stop,), kwargs={"interval": 0.5}, daemon=True)
     thread.start()
@@ -53,6 +54,8 @@ def test_runs_pod_command_and_registers_it_with_prometheus(cluster, namespace, p
         pods = list(runner.pods.values())
         assert len(pods) == 1 and pods[0].argv[:2] == ["specinfer", "runtime"]  # the pod spec's own command
         record = pods[0].record
+        time.sleep(3)  # a few sync rounds: a healthy server is neither restarted nor duplicated
+        assert processes.is_running(record) and pods[0].restarts == 0 and pods[0].record is record
 
         cluster.kubectl("-n", namespace, "delete", "deployment", "runner-test")
         deadline = time.monotonic() + 60
@@ -60,6 +63,7 @@ def test_runs_pod_command_and_registers_it_with_prometheus(cluster, namespace, p
             time.sleep(0.5)
         assert not runner.pods, "the process of a deleted pod kept running"
         assert not processes.is_running(record)
+        assert not Path(f"/proc/{record.pid}").exists() or processes._stat_fields(record.pid)[0] == "Z"
         assert not (prometheus.targets_dir / f"{namespace}_{pods[0].name}.json").exists()
     finally:
         stop.set()

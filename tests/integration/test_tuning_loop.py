@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import threading
 import time
 import urllib.request
 import uuid
-from pathlib import Path
 
 import pytest
 import yaml
@@ -59,20 +57,6 @@ def resource(name: str, *, mode: str, k: int, time_scale: float) -> dict:
             "tuning": {"mode": mode, "intervalSeconds": 5, "minSamples": 200, "maxRestartsPerHour": 6},
         },
     }
-
-
-class ScriptAwarePodRunner(PodRunner):
-    """Runs console scripts through this interpreter: `processes.is_running` compares /proc's argv[0]
-    with the command, and for a script with a `#!python` line the kernel puts the interpreter there,
-    so the lead's runner takes `specinfer runtime` for dead and restarts it onto a busy port
-    (reported; remove this once processes.is_running handles interpreters)."""
-
-    def _prepare(self, pod):
-        local = super()._prepare(pod)
-        script = Path(sys.executable).parent / local.argv[0]
-        if "/" not in local.argv[0] and script.exists():
-            local.argv = [sys.executable, str(script), *local.argv[1:]]
-        return local
 
 
 class PrometheusWithoutPluginFor(PrometheusServer):
@@ -116,7 +100,7 @@ class Setup:
     def start(self) -> None:
         self.prometheus.start()
         selector = f"specinfer.io/name in ({','.join(self.names.values())})"  # only this module's pods
-        self.runner = ScriptAwarePodRunner(self.cluster.kubeconfig, self.workdir / "pods", prometheus=self.prometheus,
+        self.runner = PodRunner(self.cluster.kubeconfig, self.workdir / "pods", prometheus=self.prometheus,
                                 label_selector=selector, log=self.runner_log)
         self.runner_thread = threading.Thread(target=self.runner.run, args=(self.stop_runner,),
                                               kwargs={"interval": 0.5}, daemon=True)

@@ -32,4 +32,8 @@ def demo(example: Path, out: Path, quick: bool, keep: bool, no_live: bool) -> No
     from specinfer.demo.run import Demo, DemoOptions
 
     options = DemoOptions(example=example, out=out, quick=quick, keep=keep, live=not no_live)
-    sys.exit(Demo(options, log=lambda message: click.echo(message, err=True)).run())
+    try:
+        code = Demo(options, log=lambda message: click.echo(message, err=True)).run()
+    except (RuntimeError, TimeoutError) as error:  # a component failed: say which, not a traceback
+        raise click.ClickException(str(error)) from error
+    sys.exit(code)

@@ -55,7 +55,8 @@ class Demo:
             prometheus = PrometheusServer(cluster.dir / "prometheus", scrape_interval="2s", log=self.log).start()
             self.log(f"      {prometheus.url}")
             self.log("[3/5] CRD, operator and pod runner")
-            stack = Stack(cluster.kubeconfig, prometheus, cluster.dir / "demo", log=self.log).start()
+            # Logs go under --out so they survive the clean-up.
+            stack = Stack(cluster.kubeconfig, prometheus, self.options.out.resolve() / "logs", log=self.log).start()
             self.log(f"      operator log: {stack.operator.log}")
             self.log(f"[4/5] kubectl apply -f {self.options.example}")
             stack.kubectl("apply", "-f", str(self.options.example))

@@ -36,12 +36,13 @@ class Stack:
     """Operator + pod runner on top of a running cluster and Prometheus; start/stop each part."""
 
     def __init__(self, kubeconfig: Path, prometheus: PrometheusServer, workdir: Path, *, log=print,
-                 operator_args: tuple[str, ...] = ()):
+                 operator_args: tuple[str, ...] = (), namespaces: tuple[str, ...] | None = None):
         self.kubeconfig = Path(kubeconfig)
         self.prometheus = prometheus
         self.workdir = Path(workdir)
         self.log = log
         self.operator_args = operator_args
+        self.namespaces = namespaces  # pods to run locally; None: every namespace
         self.operator: processes.ProcessRecord | None = None
         self.runner: PodRunner | None = None
         self._runner_stop = threading.Event()
@@ -85,7 +86,8 @@ class Stack:
     # -- pods -------------------------------------------------------------------------------
     def start_runner(self) -> PodRunner:
         if self.runner is None:
-            self.runner = PodRunner(self.kubeconfig, self.workdir / "pods", prometheus=self.prometheus, log=self.log)
+            self.runner = PodRunner(self.kubeconfig, self.workdir / "pods", prometheus=self.prometheus,
+                                    namespaces=self.namespaces, log=self.log)
             self._runner_stop.clear()
             self._runner_thread = threading.Thread(target=self.runner.run, args=(self._runner_stop,),
                                                    kwargs={"interval": 0.5}, daemon=True, name="pod-runner")

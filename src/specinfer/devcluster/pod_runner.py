@@ -65,11 +65,12 @@ class LocalPod:
 
 class PodRunner:
     def __init__(self, kubeconfig: Path, workdir: Path, *, prometheus: PrometheusServer | None = None,
-                 label_selector: str = RUNTIME_LABEL, log=print):
+                 label_selector: str = RUNTIME_LABEL, namespaces: tuple[str, ...] | None = None, log=print):
         self.api = client.CoreV1Api(config.new_client_from_config(config_file=str(kubeconfig)))
         self.workdir = Path(workdir)
         self.prometheus = prometheus
         self.label_selector = label_selector
+        self.namespaces = namespaces  # None: every namespace
         self.log = log
         self.pods: dict[str, LocalPod] = {}
 
@@ -78,11 +79,14 @@ class PodRunner:
         """Converge local processes to the bound, not-terminating pods in the cluster."""
         wanted = {}
         for pod in self.api.list_pod_for_all_namespaces(label_selector=self.label_selector).items:
+            if self.namespaces is not None and pod.metadata.namespace not in self.namespaces:
+                continue
             if pod.spec.node_name and pod.metadata.deletion_timestamp is None and pod.status.phase != "Succeeded":
                 wanted[pod.metadata.uid] = pod
         for uid in list(self.pods):
             if uid not in wanted:
-                self._stop(self.pods.pop(uid))
+                self._stop(self.pods[uid])  # forget the pod only once its process is gone
+                del self.pods[uid]
         for uid, pod in wanted.items():
             if uid not in self.pods:
                 try:

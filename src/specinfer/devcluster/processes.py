@@ -1,12 +1,14 @@
 """Start, identify and stop the background processes a local cluster owns.
 
-Each process is recorded with its pid and executable path; `stop` signals a pid
-only while /proc still shows that executable, so a recycled pid is never hit.
+Each process is recorded with its pid and its start time (from /proc/<pid>/stat);
+a pid counts as ours only while both match, so `stop` never signals a recycled pid,
+whatever the process exec'd into (a console script shows up as its interpreter).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -22,6 +24,7 @@ class ProcessRecord:
     executable: str
     argv: list[str]
     log: str
+    start_ticks: int | None = None  # /proc/<pid>/stat field 22: identifies this process, not just its pid
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -34,37 +37,44 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _stat_fields(pid: int) -> list[str] | None:
+    """Fields of /proc/<pid>/stat after the command name (field 3, the state, comes first)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+
+
+def _start_ticks(pid: int) -> int | None:
+    fields = _stat_fields(pid)
+    return int(fields[19]) if fields else None
+
+
 def start(name: str, argv: list[str], *, log_dir: Path, env: dict | None = None) -> ProcessRecord:
-    """Start `argv` detached from our session (it outlives `specinfer cluster up`)."""
+    """Start `argv` in a session of its own (it outlives `specinfer cluster up` and ignores our Ctrl-C)."""
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{name}.log"
+    environment = {**os.environ, **(env or {})}
+    executable = shutil.which(argv[0], path=environment.get("PATH")) or argv[0]
     with open(log_path, "ab") as log:
         process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   env={**os.environ, **(env or {})}, start_new_session=True)
-    record = ProcessRecord(name=name, pid=process.pid, executable=argv[0], argv=argv, log=str(log_path))
-    # Between fork and exec /proc shows the Python parent's command line; wait for the exec so
-    # that is_running() does not mistake a starting process for a dead one.
-    deadline = time.monotonic() + 5
-    while process.poll() is None and not is_running(record) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return record
+                                   env=environment, start_new_session=True)
+    return ProcessRecord(name=name, pid=process.pid, executable=executable, argv=argv, log=str(log_path),
+                         start_ticks=_start_ticks(process.pid))
 
 
 def is_running(record: ProcessRecord) -> bool:
-    """True while the pid is alive and still runs the executable we started."""
-    try:
-        cmdline = Path(f"/proc/{record.pid}/cmdline").read_bytes().split(b"\0")
-        stat = Path(f"/proc/{record.pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
+    """True while the pid is alive (not a zombie) and is still the process we started."""
+    fields = _stat_fields(record.pid)
+    if fields is None or fields[0] in ("Z", "X"):
         return False
-    if stat.rsplit(")", 1)[-1].split()[0] == "Z":  # zombie: exited, not yet reaped
-        return False
-    return bool(cmdline) and cmdline[0].decode(errors="replace") == record.executable
+    return record.start_ticks is None or int(fields[19]) == record.start_ticks
 
 
 def stop(record: ProcessRecord, *, timeout: float = 15.0) -> None:
     """SIGTERM, then SIGKILL after `timeout`; only if the pid is still ours."""
     if not is_running(record):
+        _reap(record.pid)
         return
     os.kill(record.pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
@@ -75,7 +85,11 @@ def stop(record: ProcessRecord, *, timeout: float = 15.0) -> None:
         time.sleep(0.1)
     if is_running(record):
         os.kill(record.pid, signal.SIGKILL)
-        _reap(record.pid)
+        for _ in range(50):
+            if not is_running(record):
+                break
+            time.sleep(0.1)
+    _reap(record.pid)
 
 
 def _reap(pid: int) -> None:
