@@ -75,8 +75,9 @@ class OperatorConfig(_Config):
     rate_limit: RateLimit = Field(default_factory=RateLimit)
     tuning: TunerSettings = Field(default_factory=TunerSettings)
     """The tuning loop: window, label mapping, policy defaults (operator/tuner/settings.py)."""
-    workers: int = Field(default=8, ge=1, le=128)
-    """Concurrent reconciles (one resource is never reconciled twice at once)."""
+    workers: int = Field(default=16, ge=1, le=128)
+    """Concurrent reconciles and API threads (one resource is never reconciled twice at once); a burst is bound
+    by API-server latency x concurrency, not by the operator's CPU (docs/performance.md)."""
     resync_seconds: float = Field(default=300.0, ge=5)
     """Every resource is re-checked this often even without events (drift safety net)."""
     field_manager: str = FIELD_MANAGER

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +23,7 @@ log = logging.getLogger("specinfer.operator")
 
 CHILD_KINDS = (("v1", "ConfigMap"), ("apps/v1", "Deployment"), ("v1", "Service"))
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+STATS_SECONDS = float(os.environ.get("SPECINFER_STATS_SECONDS", "60"))
 
 
 @dataclass
@@ -38,12 +40,13 @@ class Controller:
         config = options.config
         self.options = options
         self.kube = Kube(api_client, field_manager=config.field_manager, qps=config.rate_limit.qps,
-                         burst=config.rate_limit.burst)
+                         burst=config.rate_limit.burst, threads=config.workers)
         self.store = Store()
         self.reconciler = Reconciler(kube=self.kube, store=self.store, config=config,
-                                     events=EventRecorder(self.kube))
+                                     events=EventRecorder(self.kube), requeue=lambda key: self.queue.add(key))
         self.queue = WorkQueue(self.reconciler.reconcile, workers=config.workers)
         self.resync_task: asyncio.Task | None = None
+        self.stats_task: asyncio.Task | None = None
 
     def _scopes(self) -> list[str | None]:
         return list(self.options.namespaces) or [None]
@@ -73,6 +76,7 @@ class Controller:
         await self.prime()
         self.queue.start()
         self.resync_task = asyncio.create_task(self._resync(), name="resync")
+        self.stats_task = asyncio.create_task(self._stats(), name="stats")
         log.info("controller started: %d children cached, %d workers, resync every %.0fs",
                  len(self.store.children), self.queue.workers, self.options.config.resync_seconds)
 
@@ -84,9 +88,18 @@ class Controller:
             for key in list(self.store.resources):
                 self.queue.add(key)
 
+    async def _stats(self) -> None:
+        """A periodic line with the operator's own API traffic (benchmarks read it; /metrics is issue 7's)."""
+        while True:
+            await asyncio.sleep(STATS_SECONDS)
+            log.info("stats: requests=%s reconciles=%d errors=%d resources=%d",
+                     dict(sorted(self.kube.requests.items())), self.queue.processed, self.queue.errors,
+                     len(self.store.resources))
+
     async def stop(self) -> None:
-        if self.resync_task:
-            self.resync_task.cancel()
+        for task in (self.resync_task, self.stats_task):
+            if task:
+                task.cancel()
         await self.queue.stop()
         self.kube.close()
 
@@ -99,7 +112,10 @@ class Controller:
             self.store.drop_resource(key)
             return
         self.store.put_resource(body)
-        self.queue.add(key)
+        status = body.get("status") or {}
+        new_work = (status.get("observedGeneration") != meta.get("generation")
+                    or self.store.child("Deployment", key[0], key[1]) is None)
+        self.queue.add(key, urgent=new_work)
 
     def on_child_event(self, event: Mapping[str, Any]) -> None:
         body = event["object"]

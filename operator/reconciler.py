@@ -20,7 +20,6 @@ from specinfer.operator.config import OperatorConfig
 from specinfer.operator.events import EventRecorder
 from specinfer.operator.kube import Kube
 from specinfer.operator.render import render
-from specinfer.operator.render.labels import CONFIG_HASH_ANNOTATION
 from specinfer.operator.status import Rollout, invalid_status, rollout_of, status_covered, workload_status
 from specinfer.operator.store import Key, Store
 
@@ -31,16 +30,11 @@ def utc_now() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _template_hash(deployment: dict[str, Any] | None) -> str | None:
-    if deployment is None:
-        return None
-    return deployment["spec"]["template"]["metadata"].get("annotations", {}).get(CONFIG_HASH_ANNOTATION)
-
-
 class Reconciler:
     def __init__(self, *, kube: Kube, store: Store, config: OperatorConfig, events: EventRecorder,
-                 now: Callable[[], str] = utc_now) -> None:
+                 now: Callable[[], str] = utc_now, requeue: Callable[[Key], None] = lambda key: None) -> None:
         self.kube, self.store, self.config, self.events, self.now = kube, store, config, events, now
+        self.requeue = requeue
         self.applies = 0
         self.status_writes = 0
 
@@ -57,7 +51,7 @@ class Reconciler:
             await self._write_status(resource, invalid_status(resource=resource, message=error.describe_all(),
                                                               rollout=rollout, now=self.now()))
             return
-        before = _template_hash(deployment)
+        created = False
         for manifest in rendering.manifests:
             meta = manifest["metadata"]
             live = self.store.child(manifest["kind"], namespace, meta["name"])
@@ -71,17 +65,21 @@ class Reconciler:
             log.info("applied %s %s/%s (%s)", manifest["kind"], namespace, meta["name"],
                      "created" if live is None else "updated")
             if manifest["kind"] == "Deployment":
-                deployment = result
-        after = _template_hash(deployment)
-        if after != before:
-            await self._announce_rollout(resource, before, rendering.effective_status())
+                deployment, created = result, live is None
+        if created:
+            # A Deployment without status says nothing yet: report after its controller has looked at it
+            # (its watch event re-queues us; this is the fallback). In a burst, creating every workload
+            # first costs each resource 3 requests before any status write.
+            self.requeue(key)
+            return
         spec_replicas = rendering.manifest("Deployment")["spec"]["replicas"]
         rollout = rollout_of(deployment, desired_hash=rendering.config_hash, desired_replicas=spec_replicas)
         await self._write_status(resource, workload_status(resource=resource, effective=rendering.effective_status(),
                                                            rollout=rollout, desired_replicas=spec_replicas,
                                                            now=self.now()))
 
-    async def _announce_rollout(self, resource: dict[str, Any], before: str | None, effective: dict[str, Any]) -> None:
+    async def _announce_rollout(self, resource: dict[str, Any], before: str | None,
+                                effective: dict[str, Any]) -> None:
         what = f"method {effective['method']}, K={effective['numSpeculativeTokens']}"
         if effective.get("schedule"):
             what += f", schedule of {len(effective['schedule'])} ranges"
@@ -101,6 +99,10 @@ class Reconciler:
         result = await self.kube.apply(body, subresource="status")
         self.status_writes += 1
         self.store.put_resource(result)
+        before, after = (current.get("effective") or {}).get("configHash"), (status.get("effective") or {}).get(
+            "configHash")
+        if after and after != before:  # announced once, when status starts reporting the new config
+            await self._announce_rollout(resource, before, status["effective"])
         await self._announce_conditions(resource, current, status)
 
     async def _announce_conditions(self, resource: dict[str, Any], old: dict[str, Any], new: dict[str, Any]) -> None:

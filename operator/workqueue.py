@@ -1,5 +1,9 @@
 """A keyed work queue (client-go style): one reconcile per key at a time, duplicates merged, retries backed off.
 
+Two lanes: `urgent` (a resource with no workload yet, or a new generation) is served before
+`normal` (status follow-ups, resyncs), so in a burst of new resources every Deployment is
+created before the operator spends its API budget on status updates of earlier ones.
+
 kopf's event handlers are not retried, so retrying belongs here: a 409 conflict, 429,
 5xx or an unreachable API server re-queues the key with exponential backoff; nothing
 sleeps inside a reconcile.
@@ -9,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable, Hashable
 
 from specinfer.operator.errors import TemporaryError, is_retryable
@@ -22,8 +27,9 @@ class WorkQueue:
         self.process = process
         self.workers = workers
         self.base_delay, self.max_delay = base_delay, max_delay
-        self.queue: asyncio.Queue[Hashable] = asyncio.Queue()
-        self.pending: set[Hashable] = set()
+        self.lanes: tuple[deque[Hashable], deque[Hashable]] = (deque(), deque())  # urgent, normal
+        self.wakeup = asyncio.Event()
+        self.pending: dict[Hashable, bool] = {}  # key -> urgent
         self.active: set[Hashable] = set()
         self.dirty: set[Hashable] = set()
         self.failures: dict[Hashable, int] = {}
@@ -31,12 +37,27 @@ class WorkQueue:
         self.processed = 0
         self.errors = 0
 
-    def add(self, key: Hashable) -> None:
+    def add(self, key: Hashable, *, urgent: bool = False) -> None:
         if key in self.active:
             self.dirty.add(key)  # run once more after the current pass: it may have read stale state
-        elif key not in self.pending:
-            self.pending.add(key)
-            self.queue.put_nowait(key)
+        elif key not in self.pending or (urgent and not self.pending[key]):
+            self.pending[key] = urgent
+            self.lanes[0 if urgent else 1].append(key)  # a stale copy in the normal lane is skipped later
+            self.wakeup.set()
+
+    async def _next(self) -> Hashable:
+        while True:
+            for lane in self.lanes:
+                while lane:
+                    key = lane.popleft()
+                    if key in self.pending:
+                        del self.pending[key]
+                        return key
+            self.wakeup.clear()
+            await self.wakeup.wait()
+
+    def __len__(self) -> int:
+        return len(self.pending)
 
     def add_after(self, key: Hashable, delay: float) -> None:
         asyncio.get_running_loop().call_later(delay, self.add, key)
@@ -47,8 +68,7 @@ class WorkQueue:
 
     async def _work(self) -> None:
         while True:
-            key = await self.queue.get()
-            self.pending.discard(key)
+            key = await self._next()
             self.active.add(key)
             try:
                 await self.process(key)
@@ -69,7 +89,6 @@ class WorkQueue:
                 if key in self.dirty:
                     self.dirty.discard(key)
                     self.add(key)
-                self.queue.task_done()
 
     def start(self) -> None:
         self.tasks = [asyncio.create_task(self._work(), name=f"reconcile-worker-{i}") for i in range(self.workers)]

@@ -105,6 +105,8 @@ def simulator_resource(name: str, *, k: int = 3, replicas: int = 1) -> dict:
             "hardware": {"accelerator": "nvidia"},
             "runtime": {"engine": "simulator", "simulator": {"timeScale": 10}},
             "replicas": replicas,
+            # the tuning loop (issue 7) has its own tests; here only the reconciler writes
+            "tuning": {"mode": "off"},
         },
     }
 

@@ -71,9 +71,14 @@ def run(coro):
 
 def test_first_pass_creates_children_then_nothing_more():
     rec, kube, store = reconciler()
+    requeued = []
+    rec.requeue = requeued.append
     run(rec.reconcile(("ml", "llama")))
-    kinds = [w for w in kube.writes if w[0] != "Event"]
-    assert kinds == [("ConfigMap", ""), ("Deployment", ""), ("Service", ""), ("SpeculativeInference", "status")]
+    # a new workload first: status follows once the Deployment can say something
+    assert kube.writes == [("ConfigMap", ""), ("Deployment", ""), ("Service", "")]
+    assert requeued == [("ml", "llama")]
+    run(rec.reconcile(("ml", "llama")))
+    assert kube.writes[3:] == [("SpeculativeInference", "status"), ("Event", "RolloutStarted")]
     writes = len(kube.writes)
     run(rec.reconcile(("ml", "llama")))
     assert len(kube.writes) == writes  # converged: a second pass writes nothing
@@ -81,6 +86,7 @@ def test_first_pass_creates_children_then_nothing_more():
 
 def test_hand_edited_child_is_applied_back():
     rec, kube, store = reconciler()
+    run(rec.reconcile(("ml", "llama")))
     run(rec.reconcile(("ml", "llama")))
     deployment = store.child("Deployment", "ml", "llama")
     deployment["spec"]["template"]["spec"]["containers"][0]["image"] = "hacked"
@@ -190,3 +196,23 @@ def test_watch_timeouts_and_peering_are_configured():
     assert settings.watching.client_timeout > settings.watching.server_timeout
     assert settings.watching.inactivity_timeout > settings.watching.server_timeout
     assert settings.peering.lifetime == 30
+
+
+def test_urgent_keys_are_served_first():
+    order: list[str] = []
+
+    async def process(key):
+        order.append(key)
+
+    async def main():
+        queue = WorkQueue(process, workers=1)
+        queue.add("status-a")
+        queue.add("status-b")
+        queue.add("new-c", urgent=True)
+        queue.add("status-b", urgent=True)  # a new generation of b overtakes its status follow-up
+        queue.start()
+        await asyncio.sleep(0.05)
+        await queue.stop()
+
+    run(main())
+    assert order == ["new-c", "status-b", "status-a"]
