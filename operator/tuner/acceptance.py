@@ -81,7 +81,8 @@ def estimate_from(obs: Observation, step_time: StepTime | None = None) -> Accept
 
 
 def blend(memory: AcceptanceEstimate | None, fresh: AcceptanceEstimate | None, forget: float) -> AcceptanceEstimate | None:
-    """Count-weighted average of the remembered and the new estimate; memory weights decay by `forget`.
+    """Count-weighted average of the remembered and the new estimate; memory weights decay by `forget`
+    at the positions this window measured.
 
     A short memory follows workload shifts within a few windows and still damps counter noise.
     """
@@ -94,7 +95,9 @@ def blend(memory: AcceptanceEstimate | None, fresh: AcceptanceEstimate | None, f
     weights: list[float] = []
     previous = 1.0
     for i in range(length):
-        old_w = memory.weights[i] * forget if i < len(memory.prefix) else 0.0
+        # Positions this window did not draft keep their weight: nothing new was learned about them,
+        # and forgetting them would hand them back to the (optimistic) extrapolation.
+        old_w = (memory.weights[i] * (forget if i < len(fresh.prefix) else 1.0)) if i < len(memory.prefix) else 0.0
         new_w = fresh.weights[i] if i < len(fresh.prefix) else 0.0
         total = old_w + new_w
         if total <= 0:

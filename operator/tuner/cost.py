@@ -1,15 +1,17 @@
 """Step cost T(B, K) learned online: least squares on observed step latencies, anchored by a prior.
 
 The model is the prior's roofline split into terms -- memory-bound floor, compute above the
-floor (with the knee at three places), KV reads per sequence, draft passes, drafted tokens --
-each scaled by a multiplier theta learned from data (PRIOR_THETA reproduces the prior). Residuals are relative, so one prior strength suits
-any hardware. Only the configured K values are ever observed; the prior keeps predictions for
-other K sane until data arrives. Sufficient statistics (X'WX, X'Wy) live in the policy state as
-plain lists and decay by a forgetting factor each window.
+floor (with the knee at five places), KV reads per request, draft passes, drafted tokens -- each
+scaled by a non-negative multiplier theta fitted to the data (PRIOR_THETA reproduces the prior).
+Residuals are relative, and the prior's level is first rescaled to the data, so one prior
+strength suits any hardware. Only the configured K values are ever observed; the prior keeps
+predictions for other K sane until data arrives. The data live in the policy state as
+remembered cells (batch size, K) -> mean step time, plain lists.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -24,7 +26,11 @@ KNEE_SHIFTS = (4.0, 2.0, 1.0, 0.5, 0.25)  # compute slope x this: the knee earli
 TERMS = 4 + len(KNEE_SHIFTS)
 PRIOR_THETA = np.array([1.0, *(1.0 if s == 1.0 else 0.0 for s in KNEE_SHIFTS), 1.0, 1.0, 1.0])
 MIN_THETA = np.array([0.05, *(0.0 if s != 1.0 else 0.05 for s in KNEE_SHIFTS), 0.05, 0.05, 0.05])
-SAMPLE_CAP = 200.0  # steps beyond this in one cell add no more confidence (noise is not i.i.d.)
+SAMPLE_CAP = 200.0  # steps beyond this in one cell and window add no more confidence
+CELL_MEMORY = 3.0  # a re-observed cell moves by at least 1/4 towards the new window's mean
+MAX_CELL_WEIGHT = 10.0  # windows of evidence one cell can hold
+MIN_CELL_WEIGHT = 0.05
+MAX_CELLS = 200
 
 
 def draft_passes(k: int, drafting: str) -> int:
@@ -55,32 +61,54 @@ def terms(prior: CostPrior, batch_size: float, k: int, drafting: str) -> np.ndar
 
 @dataclass
 class CostModel:
+    """Remembered step times per cell (batch size, effective K -- or a pooled config for vLLM's
+    series) and the ridge fit over them.
+
+    A cell seen again is updated in place (moving average); cells not seen keep what they said,
+    ageing only slowly. So the time of a K that ran an hour ago still constrains the slope in K
+    while another K runs -- forgetting it would hand that slope back to the prior.
+    """
+
     prior: CostPrior
     drafting: str
-    xtx: np.ndarray
-    xty: np.ndarray
+    cells: dict[str, list]  # key -> [term vector, mean seconds, weight]
 
     @staticmethod
     def from_state(data: dict | None, prior: CostPrior, drafting: str) -> "CostModel":
-        if not data:
-            return CostModel(prior, drafting, np.zeros((TERMS, TERMS)), np.zeros(TERMS))
-        return CostModel(prior, drafting, np.array(data["xtx"], dtype=float), np.array(data["xty"], dtype=float))
+        return CostModel(prior, drafting, {k: list(v) for k, v in ((data or {}).get("cells") or {}).items()})
 
     def to_state(self) -> dict:
-        return {"xtx": self.xtx.tolist(), "xty": self.xty.tolist()}
+        return {"cells": self.cells}
 
-    def add(self, x: Sequence[float], seconds: float, count: float) -> None:
-        """One observed mean step time for term vector x, worth min(count, cap) steps."""
-        if seconds <= 0 or count <= 0:
+    def add(self, key: str, x: Sequence[float], seconds: float, count: float) -> None:
+        """One observed mean step time for cell `key`, worth min(count, cap)/cap of a full window."""
+        if seconds <= 0 or count <= 0 or not math.isfinite(seconds):
             return
-        z = np.asarray(x, dtype=float)
-        weight = min(count, SAMPLE_CAP) / SAMPLE_CAP / seconds**2
-        self.xtx += weight * np.outer(z, z)
-        self.xty += weight * z * seconds
+        worth = min(count, SAMPLE_CAP) / SAMPLE_CAP
+        if key in self.cells:
+            _, old_seconds, old_weight = self.cells[key]
+            share = worth / (worth + min(old_weight, CELL_MEMORY))
+            self.cells[key] = [list(map(float, x)), old_seconds + share * (seconds - old_seconds),
+                               min(old_weight + worth, MAX_CELL_WEIGHT)]
+        else:
+            self.cells[key] = [list(map(float, x)), float(seconds), worth]
+        if len(self.cells) > MAX_CELLS:
+            del self.cells[min(self.cells, key=lambda k: self.cells[k][2])]
 
     def decay(self, forget: float) -> None:
-        self.xtx *= forget
-        self.xty *= forget
+        for key in list(self.cells):
+            self.cells[key][2] *= forget
+            if self.cells[key][2] < MIN_CELL_WEIGHT:
+                del self.cells[key]
+
+    def _normal_equations(self) -> tuple[np.ndarray, np.ndarray]:
+        xtx, xty = np.zeros((TERMS, TERMS)), np.zeros(TERMS)
+        for x, seconds, weight in self.cells.values():
+            z = np.asarray(x)
+            w = weight / seconds**2  # relative residuals
+            xtx += w * np.outer(z, z)
+            xty += w * z * seconds
+        return xtx, xty
 
     def _term_weights(self) -> np.ndarray:
         """How much each term matters to the prior's predictions (mean squared share of T over a
@@ -96,12 +124,13 @@ class CostModel:
         """theta: the posterior mode of the terms' multipliers (ridge towards PRIOR_THETA)."""
         # The prior's level is often off (another GPU, another model size): rescale it to the data
         # first (least squares on one factor), then let the ridge hold only the prior's *shape*.
-        predicted_sq = float(PRIOR_THETA @ self.xtx @ PRIOR_THETA)
-        scale = float(PRIOR_THETA @ self.xty) / predicted_sq if predicted_sq > 0 else 1.0
+        xtx, xty = self._normal_equations()
+        predicted_sq = float(PRIOR_THETA @ xtx @ PRIOR_THETA)
+        scale = float(PRIOR_THETA @ xty) / predicted_sq if predicted_sq > 0 else 1.0
         scale = min(max(scale, 0.1), 10.0)
         ridge = self.prior.strength * np.diag(self._term_weights()) / scale**2
-        a = self.xtx + ridge
-        b = self.xty + ridge @ (scale * PRIOR_THETA)
+        a = xtx + ridge
+        b = xty + ridge @ (scale * PRIOR_THETA)
         lower = MIN_THETA * scale
         # Multipliers cannot be negative (a cost term never saves time): solve, pin the terms that
         # fall below their floor, and solve again for the rest (a small active-set loop).
@@ -143,7 +172,9 @@ class CostModel:
             used = 0
             for sample in obs.step_samples:
                 if sample.count > 0 and sample.mean_seconds > 0:
-                    self.add(terms(self.prior, sample.batch_size, sample.k, self.drafting), sample.mean_seconds, sample.count)
+                    key = f"{round(sample.batch_size)}:{sample.k}"
+                    self.add(key, terms(self.prior, sample.batch_size, sample.k, self.drafting),
+                             sample.mean_seconds, sample.count)
                     used += 1
             return used
         if obs.sequence_steps <= 0 or obs.step_mean_seconds <= 0:
@@ -162,5 +193,6 @@ class CostModel:
         mean_x = np.zeros(TERMS)
         for weight, x in mix:
             mean_x += (weight / total) * x
-        self.add(mean_x, obs.step_mean_seconds, obs.sequence_steps)
+        key = f"pooled:{round(obs.batch_size_mean)}:{applied.num_speculative_tokens}:{applied.schedule}"
+        self.add(key, mean_x, obs.step_mean_seconds, obs.sequence_steps)
         return 1

@@ -10,7 +10,7 @@ acts on an observation with problems -- it keeps the current config and says why
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 # Which telemetry the numbers came from: our stat-logger plugin's unbiased series (per-position
@@ -116,6 +116,15 @@ def _schedule(value: Any) -> tuple[tuple[int, int, int], ...] | None:
         raise ObservationError(f"observation.applied.schedule must be [[start, end, K], ...]: {error}") from error
 
 
+def _trim_idle_positions(values: tuple[float, ...] | None, k: int) -> tuple[float, ...] | None:
+    """Positions past the applied K that counted nothing are leftovers of the previous pods' series
+    (Prometheus keeps them until they go stale): drop them. Non-zero ones stay and are flagged."""
+    if values is None or len(values) <= k:
+        return values
+    extra = values[k:]
+    return values[:k] if all(v == 0 for v in extra) else values
+
+
 def parse_observation(data: dict) -> Observation:
     """Typed view of the observation dict; raises ObservationError naming the field when unreadable."""
     if not isinstance(data, dict):
@@ -129,7 +138,7 @@ def parse_observation(data: dict) -> Observation:
     distribution = batch.get("distribution")
     per_pos_drafts = acceptance.get("draftsPerPosition")
     try:
-        return Observation(
+        observation = Observation(
             time=_number(data, "time", "observation"),
             window_seconds=_number(data, "windowSeconds", "observation"),
             scrape_time=_number(data, "scrapeTime", "observation"),
@@ -163,6 +172,10 @@ def parse_observation(data: dict) -> Observation:
         if isinstance(error, ObservationError):
             raise
         raise ObservationError(f"observation has a malformed field: {error!r}") from error
+    k = observation.applied.num_speculative_tokens
+    return replace(observation,
+                   accepted_per_position=_trim_idle_positions(observation.accepted_per_position, k),
+                   drafts_per_position=_trim_idle_positions(observation.drafts_per_position, k))
 
 
 def _finite_numbers(obs: Observation) -> list[tuple[str, float]]:

@@ -23,6 +23,8 @@ class PendingChange:
     previous: dict
     predicted_gain: float
     calibration: float  # measured / modelled speed of the previous config when the change was decided
+    prefix: list[float] = field(default_factory=list)  # the model as it was then: acceptance ...
+    theta: list[float] = field(default_factory=list)  # ... and step-cost multipliers
     measured_tokens: float = 0.0
     expected_tokens: float = 0.0  # what the previous config would have produced in the same busy time
     windows: int = 0

@@ -35,7 +35,7 @@ class CostPrior:
     kv_per_sequence: float = 3e-5
     draft_pass: float = 0.00085
     draft_token: float = 6e-6
-    strength: float = 2.0  # the prior weighs as much as this many well-observed windows
+    strength: float = 0.05  # weight of the prior against the data (per term, relative)
 
 @dataclass(frozen=True)
 class TuningSpec:

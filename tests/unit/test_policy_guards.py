@@ -250,3 +250,14 @@ def test_noisy_measurements_extend_verification_before_any_rollback():
         outcome, state = decide(window, spec, state, now)
         guards_seen.append(outcome["guard"])
     assert guards_seen == ["verifying"] * 3  # a quiet engine would have been judged after two
+
+
+def test_idle_positions_left_over_from_a_larger_k_are_ignored():
+    observation = observe(120.0, k=2)
+    observation["acceptance"]["acceptedPerPosition"] += [0.0, 0.0]  # the old pods' K=4 series, now idle
+    observation["acceptance"]["draftsPerPosition"] += [0.0, 0.0]
+    decision, _ = decide(observation, tuning(), None, 120.0)
+    assert decision["guard"] != "invalidData"
+    observation["acceptance"]["acceptedPerPosition"][3] = 50.0  # still counting: two configs mixed
+    decision, _ = decide(observation, tuning(), None, 120.0)
+    assert decision["guard"] == "invalidData"

@@ -1,0 +1,88 @@
+"""Verification of a change: realised gain against what the replaced config would have done.
+
+After a change the policy compares the new config's measured tokens with what the previous
+config would have produced in the same busy time -- the model's speed of the previous config
+under today's acceptance and load, times the smoothed measured/modelled ratio seen while it ran.
+Noisy step times lengthen the verification and widen the rollback margin, so noise alone does
+not roll a good change back.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import guards
+from .decisions import describe, make_decision
+from .goodput import Model, dense_ks, same_config, sequence_speed
+from .observation import Observation
+from .state import PolicyState
+from .tuning import TuningSpec
+
+CALIBRATION_WEIGHT = 0.3  # per window, for the measured/modelled speed ratio
+DEFAULT_NOISE = 0.01  # relative window-to-window noise of measured speed until observed
+MAX_VERIFY_WINDOWS = 8
+
+
+def calibrate(st: PolicyState, obs: Observation, model: Model, current: dict, dense, distribution,
+               max_batch_size: int) -> None:
+    """Smoothed ratio of measured to modelled speed for the applied config: the baseline a change
+    is verified against, steadier than one window's noisy step times."""
+    ratio = obs.measured_speed / max(sequence_speed(model, dense, distribution), 1e-9)
+    if not 0.2 < ratio < 5.0:
+        return
+    if st.calibration and same_config(st.calibration["config"], current, max_batch_size):
+        previous = st.calibration["value"]
+        value = (1 - CALIBRATION_WEIGHT) * previous + CALIBRATION_WEIGHT * ratio
+        spread = (1 - CALIBRATION_WEIGHT) * st.calibration.get("variance", DEFAULT_NOISE**2) \
+            + CALIBRATION_WEIGHT * (ratio / previous - 1) ** 2
+    else:
+        value, spread = ratio, DEFAULT_NOISE**2
+    st.calibration = {"config": current, "value": value, "variance": spread}
+
+
+def verify(obs: Observation, spec: TuningSpec, st: PolicyState, model: Model, distribution, now: float,
+            signals: str, summary: dict) -> tuple[dict, dict] | None:
+    """Accumulate realised gain for the pending change; roll back or accept once enough windows passed."""
+    pending = st.pending
+    assert pending is not None
+    if not same_config(obs.applied.to_config(), pending.config, spec.max_batch_size):
+        if now - pending.at > 2 * spec.cooldown_seconds + spec.restart_seconds:
+            st.pending = None  # never applied (observe mode, or someone changed the spec): stop waiting
+            return None
+        return make_decision("keep", f"waiting for {describe(pending.config)} to be applied", guard=guards.VERIFYING,
+                         signals=signals, model=summary), st.to_dict()
+    previous_dense = dense_ks(pending.previous, spec.max_batch_size)
+    busy = obs.sequence_steps * obs.step_mean_seconds
+    pending.measured_tokens += obs.generated_tokens
+    # The model as it was when deciding, the one the calibration belongs to: learning from the new
+    # config since then must not move the baseline.
+    then = Model(pending.prefix, model.cost, np.asarray(pending.theta)) if pending.theta else model
+    pending.expected_tokens += busy * sequence_speed(then, previous_dense, distribution) * pending.calibration
+    pending.windows += 1
+    realised = pending.measured_tokens / pending.expected_tokens - 1 if pending.expected_tokens > 0 else 0.0
+    # Noisy step times need more windows and a wider margin before a rollback is justified.
+    noise = math.sqrt(st.calibration.get("variance", DEFAULT_NOISE**2)) if st.calibration else DEFAULT_NOISE
+    needed = min(MAX_VERIFY_WINDOWS, max(spec.confirmations, math.ceil((2 * noise / spec.rollback_tolerance) ** 2)))
+    margin = 2 * noise * math.sqrt(1 / pending.windows + CALIBRATION_WEIGHT / (2 - CALIBRATION_WEIGHT))
+    if pending.windows < needed:
+        return make_decision("keep", f"verifying {describe(pending.config)}: realised {realised:+.1%} so far "
+                         f"(predicted {pending.predicted_gain:+.1%})", guard=guards.VERIFYING, signals=signals,
+                         realisedGain=round(realised, 4), model=summary), st.to_dict()
+    st.pending = None
+    st.realised_gain = realised
+    if realised >= -(spec.rollback_tolerance + margin):
+        return None  # accepted; carry on optimising from here
+    held = guards.budget_guard(st, spec, now, reserve=0)
+    reason = (f"{describe(pending.config)} realised {realised:+.1%} against a predicted "
+              f"{pending.predicted_gain:+.1%}: rolling back to {describe(pending.previous)}")
+    if held:
+        return make_decision("keep", f"{reason} is due but {held}", guard=guards.RESTART_BUDGET, signals=signals,
+                         realisedGain=round(realised, 4), model=summary), st.to_dict()
+    st.rejected = [r for r in st.rejected if r["until"] > now] + [
+        {"config": pending.config, "until": now + spec.reject_hold_seconds,
+         "batchSizes": sorted({min(b, spec.max_batch_size) for b, _ in distribution})}]
+    st.record_change(now)
+    return make_decision("rollback", reason, config=pending.previous, gain=-realised, signals=signals,
+                     realisedGain=round(realised, 4), model=summary), st.to_dict()
