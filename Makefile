@@ -44,9 +44,10 @@ binaries: venv
 vllm-wheel: venv
 	$(PY) -c "from specinfer.vllm_source import wheel_path; print(wheel_path())"
 
-# Until `specinfer demo` lands, the main job is the local control plane itself.
+# The main job on the embedded default: control plane + Prometheus + operator + simulator pods,
+# load in phases, the tuner adapting live; ends with a summary and out/demo/demo.png.
 demo: setup
-	$(SPECINFER) cluster up
+	$(SPECINFER) demo $(DEMO_ARGS)
 
 test: setup
 	$(PY) -m pytest tests $(PYTEST_ARGS)

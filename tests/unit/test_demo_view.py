@@ -45,3 +45,13 @@ def test_plot_writes_a_png(tmp_path):
     path = write_plot(snapshots, tmp_path / "demo.png", title="test")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert path.stat().st_size > 10_000
+
+
+def test_plotted_k_follows_the_schedule_at_the_observed_batch_size():
+    from specinfer.demo.plot import k_at_batch_size, max_k
+
+    low = Snapshot(elapsed_s=0, phase="low", concurrency=2, status=STATUS)
+    peak = Snapshot(elapsed_s=0, phase="peak", concurrency=96,
+                    status={**STATUS, "metrics": {"meanBatchSize": 90.4}})
+    assert (max_k(low), k_at_batch_size(low)) == (5, 5)
+    assert (max_k(peak), k_at_batch_size(peak)) == (5, 0)

@@ -5,11 +5,24 @@ from __future__ import annotations
 from pathlib import Path
 
 from specinfer.demo.view import Snapshot
+from specinfer.runtime.methods.schedule import effective_k
 
 
-def effective_k(snapshot: Snapshot) -> float | None:
+def max_k(snapshot: Snapshot) -> float:
+    k = (snapshot.status.get("effective") or {}).get("numSpeculativeTokens")
+    return float("nan") if k is None else k
+
+
+def k_at_batch_size(snapshot: Snapshot) -> float:
+    """The K the engine drafts with at the mean batch size the tuner last saw (schedule applied)."""
     effective = snapshot.status.get("effective") or {}
-    return effective.get("numSpeculativeTokens")
+    batch = (snapshot.status.get("metrics") or {}).get("meanBatchSize")
+    k = effective.get("numSpeculativeTokens")
+    if k is None or batch is None:
+        return float("nan")
+    schedule = [(r["minBatchSize"], r["maxBatchSize"], r["numSpeculativeTokens"])
+                for r in effective.get("schedule") or []]
+    return effective_k(max(1, round(batch)), k, schedule or None)
 
 
 def write_plot(snapshots: list[Snapshot], path: Path, *, title: str) -> Path:
@@ -23,8 +36,10 @@ def write_plot(snapshots: list[Snapshot], path: Path, *, title: str) -> Path:
     throughput.plot(times, [s.tokens_per_s or 0 for s in snapshots], color="tab:blue")
     throughput.set_ylabel("generated tokens/s")
     throughput.set_title(title)
-    k_axis.step(times, [effective_k(s) if effective_k(s) is not None else float("nan") for s in snapshots],
-                where="post", color="tab:orange", label="K (max)")
+    k_axis.step(times, [max_k(s) for s in snapshots], where="post", color="tab:orange", label="K (maximum)")
+    k_axis.step(times, [k_at_batch_size(s) for s in snapshots], where="post", color="tab:green",
+                label="K at the current batch size (schedule)")
+    k_axis.set_ylim(bottom=-0.3)
     k_axis.set_ylabel("draft length K")
     k_axis.set_xlabel("minutes")
     # Shade phases and mark when the applied configuration changed.

@@ -31,6 +31,14 @@ class DemoOptions:
     cluster_name: str = "demo"
 
 
+# The demo compresses time: production defaults (2-minute windows, 10-minute cooldowns) would
+# show nothing in a few minutes. Same policy, shorter clocks.
+DEMO_OPERATOR_CONFIG = {
+    "tuning": {"windowSeconds": 30, "tickSeconds": 2,
+               "policy": {"cooldownSeconds": 40, "confirmations": 1}},
+}
+
+
 def _raise_interrupt(signum, frame):  # SIGTERM cleans up like Ctrl-C
     raise KeyboardInterrupt
 
@@ -56,7 +64,12 @@ class Demo:
             self.log(f"      {prometheus.url}")
             self.log("[3/5] CRD, operator and pod runner")
             # Logs go under --out so they survive the clean-up.
-            stack = Stack(cluster.kubeconfig, prometheus, self.options.out.resolve() / "logs", log=self.log).start()
+            logs = self.options.out.resolve() / "logs"
+            logs.mkdir(parents=True, exist_ok=True)
+            operator_config = logs / "operator.yaml"
+            operator_config.write_text(yaml.safe_dump(DEMO_OPERATOR_CONFIG))
+            stack = Stack(cluster.kubeconfig, prometheus, logs, log=self.log,
+                          operator_args=("--standalone", "--config", str(operator_config))).start()
             self.log(f"      operator log: {stack.operator.log}")
             self.log(f"[4/5] kubectl apply -f {self.options.example}")
             stack.kubectl("apply", "-f", str(self.options.example))
@@ -95,9 +108,8 @@ class Demo:
         runner = stack.runner
         if runner is None:
             return []
-        return [f"http://127.0.0.1:{pod.port}" for pod in list(runner.pods.values())
-                if pod.labels.get("specinfer.io/name") == self.name and pod.namespace == self.namespace
-                and pod.port and pod.record and processes.is_running(pod.record)]
+        return [f"http://127.0.0.1:{pod.port}" for pod in runner.serving_pods()
+                if pod.labels.get("specinfer.io/name") == self.name and pod.namespace == self.namespace]
 
     def _wait_serving(self, stack: Stack, timeout: float = 180) -> None:
         deadline = time.monotonic() + timeout
@@ -132,7 +144,7 @@ class Demo:
             phase = load.current.phase if load.current else None
             snapshot = Snapshot(
                 elapsed_s=time.monotonic() - started,
-                phase=phase.name if phase else "done",
+                phase=phase.name if phase else ("done" if load.done else "starting"),
                 concurrency=phase.concurrency if phase else 0,
                 status=self._status(stack),
                 tokens_per_s=self._prometheus_value(

@@ -23,6 +23,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from specinfer.devcluster.prometheus import PrometheusServer
 RUNTIME_LABEL = "specinfer.io/name"
 RUNTIME_CONFIG_DIR = "/etc/specinfer"
 RUNTIME_CONFIG_FILE = "runtime.json"
+TERMINATION_GRACE_SECONDS = 30.0
 
 
 def prometheus_label_name(label: str) -> str:
@@ -57,6 +59,7 @@ class LocalPod:
     restarts: int = 0
     next_start: float = 0.0
     started: list[float] = field(default_factory=list)
+    terminating_since: float | None = None
 
     @property
     def key(self) -> str:
@@ -83,10 +86,9 @@ class PodRunner:
                 continue
             if pod.spec.node_name and pod.metadata.deletion_timestamp is None and pod.status.phase != "Succeeded":
                 wanted[pod.metadata.uid] = pod
-        for uid in list(self.pods):
-            if uid not in wanted:
-                self._stop(self.pods[uid])  # forget the pod only once its process is gone
-                del self.pods[uid]
+        for uid, local in list(self.pods.items()):
+            if uid not in wanted and self._terminate(local):
+                del self.pods[uid]  # forget the pod only once its process is gone
         for uid, pod in wanted.items():
             if uid not in self.pods:
                 try:
@@ -112,10 +114,14 @@ class PodRunner:
             self._stop(pod)
         self.pods.clear()
 
+    def serving_pods(self) -> list[LocalPod]:
+        """Pods a Service would route to: running and not terminating."""
+        return [pod for pod in list(self.pods.values())
+                if pod.port and pod.terminating_since is None and pod.record and processes.is_running(pod.record)]
+
     def endpoints(self) -> dict[str, str]:
         """namespace/name -> local http base URL, for pods that serve."""
-        return {f"{p.namespace}/{p.name}": f"http://127.0.0.1:{p.port}" for p in self.pods.values()
-                if p.port and p.record and processes.is_running(p.record)}
+        return {f"{p.namespace}/{p.name}": f"http://127.0.0.1:{p.port}" for p in self.serving_pods()}
 
     # -- one pod ----------------------------------------------------------------------------
     def _prepare(self, pod) -> LocalPod:
@@ -210,6 +216,23 @@ class PodRunner:
             labels = {"namespace": pod.namespace, "pod": pod.name, "container": "engine",
                       **{prometheus_label_name(k): v for k, v in pod.labels.items()}}
             self.prometheus.add_target(pod.key, f"127.0.0.1:{pod.port}", labels)
+
+    def _terminate(self, pod: LocalPod) -> bool:
+        """Graceful termination without blocking the loop; True once the process is gone.
+
+        Like the kubelet: the pod leaves the endpoints at once (serving_pods), gets SIGTERM
+        to drain in-flight requests, and SIGKILL after the grace period.
+        """
+        now = time.monotonic()
+        if pod.terminating_since is None:
+            pod.terminating_since = now
+            if pod.record is not None and processes.is_running(pod.record):
+                os.kill(pod.record.pid, signal.SIGTERM)
+        running = pod.record is not None and processes.is_running(pod.record)
+        if running and now - pod.terminating_since < TERMINATION_GRACE_SECONDS:
+            return False
+        self._stop(pod)  # SIGKILLs a process that outlived its grace period; removes target and folder
+        return True
 
     def _stop(self, pod: LocalPod) -> None:
         if self.prometheus is not None:
