@@ -17,7 +17,7 @@ from specinfer.devcluster.paths import REPO_ROOT
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("out/demo"),
               show_default=True, help="Where the summary plot is written.")
 @click.option("--quick", is_flag=True, help="Two short load phases (about 2 minutes) instead of three longer ones.")
-@click.option("--keep", is_flag=True, help="Leave the cluster, Prometheus and operator running afterwards.")
+@click.option("--keep", is_flag=True, help="After the load phases keep everything running until Ctrl-C.")
 @click.option("--no-live", is_flag=True, help="Print periodic lines instead of redrawing the screen.")
 def demo(example: Path, out: Path, quick: bool, keep: bool, no_live: bool) -> None:
     """Run the whole product locally, no GPU needed.

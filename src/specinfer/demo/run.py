@@ -80,6 +80,13 @@ class Demo:
             self._watch(stack, prometheus, load)
             load.stop()
             self._summary(load)
+            if self.options.keep:
+                self._plot()
+                self.log(f"\n--keep: everything stays up until Ctrl-C. In another terminal:\n"
+                         f"  eval \"$(specinfer cluster env --name {self.options.cluster_name})\"\n"
+                         f"  kubectl describe si {self.name} -n {self.namespace}")
+                while True:
+                    time.sleep(3600)
             return 0
         except KeyboardInterrupt:
             self.log("\ninterrupted; cleaning up")
@@ -87,14 +94,11 @@ class Demo:
         finally:
             if stack is not None and self.snapshots:
                 self._plot()
-            if self.options.keep:
-                self.log(f"--keep: leaving everything running; KUBECONFIG={cluster.kubeconfig}")
-            else:
-                if stack is not None:
-                    stack.stop()
-                if prometheus is not None:
-                    prometheus.stop()
-                cluster.down(keep_logs=True)
+            if stack is not None:
+                stack.stop()
+            if prometheus is not None:
+                prometheus.stop()
+            cluster.down(keep_logs=True)
 
     # -- steps ------------------------------------------------------------------------------
     def _phases(self):
