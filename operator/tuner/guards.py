@@ -69,22 +69,26 @@ def budget_guard(state: PolicyState, spec: TuningSpec, now: float, *, reserve: i
     return None
 
 
-def required_gain(spec: TuningSpec, *, slo_violated: bool) -> tuple[float, str]:
-    """The gain a change must promise: the hysteresis threshold and the restart's payback.
+def required_gain(spec: TuningSpec, *, slo_violated: bool, noise: float = 0.0) -> tuple[float, str]:
+    """The gain a change must promise: the hysteresis threshold, the restart's payback, and the
+    model's own noise.
 
     A restart removes `downtimeFraction` of capacity for `restartSeconds`; over `paybackSeconds`
-    the gain must repay it. While the SLO is violated only the payback is required.
+    the gain must repay it. `noise` is the relative error the measurements leave in the model (two
+    standard errors): a predicted gain inside it is not evidence. While the SLO is violated the
+    hysteresis threshold is waived; payback and noise still hold.
     """
-    payback = spec.restart_seconds * spec.downtime_fraction / spec.payback_seconds
-    if slo_violated:
-        return payback, "restart payback (SLO violated, hysteresis waived)"
-    if payback > spec.min_gain:
-        return payback, "restart payback"
-    return spec.min_gain, "hysteresis threshold"
+    candidates = [(spec.restart_seconds * spec.downtime_fraction / spec.payback_seconds, "restart payback")]
+    if not slo_violated:
+        candidates.append((spec.min_gain, "hysteresis threshold"))
+    if noise > 0:
+        candidates.append((noise, "measurement noise"))
+    needed, name = max(candidates)
+    return needed, name + (" (SLO violated, hysteresis waived)" if slo_violated else "")
 
 
-def threshold_guard(gain: float, spec: TuningSpec, *, slo_violated: bool) -> str | None:
-    needed, name = required_gain(spec, slo_violated=slo_violated)
+def threshold_guard(gain: float, spec: TuningSpec, *, slo_violated: bool, noise: float = 0.0) -> str | None:
+    needed, name = required_gain(spec, slo_violated=slo_violated, noise=noise)
     if gain < needed:
         return f"predicted gain {gain:+.1%} is below the {name} of {needed:.1%}"
     return None

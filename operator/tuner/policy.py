@@ -21,7 +21,7 @@ from .goodput import (Model, best_dense, config_from_dense, coverage_gain, dense
 from .observation import Observation, ObservationError, observation_problems, parse_observation, settling_problem
 from .state import PendingChange, PolicyState
 from .tuning import TuningError, TuningSpec, parse_tuning
-from .verification import calibrate, verify
+from .verification import calibrate, model_noise, verify
 
 ACCEPTANCE_FORGET = 0.5  # per window: follows a workload shift within ~3 windows
 COST_FORGET = 0.995  # per window: cells not seen again fade over hours (step cost hardly drifts)
@@ -133,10 +133,11 @@ def _decide_on_valid(obs: Observation, spec: TuningSpec, st: PolicyState, now: f
         return make_decision("keep", f"{describe(current)} is already the best config", **common), st.to_dict()
 
     slo = guards.slo_violated(obs, spec)
-    held_by = guards.threshold_guard(gain, spec, slo_violated=slo)
+    noise = model_noise(st)
+    held_by = guards.threshold_guard(gain, spec, slo_violated=slo, noise=noise)
     low_load = obs.batch_size_mean <= spec.max_batch_size * LOW_LOAD_SHARE and gain >= -0.005
     ahead = ""
-    if held_by and low_load and not guards.threshold_guard(cover, spec, slo_violated=False):
+    if held_by and low_load and not guards.threshold_guard(cover, spec, slo_violated=False, noise=noise):
         # A restart is cheapest while load is low: take a schedule that already fits the batch
         # sizes to come, rather than restart at peak (tuning-theory.md, "guard rails").
         held_by, gain = None, max(gain, 0.0)

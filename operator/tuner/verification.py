@@ -15,6 +15,7 @@ import numpy as np
 
 from . import guards
 from .decisions import describe, make_decision
+from .cost import CELL_MEMORY
 from .goodput import Model, dense_ks, same_config, sequence_speed
 from .observation import Observation
 from .state import PolicyState
@@ -40,6 +41,13 @@ def calibrate(st: PolicyState, obs: Observation, model: Model, current: dict, de
     else:
         value, spread = ratio, DEFAULT_NOISE**2
     st.calibration = {"config": current, "value": value, "variance": spread}
+
+
+def model_noise(st: PolicyState) -> float:
+    """Two standard errors of a prediction, from the window-to-window noise of measured speed
+    averaged over the windows a step-time cell remembers (quiet engines: ~1%, no effect)."""
+    variance = st.calibration.get("variance", DEFAULT_NOISE**2) if st.calibration else DEFAULT_NOISE**2
+    return 2 * math.sqrt(variance / (CELL_MEMORY + 1))
 
 
 def verify(obs: Observation, spec: TuningSpec, st: PolicyState, model: Model, distribution, now: float,

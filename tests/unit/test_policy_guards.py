@@ -261,3 +261,14 @@ def test_idle_positions_left_over_from_a_larger_k_are_ignored():
     observation["acceptance"]["acceptedPerPosition"][3] = 50.0  # still counting: two configs mixed
     decision, _ = decide(observation, tuning(), None, 120.0)
     assert decision["guard"] == "invalidData"
+
+
+def test_noisy_measurements_raise_the_threshold():
+    quiet_decision, state = decide(observe(120.0), tuning(minGain=0.01), None, 120.0)
+    assert quiet_decision["action"] in CHANGES
+    _, state = decide(observe(60.0), tuning(minGain=10.0), None, 60.0)  # learn, hold
+    # Measured speed jumps from window to window by more than the gain on offer.
+    state["calibration"]["variance"] = (2 * quiet_decision["predictedGain"]) ** 2
+    held, _ = decide(observe(120.0), tuning(minGain=0.01), state, 120.0)
+    assert held["guard"] == "belowThreshold"
+    assert "measurement noise" in held["reason"]
