@@ -160,7 +160,8 @@ def _decide_on_valid(obs: Observation, spec: TuningSpec, st: PolicyState, now: f
     # Nothing to verify when the change leaves the K of today's batch sizes alone (look-ahead).
     st.pending = PendingChange(at=now, config=best, previous=current, predicted_gain=gain,
                                calibration=calibration, prefix=[float(p) for p in model.prefix],
-                               theta=[float(t) for t in model.theta]) if changes_here else None
+                               theta=[float(t) for t in model.theta],
+                               batch_mean=obs.batch_size_mean) if changes_here else None
     st.collapsed_at = st.collapsed_config = None
     st.record_change(now)
     reason = (f"{describe(current)} -> {describe(best)}: predicted goodput {gain:+.1%} at the observed "

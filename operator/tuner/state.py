@@ -25,6 +25,7 @@ class PendingChange:
     calibration: float  # measured / modelled speed of the previous config when the change was decided
     prefix: list[float] = field(default_factory=list)  # the model as it was then: acceptance ...
     theta: list[float] = field(default_factory=list)  # ... and step-cost multipliers
+    batch_mean: float = 0.0  # load when deciding: verification needs comparable load
     measured_tokens: float = 0.0
     expected_tokens: float = 0.0  # what the previous config would have produced in the same busy time
     windows: int = 0

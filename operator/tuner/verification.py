@@ -61,6 +61,10 @@ def verify(obs: Observation, spec: TuningSpec, st: PolicyState, model: Model, di
             return None
         return make_decision("keep", f"waiting for {describe(pending.config)} to be applied", guard=guards.VERIFYING,
                          signals=signals, model=summary), st.to_dict()
+    if pending.batch_mean > 0 and not 0.5 <= obs.batch_size_mean / pending.batch_mean <= 2.0:
+        # The load moved too far to judge the change by: the optimiser decides afresh instead.
+        st.pending = None
+        return None
     previous_dense = dense_ks(pending.previous, spec.max_batch_size)
     busy = obs.sequence_steps * obs.step_mean_seconds
     pending.measured_tokens += obs.generated_tokens

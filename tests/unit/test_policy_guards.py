@@ -272,3 +272,22 @@ def test_noisy_measurements_raise_the_threshold():
     held, _ = decide(observe(120.0), tuning(minGain=0.01), state, 120.0)
     assert held["guard"] == "belowThreshold"
     assert "measurement noise" in held["reason"]
+
+
+def test_disable_under_load_then_reenable_when_load_falls():
+    spec = tuning(allowSchedule=False, cooldownSeconds=60, minGain=0.02, maxBatchSize=256,
+                  costPrior={"floorSeconds": 0.010, "computePerTokenSeconds": 2e-4, "draftPassSeconds": 0.0008})
+
+    def compute_bound(batch_size: int, k: int) -> float:
+        return 0.010 + 2e-4 * batch_size * (k + 1) + 0.0008 * k
+
+    def window(now, k, batch, since):
+        return synthetic_observation(time=now, window_seconds=60.0, method="eagle3", num_speculative_tokens=k,
+                                     schedule=None, applied_since=since, batch_sizes={batch: 1.0},
+                                     prefix=GOOD_PREFIX, step_time=compute_bound)
+
+    off, state = decide(window(120.0, 2, 200, 0.0), spec, None, 120.0)
+    assert off["action"] == "disable" and off["degraded"] is None  # a load decision, not a fault
+    on, state = decide(window(600.0, 0, 1, 300.0), spec, state, 600.0)
+    assert on["action"] == "reenable"
+    assert on["config"]["numSpeculativeTokens"] >= 1
