@@ -30,7 +30,7 @@ SAMPLE_CAP = 200.0  # steps beyond this in one cell and window add no more confi
 CELL_MEMORY = 3.0  # a re-observed cell moves by at least 1/4 towards the new window's mean
 MAX_CELL_WEIGHT = 10.0  # windows of evidence one cell can hold
 MIN_CELL_WEIGHT = 0.05
-MAX_CELLS = 200
+MAX_CELLS = 64  # keeps the state a few kB (the loop stores it in status)
 
 
 def draft_passes(k: int, drafting: str) -> int:
@@ -78,7 +78,8 @@ class CostModel:
         return CostModel(prior, drafting, {k: list(v) for k, v in ((data or {}).get("cells") or {}).items()})
 
     def to_state(self) -> dict:
-        return {"cells": self.cells}
+        return {"cells": {key: [[float(f"{v:.6g}") for v in x], float(f"{seconds:.6g}"), round(weight, 4)]
+                          for key, (x, seconds, weight) in self.cells.items()}}
 
     def add(self, key: str, x: Sequence[float], seconds: float, count: float) -> None:
         """One observed mean step time for cell `key`, worth min(count, cap)/cap of a full window."""
