@@ -25,6 +25,18 @@ ShortText = Annotated[str, Field(min_length=1, max_length=128)]
 ModelId = Annotated[str, Field(min_length=1, max_length=256)]
 Text = Annotated[str, Field(max_length=4096)]
 Url = Annotated[str, Field(min_length=1, max_length=2048, pattern=r"^https?://")]
+# Kubernetes' own name rules for values the operator copies into pod specs: without them a spec
+# passes admission and the Deployment is refused later (found by tests/integration/test_fuzz_dryrun.py).
+DnsSubdomain = Annotated[str, Field(min_length=1, max_length=253,
+                                    pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")]
+LabelKey = Annotated[str, Field(min_length=1, max_length=317, pattern=(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"))]
+LabelValue = Annotated[str, Field(max_length=63, pattern=r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")]
+ConfigKey = Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[-._a-zA-Z0-9]+$")]
+ResourceName = Annotated[str, Field(min_length=1, max_length=128, pattern=(
+    r"^(cpu|memory|ephemeral-storage|hugepages-[A-Za-z0-9.]+|[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$"))]
+Quantity = Annotated[str, Field(min_length=1, max_length=64, pattern=(
+    r"^\+?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"))]
 
 
 @dataclass(frozen=True)

@@ -2,18 +2,31 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
-from specinfer.api.base import ApiModel, ModelId, Name, Rule, ShortText, Text
+from specinfer.api.base import (
+    ApiModel,
+    ConfigKey,
+    DnsSubdomain,
+    LabelKey,
+    LabelValue,
+    ModelId,
+    Name,
+    Quantity,
+    ResourceName,
+    Rule,
+    ShortText,
+    Text,
+)
 from specinfer.runtime.methods import ACCELERATORS
 from specinfer.runtime.sim.model import COST_MODELS, WORKLOADS
 
 AcceleratorName = Literal[tuple(ACCELERATORS)]  # type: ignore[valid-type]
 WorkloadName = Literal[WORKLOADS]  # type: ignore[valid-type]
 CostModelName = Literal[tuple(sorted(COST_MODELS))]  # type: ignore[valid-type]
-IntOrString = int | Text
+QuantityValue = Annotated[int, Field(ge=0)] | Quantity
 
 # vLLM flags the operator sets from typed fields; setting them in extraArgs would fight the spec.
 OWNED_FLAGS = (
@@ -25,9 +38,9 @@ OWNED_FLAGS = (
 class SecretKeyRef(ApiModel):
     """A key in a Secret in the resource's namespace."""
 
-    name: Name
+    name: DnsSubdomain
     """Secret name."""
-    key: ShortText = "token"
+    key: ConfigKey = "token"
     """Key inside the Secret."""
 
 
@@ -47,11 +60,11 @@ class Model(ApiModel):
 class Toleration(ApiModel):
     """A Kubernetes toleration (core/v1 Toleration) for the vLLM pods."""
 
-    key: Name | None = None
+    key: LabelKey | None = None
     """Taint key; empty with operator Exists tolerates every taint."""
     operator: Literal["Exists", "Equal"] = "Equal"
     """Exists matches any value; Equal matches `value`."""
-    value: Name | None = None
+    value: LabelValue | None = None
     """Taint value to match with operator Equal."""
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
     """Taint effect to match; empty matches all effects."""
@@ -63,6 +76,12 @@ class Toleration(ApiModel):
             cel="self.operator != 'Exists' || !has(self.value)",
             message="spec.hardware.tolerations: a toleration with operator Exists must not set value; remove value",
             check=lambda t: t.operator != "Exists" or t.value is None,
+        ),
+        Rule(
+            cel="self.operator != 'Equal' || has(self.key)",
+            message="spec.hardware.tolerations: a toleration with operator Equal needs a key; set key, "
+            "or use operator Exists to tolerate every taint",
+            check=lambda t: t.operator != "Equal" or t.key is not None,
         ),
     )
 
@@ -76,10 +95,10 @@ class Hardware(ApiModel):
     """Devices per replica (ignored for cpu)."""
     tensor_parallel_size: int | None = Field(default=None, ge=1, le=64)
     """vLLM --tensor-parallel-size; defaults to `count`."""
-    product: ShortText | None = None
+    product: LabelValue | None = None
     """Device product to schedule on, e.g. NVIDIA-H100-80GB-HBM3 or MI300X; the operator's hardware profile maps
     it to a node selector."""
-    node_selector: dict[Name, Name] | None = Field(default=None, max_length=32)
+    node_selector: dict[LabelKey, LabelValue] | None = Field(default=None, max_length=32)
     """Extra node labels the pods must match."""
     tolerations: list[Toleration] | None = Field(default=None, max_length=32)
     """Extra tolerations for the pods."""
@@ -126,9 +145,9 @@ class EnvVar(ApiModel):
 class Resources(ApiModel):
     """Container resources beyond the accelerator devices, e.g. {requests: {cpu: 8, memory: 64Gi}}."""
 
-    requests: dict[ShortText, IntOrString] | None = Field(default=None, max_length=16)
+    requests: dict[ResourceName, QuantityValue] | None = Field(default=None, max_length=16)
     """Minimum resources (Kubernetes quantities)."""
-    limits: dict[ShortText, IntOrString] | None = Field(default=None, max_length=16)
+    limits: dict[ResourceName, QuantityValue] | None = Field(default=None, max_length=16)
     """Maximum resources (Kubernetes quantities)."""
 
 
