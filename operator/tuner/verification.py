@@ -24,6 +24,7 @@ from .tuning import TuningSpec
 CALIBRATION_WEIGHT = 0.3  # per window, for the measured/modelled speed ratio
 DEFAULT_NOISE = 0.01  # relative window-to-window noise of measured speed until observed
 MAX_VERIFY_WINDOWS = 8
+MIN_DIFFERING_SHARE = 0.5  # a window verifies a change only where the change alters K
 
 
 def calibrate(st: PolicyState, obs: Observation, model: Model, current: dict, dense, distribution,
@@ -50,6 +51,13 @@ def model_noise(st: PolicyState) -> float:
     return 2 * math.sqrt(variance / (CELL_MEMORY + 1))
 
 
+def differing_share(distribution, before: list[int], after: list[int], max_batch_size: int) -> float:
+    """Share of engine time spent at batch sizes where two configs draft a different K."""
+    total = sum(fraction for _, fraction in distribution) or 1.0
+    return sum(fraction for size, fraction in distribution
+               if before[min(max(size, 1), max_batch_size)] != after[min(max(size, 1), max_batch_size)]) / total
+
+
 def verify(obs: Observation, spec: TuningSpec, st: PolicyState, model: Model, distribution, now: float,
             signals: str, summary: dict) -> tuple[dict, dict] | None:
     """Accumulate realised gain for the pending change; roll back or accept once enough windows passed."""
@@ -66,6 +74,13 @@ def verify(obs: Observation, spec: TuningSpec, st: PolicyState, model: Model, di
         st.pending = None
         return None
     previous_dense = dense_ks(pending.previous, spec.max_batch_size)
+    changed_dense = dense_ks(pending.config, spec.max_batch_size)
+    if differing_share(distribution, previous_dense, changed_dense, spec.max_batch_size) < MIN_DIFFERING_SHARE:
+        # At today's batch sizes the new and the old config draft the same K: this window says
+        # nothing about the change, only about the model's error at a load it has not seen. Judging
+        # the change by it rolled good schedules back when load rose right after a change.
+        st.pending = None
+        return None
     busy = obs.sequence_steps * obs.step_mean_seconds
     pending.measured_tokens += obs.generated_tokens
     # The model as it was when deciding, the one the calibration belongs to: learning from the new

@@ -291,3 +291,15 @@ def test_disable_under_load_then_reenable_when_load_falls():
     on, state = decide(window(600.0, 0, 1, 300.0), spec, state, 600.0)
     assert on["action"] == "reenable"
     assert on["config"]["numSpeculativeTokens"] >= 1
+
+
+def test_differing_share_counts_only_batch_sizes_where_k_changes():
+    from specinfer.operator.tuner.goodput import dense_ks
+    from specinfer.operator.tuner.verification import differing_share
+
+    before = dense_ks({"numSpeculativeTokens": 1, "schedule": None}, 256)
+    after = dense_ks({"numSpeculativeTokens": 4, "schedule": [[1, 12, 4], [13, 256, 1]]}, 256)
+    assert differing_share([(2, 1.0)], before, after, 256) == 1.0
+    assert differing_share([(94, 1.0)], before, after, 256) == 0.0
+    assert differing_share([(2, 0.25), (94, 0.75)], before, after, 256) == 0.25
+
