@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 import uuid
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -46,19 +47,21 @@ def _resource(name: str, replicas: int) -> dict:
     }
 
 
-def apiserver_writes(api) -> float:
-    """Write requests the API server has served on the operator's kinds (all clients)."""
+def apiserver_writes(api) -> Counter:
+    """Write requests the API server has served on the operator's kinds (all clients), by (verb, resource)."""
     text = api.call_api(*api.param_serialize("GET", "/metrics", auth_settings=["BearerToken"]))
     text.read()
-    total = 0.0
+    total: Counter = Counter()
     for line in text.data.decode().splitlines():
         match = METRIC.match(line)
         if not match:
             continue
         labels = dict(item.split("=", 1) for item in re.findall(r'(\w+="[^"]*")', match["labels"]))
         labels = {k: v.strip('"') for k, v in labels.items()}
+        if labels.get("dry_run"):
+            continue  # server-side dry runs (e.g. someone's fuzzing through the API server) change nothing
         if labels.get("verb") in WRITE_VERBS and labels.get("resource") in OPERATOR_KINDS:
-            total += float(match["value"])
+            total[f"{labels['verb']} {labels['resource']}"] += float(match["value"])
     return total
 
 
@@ -201,7 +204,9 @@ def operator_scale_command(count: int, replicas: int, steady_seconds: int, timeo
         api_after = apiserver_writes(api)
         time.sleep(6)  # one more stats line
         own_after = operator_writes(log_path.read_text())
-        apiserver_per_min = (api_after - api_before) * 60 / steady_seconds
+        delta = {key: value - api_before.get(key, 0) for key, value in api_after.items()
+                 if value - api_before.get(key, 0) > 0}
+        apiserver_per_min = sum(delta.values()) * 60 / steady_seconds
         own_per_min = ((own_after[1] - own_before[1]) * 60 / max(1.0, own_after[0] - own_before[0])
                        if own_before and own_after else float("nan"))
         figures = {
@@ -217,6 +222,7 @@ def operator_scale_command(count: int, replicas: int, steady_seconds: int, timeo
             "operator_peak_rss_mb": round(peak_rss_mb(operator.pid), 1),
             "operator_cpu_seconds_to_converge": round(converge_cpu, 1),
             "steady_apiserver_writes_per_minute": round(apiserver_per_min, 1),
+            "steady_apiserver_writes_by_verb_and_kind": {k: int(v) for k, v in sorted(delta.items())},
             "steady_operator_writes_per_minute": round(own_per_min, 1),
             "operator_log": str(log_path),
         }
