@@ -149,3 +149,26 @@ def test_offline_render_has_no_owner_and_dumps_plain_yaml():
     del offline["metadata"]["uid"]
     text = dump_manifests(render(offline, OperatorConfig()).manifests)
     assert "ownerReferences" not in text and "&id" not in text and "runtime.json: |" in text
+
+
+def test_render_command_prints_manifests_and_refuses_invalid_specs(tmp_path):
+    import yaml
+    from click.testing import CliRunner
+
+    from specinfer.operator.render_cli import render_command
+
+    good = tmp_path / "good.yaml"
+    good.write_text(yaml.safe_dump(resource()))
+    result = CliRunner().invoke(render_command, ["-f", str(good), "--accelerator", "amd"])
+    assert result.exit_code == 0, result.output
+    docs = list(yaml.safe_load_all(result.output))
+    assert [d["kind"] for d in docs] == ["ConfigMap", "Deployment", "Service"]
+    limits = docs[1]["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert limits == {"amd.com/gpu": "2"}
+    bad_resource = resource()
+    bad_resource["spec"]["speculation"]["numSpeculativeTokens"] = 99
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(bad_resource))
+    result = CliRunner().invoke(render_command, ["-f", str(bad)])
+    assert result.exit_code == 2
+    assert "spec.speculation.numSpeculativeTokens" in result.output
