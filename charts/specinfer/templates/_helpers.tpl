@@ -94,6 +94,11 @@ so there is no delete; no wildcard, no pods, no list/watch of Secrets.
 - apiGroups: ["specinfer.io"]
   resources: ["speculativeinferences/status"]
   verbs: ["get", "patch"]
+# Children carry ownerReferences with blockOwnerDeletion; clusters that enable the
+# OwnerReferencesPermissionEnforcement admission plugin (e.g. OpenShift) require this.
+- apiGroups: ["specinfer.io"]
+  resources: ["speculativeinferences/finalizers"]
+  verbs: ["update"]
 - apiGroups: ["apps"]
   resources: ["deployments"]
   verbs: ["get", "list", "watch", "create", "patch"]

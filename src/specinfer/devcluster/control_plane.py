@@ -201,6 +201,9 @@ class LocalCluster:
                     "--use-service-account-credentials=false", "--cluster-cidr", POD_CIDR,
                     "--service-cluster-ip-range", SERVICE_CIDR, "--allocate-node-cidrs=false",
                     "--controllers", "*,-nodeipam",
+                    # The default client limit (20 requests/s) makes a 500-resource burst take
+                    # 100 s in the Deployment controller alone; production clusters raise it too.
+                    "--kube-api-qps", "200", "--kube-api-burst", "400",
                     "--v=1"]
         if component == "kube-scheduler":
             return [str(k8s_bin / "kube-scheduler"), "--kubeconfig", kubeconfig,

@@ -58,7 +58,7 @@ class PrometheusServer:
         self.targets_dir.mkdir(parents=True, exist_ok=True)
         config_file = self.workdir / "prometheus.yml"
         config_file.write_text(yaml.safe_dump(self.config()))
-        self.port = processes.free_port()
+        self.port = self.port or processes.free_port()  # a restart keeps the URL clients were given
         argv = [self.binary, f"--config.file={config_file}", f"--storage.tsdb.path={self.workdir / 'data'}",
                 f"--web.listen-address=127.0.0.1:{self.port}", "--storage.tsdb.retention.time=1d",
                 "--web.enable-lifecycle", "--log.level=warn"]
