@@ -20,6 +20,11 @@ WATCH_SERVER_TIMEOUT = 60
 WATCH_CLIENT_TIMEOUT = 90         # the HTTP request itself, should the server never close it
 WATCH_INACTIVITY_TIMEOUT = 75     # no event and no bookmark for this long: reconnect
 PEERING_LIFETIME = 30             # a dead active replica is replaced within about this long
+# kopf retries a failed request (watches included) after each of these delays, then starts over.
+# Its default (1, 1, 2, 3, 5, 8, 13, 21) leaves a 21 s gap late in an API-server outage, so work
+# could resume up to 21 s after the API came back; capped at 5 s it resumes within ~5 s
+# (tests/e2e/faults/test_control_plane_faults.py).
+ERROR_BACKOFFS = (1, 1, 2, 3, 5, 5, 5, 5)
 
 
 def configure(settings: kopf.OperatorSettings) -> None:
@@ -29,6 +34,7 @@ def configure(settings: kopf.OperatorSettings) -> None:
     settings.watching.inactivity_timeout = WATCH_INACTIVITY_TIMEOUT
     settings.networking.request_timeout = 60
     settings.networking.connect_timeout = 10
+    settings.networking.error_backoffs = ERROR_BACKOFFS
     for group_version, plural in CHILD_RESOURCES:
         settings.watching.label_selectors[(*group_version.split("/"), plural)] = CHILD_SELECTOR
     # our own Events say what happened; kopf posts only its warnings and errors
