@@ -1,0 +1,103 @@
+"""Operator upgrade: the previous build's operator -> this one, with unchanged specs -> zero pod restarts.
+
+The previous build is the last commit before HEAD that changed the product (operator/, src/specinfer/,
+runtime/), or SPECINFER_UPGRADE_FROM=<rev>. It is checked out with `git worktree` into a temporary
+folder and run from its own sources (PYTHONPATH ahead of this checkout's editable install). Then it
+is stopped and the current operator takes over the same resources: it must not replace any pod or
+ReplicaSet (a changed rendering of an unchanged spec would roll every GPU pod of every workload).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from faults_harness import REPO, Operator, resource, wait_for
+
+pytestmark = pytest.mark.e2e
+
+PRODUCT_PATHS = ("operator", "src/specinfer", "runtime")
+# import name -> folder of the tree (pyproject.toml's package-dir)
+PACKAGE_DIRS = {"operator": "operator", "runtime": "runtime", "bench": "bench"}
+
+
+def git(*args: str) -> str:
+    return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def previous_build() -> str:
+    chosen = os.environ.get("SPECINFER_UPGRADE_FROM")
+    if chosen:
+        return git("rev-parse", chosen)
+    commits = git("log", "-2", "--format=%H", "HEAD", "--", *PRODUCT_PATHS).split()
+    if len(commits) < 2:
+        pytest.skip("no earlier build in this repository's history")
+    return commits[1]
+
+
+@pytest.fixture(scope="module")
+def old_build(tmp_path_factory):
+    """A worktree of the previous build whose `specinfer` package maps like the installed one."""
+    revision = previous_build()
+    tree = tmp_path_factory.mktemp("previous-build") / "tree"
+    git("worktree", "add", "--detach", str(tree), revision)
+    try:
+        package = tree / "src" / "specinfer"
+        for name, folder in PACKAGE_DIRS.items():
+            if (tree / folder).is_dir() and not (package / name).exists():
+                (package / name).symlink_to(tree / folder, target_is_directory=True)
+        yield revision, tree
+    finally:
+        git("worktree", "remove", "--force", str(tree))
+
+
+def test_previous_build_really_is_imported(old_build):
+    revision, tree = old_build
+    env = {**os.environ, "PYTHONPATH": str(tree / "src")}
+    where = subprocess.run([sys.executable, "-c", "import specinfer.operator.render as r; print(r.__file__)"],
+                           env=env, capture_output=True, text=True, check=True).stdout.strip()
+    assert where.startswith(str(tree)), where
+
+
+def test_upgrade_with_unchanged_specs_restarts_no_pod(ns, old_build, tmp_path_factory):
+    revision, tree = old_build
+    workdir = tmp_path_factory.mktemp("upgrade")
+    old = Operator(ns.kubeconfig, ns.name, workdir, name="previous",
+                   argv=[sys.executable, "-c", "from specinfer.cli import main; main()", "operator"],
+                   env={"PYTHONPATH": str(tree / "src")})
+    old.start()
+    names = ["plain", "scaled", "tuned"]
+    try:
+        ns.apply(resource("plain"), resource("scaled", k=4, replicas=2),
+                 resource("tuned", replicas=2, tuning={"mode": "auto", "intervalSeconds": 5}))
+        for name in names:
+            wait_for(lambda name=name: ns.converged(name), timeout=60, what=f"{name} Ready under the previous build",
+                     alive=old.assert_alive, why=lambda: ns.why)
+        ns.write_tuner_applied("tuned", {"numSpeculativeTokens": 6, "since": "2026-01-01T00:00:00Z"})
+        wait_for(lambda: (ns.converged("tuned") or {}).get("status", {}).get("effective", {})
+                 .get("numSpeculativeTokens") == 6, timeout=60, what="tuned K=6 rolled out by the previous build",
+                 alive=old.assert_alive, why=lambda: ns.why)
+        before = {name: ns.snapshot(name) for name in names}
+    finally:
+        old.stop()
+
+    new = Operator(ns.kubeconfig, ns.name, workdir, name="current").start()
+    try:
+        time.sleep(7)  # past one resync (5 s): every resource reconciled by the new build
+        new.assert_alive()
+        for name in names:
+            wait_for(lambda name=name: ns.converged(name), timeout=30, what=f"{name} Ready under this build",
+                     alive=new.assert_alive, why=lambda: ns.why)
+        after = {name: ns.snapshot(name) for name in names}
+        print(f"UPGRADE {revision[:7]} -> working tree: applies by the new build: {new.applies() or 'none'}")
+        assert not new.applies("Deployment"), \
+            f"the upgrade re-applied Deployments of unchanged specs: {new.applies('Deployment')}"
+        for name in names:
+            assert after[name].pods == before[name].pods, f"{name}: pods restarted by the upgrade"
+            assert after[name].replicasets == before[name].replicasets, f"{name}: new ReplicaSet after the upgrade"
+    finally:
+        new.stop()
+
