@@ -221,9 +221,11 @@ def test_prometheus_down_holds_the_config_and_reports(scenario):
     before = applied(scenario.si())
     scenario.prometheus.stop()
     try:
-        degraded = wait_for(lambda: condition(scenario.si(), "TuningDegraded").get("status") == "True"
-                            and scenario.si(), timeout=90, what="TuningDegraded=True", scenario=scenario)
-        assert "Prometheus" in condition(degraded, "TuningDegraded")["reason"]
+        # (TuningDegraded may already be True for another reason, e.g. series missing right after a rollout.)
+        degraded = wait_for(lambda: condition(scenario.si(), "TuningDegraded").get("reason") == "PrometheusUnreachable"
+                            and scenario.si(), timeout=90, what="TuningDegraded reason PrometheusUnreachable",
+                            scenario=scenario)
+        assert condition(degraded, "TuningDegraded")["status"] == "True"
         time.sleep(5)
         assert applied(scenario.si()) == before, "the tuner changed the config without metrics"
     finally:

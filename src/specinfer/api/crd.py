@@ -61,7 +61,7 @@ PRINTER_COLUMNS = [
 
 def openapi_schema() -> dict[str, Any]:
     spec = model_schema(SpeculativeInferenceSpec)
-    status = model_schema(SpeculativeInferenceStatus)
+    status = model_schema(SpeculativeInferenceStatus, path="status")
     return {
         "type": "object",
         "description": "A vLLM deployment with speculative decoding whose draft length specinfer tunes from live "

@@ -9,6 +9,7 @@ become descriptions, so `kubectl explain` teaches the API.
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 _KEEP = {
@@ -31,14 +32,14 @@ def _without_null(options: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [option for option in options if option.get("type") != "null"]
 
 
-def structural(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
-    """Convert one schema node (recursively)."""
+def structural(node: dict[str, Any], defs: dict[str, Any], path: str = "spec") -> dict[str, Any]:
+    """Convert one schema node (recursively); `path` names it in generated messages."""
     node = _resolve(node, defs)
     if "anyOf" in node:
         options = _without_null(node["anyOf"])
         outer = {k: v for k, v in node.items() if k not in ("anyOf", "default") or (k == "default" and v is not None)}
         if len(options) == 1:
-            return structural({**_resolve(options[0], defs), **outer}, defs)
+            return structural({**_resolve(options[0], defs), **outer}, defs, path)
         types = sorted(option.get("type") for option in options)
         if types == ["integer", "string"]:
             out = {"x-kubernetes-int-or-string": True}
@@ -63,21 +64,34 @@ def structural(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
         out["exclusiveMaximum"] = True
     if "properties" in node:
         out["type"] = "object"
-        out["properties"] = {name: structural(child, defs) for name, child in node["properties"].items()}
+        out["properties"] = {name: structural(child, defs, f"{path}.{name}") for name, child in node["properties"].items()}
+    patterns = node.get("patternProperties")
+    if isinstance(patterns, dict) and patterns:
+        # pydantic writes dict[ConstrainedKey, V] as patternProperties, which structural schemas
+        # lack: the values become additionalProperties and the key pattern a CEL rule.
+        if len(patterns) != 1:
+            raise ValueError(f"cannot express {len(patterns)} key patterns in a structural schema")
+        ((pattern, value),) = patterns.items()
+        out["type"] = "object"
+        out["additionalProperties"] = structural(value, defs, f"{path}[*]")
+        out.setdefault("x-kubernetes-validations", []).append({
+            "rule": f"self.all(k, k.matches({json.dumps(pattern)}))",
+            "message": f"{path}: every key must match {pattern}",
+        })
     additional = node.get("additionalProperties")
     if isinstance(additional, dict):
         out["type"] = "object"
-        out["additionalProperties"] = structural(additional, defs) if additional else {
+        out["additionalProperties"] = structural(additional, defs, f"{path}[*]") if additional else {
             "x-kubernetes-preserve-unknown-fields": True
         }
     if "items" in node:
-        out["items"] = structural(node["items"], defs)
+        out["items"] = structural(node["items"], defs, f"{path}[]")
     if not out.get("type") and "x-kubernetes-int-or-string" not in out:
         out["x-kubernetes-preserve-unknown-fields"] = True
     return out
 
 
-def model_schema(model: type) -> dict[str, Any]:
+def model_schema(model: type, path: str = "spec") -> dict[str, Any]:
     """Structural schema of a pydantic model, camelCase, validation mode."""
     schema = model.model_json_schema(by_alias=True, mode="validation")
-    return structural(schema, schema.get("$defs", {}))
+    return structural(schema, schema.get("$defs", {}), path)
