@@ -85,9 +85,26 @@ def _network_problem(error: Exception) -> str:
     return type(error).__name__
 
 
+def redact(text: str, source: Source) -> str:
+    """Remove the credentials from an error text: a Prometheus or proxy may echo the Authorization
+    header in its error body, and these texts go into status, Events and logs (issue 9)."""
+    secrets = [source.bearer_token, *(source.basic_auth or ())]
+    if source.basic_auth:  # the Basic header carries base64("user:password")
+        secrets.append(base64.b64encode(":".join(source.basic_auth).encode()).decode())
+    for secret in sorted(filter(None, secrets), key=len, reverse=True):
+        if len(secret) >= 4:
+            text = text.replace(secret, "<redacted>")
+    return text
+
+
 def _failure(error: Exception, source: Source, query: Query) -> QueryFailure:
+    failure = _describe_failure(error, source, query)
+    return QueryFailure(failure.reason, redact(failure.message, source))
+
+
+def _describe_failure(error: Exception, source: Source, query: Query) -> QueryFailure:
     if isinstance(error, PrometheusApiClientException):
-        text = str(error)
+        text = redact(str(error), source)  # before cutting: a cut token would escape redaction
         if "401" in text[:40] or "403" in text[:40]:
             return QueryFailure(AUTH_FAILED, f"Prometheus at {source.url} refused the credentials: {text[:300]}")
         return QueryFailure(QUERY_FAILED, f"query {query.name} failed at {source.url}: {text[:300]}")
