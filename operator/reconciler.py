@@ -17,6 +17,7 @@ from specinfer.api import API_VERSION, KIND, InvalidSpecError
 from specinfer.operator.compare import covers
 from specinfer.operator.conditions import find
 from specinfer.operator.config import OperatorConfig
+from specinfer.operator.errors import ApiError, TemporaryError
 from specinfer.operator.events import EventRecorder
 from specinfer.operator.kube import Kube
 from specinfer.operator.render import render
@@ -24,6 +25,7 @@ from specinfer.operator.status import Rollout, invalid_status, rollout_of, statu
 from specinfer.operator.store import Key, Store
 
 log = logging.getLogger("specinfer.operator.reconcile")
+REJECTED_RETRY_SECONDS = 30.0  # a refused apply (quota, admission policy) may clear without any event of ours
 
 
 def utc_now() -> str:
@@ -57,7 +59,14 @@ class Reconciler:
             live = self.store.child(manifest["kind"], namespace, meta["name"])
             if live is not None and covers(manifest, live):
                 continue
-            result = await self.kube.apply(manifest)
+            try:
+                result = await self.kube.apply(manifest)
+            except ApiError as error:
+                if error.retryable or error.status in (401, 404):
+                    raise
+                await self._report_rejected(resource, deployment, manifest, error)
+                raise TemporaryError(f"the API server refused {manifest['kind']} {namespace}/{meta['name']}",
+                                     delay=REJECTED_RETRY_SECONDS) from error
             self.applies += 1
             result.setdefault("apiVersion", manifest["apiVersion"])
             result.setdefault("kind", manifest["kind"])
@@ -77,6 +86,16 @@ class Reconciler:
         await self._write_status(resource, workload_status(resource=resource, effective=rendering.effective_status(),
                                                            rollout=rollout, desired_replicas=spec_replicas,
                                                            now=self.now()))
+
+    async def _report_rejected(self, resource: dict[str, Any], deployment: dict[str, Any] | None,
+                               manifest: dict[str, Any], error: ApiError) -> None:
+        """Say in status why nothing happens: without this a refused child (quota exhausted, an admission
+        policy, a field the API server refuses) left the resource with no status at all (issue 9)."""
+        message = (f"the API server refused the {manifest['kind']} {manifest['metadata']['name']} "
+                   f"(HTTP {error.status}): {error.message or error}")
+        rollout = rollout_of(deployment, desired_hash="", desired_replicas=0) if deployment else None
+        await self._write_status(resource, invalid_status(resource=resource, message=message, rollout=rollout,
+                                                          now=self.now(), reason="ApplyRejected"))
 
     async def _announce_rollout(self, resource: dict[str, Any], before: str | None,
                                 effective: dict[str, Any]) -> None:
@@ -111,8 +130,8 @@ class Reconciler:
             return
         if after.get("reason") == "InvalidSpec":
             await self.events.record(resource, type_="Warning", reason="InvalidSpec", message=after["message"])
-        elif after.get("reason") == "RolloutFailed":
-            await self.events.record(resource, type_="Warning", reason="RolloutFailed", message=after["message"])
+        elif after.get("reason") in ("RolloutFailed", "ApplyRejected"):
+            await self.events.record(resource, type_="Warning", reason=after["reason"], message=after["message"])
         elif after.get("status") == "True":
             await self.events.record(resource, type_="Normal", reason="Ready", message=after["message"])
 

@@ -96,17 +96,20 @@ def workload_status(*, resource: Mapping[str, Any], effective: Mapping[str, Any]
     }
 
 
-def invalid_status(*, resource: Mapping[str, Any], message: str, rollout: Rollout | None, now: str) -> dict[str, Any]:
-    """Status for a spec that cannot serve. A workload from an earlier valid spec keeps running."""
+def invalid_status(*, resource: Mapping[str, Any], message: str, rollout: Rollout | None, now: str,
+                   reason: str = "InvalidSpec") -> dict[str, Any]:
+    """Status for a spec that cannot serve (InvalidSpec), or whose children the API server refused
+    (ApplyRejected: quota, admission policy). A workload from an earlier valid spec keeps running."""
     meta = resource.get("metadata") or {}
     generation = meta.get("generation")
     previous = resource.get("status") or {}
     if rollout is not None and rollout.replicas:
         message = f"{message} (the workload of the last valid spec keeps running)"
+    waiting = "waiting for a valid spec" if reason == "InvalidSpec" else "retrying the refused apply"
     updates = [
-        ConditionUpdate("Ready", "False", "InvalidSpec", message),
-        ConditionUpdate("Progressing", "False", "InvalidSpec", "waiting for a valid spec"),
-        ConditionUpdate("Degraded", "True", "InvalidSpec", message),
+        ConditionUpdate("Ready", "False", reason, message),
+        ConditionUpdate("Progressing", "False", reason, waiting),
+        ConditionUpdate("Degraded", "True", reason, message),
     ]
     status: dict[str, Any] = {
         "observedGeneration": generation,
