@@ -9,6 +9,9 @@ the conflicts of such a storm land on the other writer.)
 Operator down: a resource deleted, a child deleted, a spec edited and a resource created while no
 operator runs -- nothing is stuck (no finalizers: deletion never waits for the operator) and
 the restarted operator converges all of it.
+
+Refused child: a ResourceQuota forbids Deployments -> Ready=False ApplyRejected with the API
+server's message and a Warning Event, then a retry every 30 s until the quota is lifted.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import threading
 import time
 
 import pytest
-from faults_harness import Operator, resource, timed, wait_for
+from faults_harness import Operator, condition, resource, timed, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -96,6 +99,31 @@ def test_changes_while_the_operator_is_down_converge_and_nothing_is_stuck(ns, op
     timed("changes made while down -> all converged after the restart", launched, recovery)
     assert ns.si("edited")["status"]["effective"]["numSpeculativeTokens"] == 5
     assert ns.si("gone") is None and not any(ns.children("gone").values())
+
+
+def test_child_refused_by_the_api_server_is_reported_and_retried(ns, operator, recovery):
+    """A quota that forbids Deployments: the resource says so (not silence), and the operator retries
+    by itself -- without hot-looping -- once the quota is lifted."""
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "no-deployments"},
+             "spec": {"hard": {"count/deployments.apps": "0"}}}
+    ns.apply(quota)
+    time.sleep(1)  # the quota controller computes the usage before admission enforces it
+    ns.apply(resource("refused"))
+    rejected = wait_for(lambda: condition(ns.si("refused"), "Ready").get("reason") == "ApplyRejected"
+                        and ns.si("refused"), timeout=20, what="Ready=False ApplyRejected",
+                        alive=operator.assert_alive)
+    message = condition(rejected, "Ready")["message"]
+    print(f"REJECTED {message}")
+    assert "Deployment" in message and "quota" in message, message
+    events = ns.items(f"/api/v1/namespaces/{ns.name}/events")
+    assert any(e["reason"] == "ApplyRejected" for e in events), [e["reason"] for e in events]
+    attempts = len([line for line in operator.log().splitlines() if "refused Deployment" in line])
+    ns.kubectl("-n", ns.name, "delete", "resourcequota", "no-deployments")
+    lifted = time.monotonic()
+    wait_for(lambda: ns.converged("refused"), timeout=60, what="Ready after the quota is lifted",
+             alive=operator.assert_alive, why=lambda: ns.why)
+    timed("quota lifted -> refused Deployment created, Ready", lifted, recovery)
+    assert attempts <= 3, f"{attempts} refused applies in a few seconds: hot loop"
 
 
 def test_operator_never_restarted_outside_injected_faults(operator):
