@@ -30,11 +30,13 @@ Url = Annotated[str, Field(min_length=1, max_length=2048, pattern=r"^https?://")
 DnsSubdomain = Annotated[str, Field(min_length=1, max_length=253,
                                     pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")]
 LabelKey = Annotated[str, Field(min_length=1, max_length=317, pattern=(
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"))]
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"))]
 LabelValue = Annotated[str, Field(max_length=63, pattern=r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")]
 ConfigKey = Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[-._a-zA-Z0-9]+$")]
 ResourceName = Annotated[str, Field(min_length=1, max_length=128, pattern=(
-    r"^(cpu|memory|ephemeral-storage|hugepages-[A-Za-z0-9.]+|[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$"))]
+    r"^(cpu|memory|ephemeral-storage|hugepages-[A-Za-z0-9.]+"
+    r"|[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$"))]
 Quantity = Annotated[str, Field(min_length=1, max_length=64, pattern=(
     r"^\+?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"))]
 

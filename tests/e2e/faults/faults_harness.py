@@ -115,7 +115,8 @@ class Operator:
 
     def assert_alive(self) -> None:
         assert self.proc is not None and self.proc.poll() is None, \
-            f"the operator exited outside an injected fault ({self.proc and self.proc.returncode}):\n{self.log()[-3000:]}"
+            f"the operator exited outside an injected fault ({self.proc and self.proc.returncode}):\n" \
+            f"{self.log()[-3000:]}"
 
     def kill(self) -> None:
         """The injected fault: SIGKILL, no cleanup."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from faults_harness import Operator, condition, resource, timed, wait_for
+from faults_harness import Operator, resource, timed, wait_for
 
 pytestmark = pytest.mark.e2e
 
