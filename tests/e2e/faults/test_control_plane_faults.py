@@ -95,7 +95,8 @@ def test_apiserver_outage_neither_crashes_nor_spins_and_work_resumes(stack, reco
     assert used / OUTAGE_SECONDS < MAX_CPU_SHARE, f"the operator spun: {used:.1f}s CPU in {OUTAGE_SECONDS:.0f}s"
     assert logged < MAX_LOG_LINES_PER_MINUTE * OUTAGE_SECONDS / 60, \
         f"{logged} log lines during the outage:\n{operator.log()[-3000:]}"
-    _edit_and_measure(namespace, operator, recovery, "kube-apiserver down 60 s", k=5, back=back)
+    _edit_and_measure(namespace, operator, recovery, f"kube-apiserver down {OUTAGE_SECONDS:.0f} s", k=5,
+                      back=back)
 
 
 def test_etcd_restart_operator_recovers(stack, recovery):
