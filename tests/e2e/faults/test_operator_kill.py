@@ -1,9 +1,9 @@
 """Operator killed (SIGKILL) after each step of a reconcile and during rollouts -> converges.
 
 The reconcile of a new resource is slowed to one API request per second (the operator's own
-client-side rate limit), so the test can kill it deterministically between steps: before the
-first apply, after the ConfigMap, after the Deployment, after the Service but before status, and
-after status while the rollout runs. The restarted operator runs at full speed and must bring
+client-side rate limit), so the test can kill it deterministically between steps: right after the
+resource is created, after the ConfigMap, after the Deployment, after the Service but before status, and
+after the first status write. The restarted operator runs at full speed and must bring
 every resource to Ready for its generation within 30 s, with exactly one owned ConfigMap,
 Deployment and Service, one active ReplicaSet, and no pod of an unchanged workload replaced.
 """
@@ -37,7 +37,7 @@ def steps(ns, name):
         return ((ns.si(name) or {}).get("status") or {}).get("observedGeneration") is not None
 
     return {
-        "resource created, nothing applied": lambda: True,
+        "resource created (killed at once)": lambda: True,
         "ConfigMap applied": lambda: kinds() == {"ConfigMap"},
         "Deployment applied": lambda: kinds() == {"ConfigMap", "Deployment"},
         "Service applied, no status yet": lambda: kinds() == {"ConfigMap", "Deployment", "Service"}

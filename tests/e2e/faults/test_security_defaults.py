@@ -130,7 +130,8 @@ def test_client_side_rate_limit_holds_under_a_burst(ns, tmp_path):
     print(f"RATE LIMIT qps={qps} burst={burst}: {made} requests for {count} new resources in {elapsed:.1f}s "
           f"= {rate:.1f}/s; worst 5 s window {max_window(totals, 5) / 5:.1f}/s")
     assert made > burst, "the burst did not exceed the bucket: the test measures nothing"
-    assert max_window(totals, 5) <= burst + qps * 5 + 1, f"more than qps*5+burst requests in a 5 s window: {totals}"
+    # five 1-s stats intervals can span up to ~6 s on a loaded machine; without the limit all 65 go in ~2 s
+    assert max_window(totals, 5) <= burst + qps * 6, f"more than burst + qps*6 requests in 5 stats intervals: {totals}"
 
 
 def max_window(cumulative: list[int], width: int) -> int:
