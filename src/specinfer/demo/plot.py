@@ -51,8 +51,9 @@ def write_plot(snapshots: list[Snapshot], path: Path, *, title: str) -> Path:
                 for axis in (throughput, k_axis):
                     axis.axvspan(times[start], end_time, alpha=0.08 if snapshots[start].concurrency < 16 else 0.2,
                                  color="grey")
-                throughput.text(times[start], throughput.get_ylim()[1] * 0.95, f" {snapshots[start].phase}",
-                                fontsize=8, va="top")
+                if end_time - times[start] > 0.05 * (times[-1] or 1):  # no label on a blip ("starting")
+                    throughput.text(times[start], throughput.get_ylim()[1] * 0.95, f" {snapshots[start].phase}",
+                                    fontsize=8, va="top")
             start = index
     previous = None
     for snapshot, minute in zip(snapshots, times):
