@@ -128,6 +128,17 @@ def engine_command(workload: Workload) -> str:
     return prefix + shlex.join(argv)
 
 
+def rollout_strategy(update_strategy: str) -> dict[str, Any]:
+    """One pod at a time either way: every restart reloads a model.
+
+    Surge keeps the desired count serving (the old pod serves until its replacement is ready) but
+    needs room for one extra pod; Replace frees the old pod's accelerators first, for clusters
+    with none to spare, and loses that replica's capacity for the reload."""
+    if update_strategy == "Replace":
+        return {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}
+    return {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
+
+
 def build_deployment(workload: Workload) -> dict[str, Any]:
     spec, speculation = workload.spec, workload.speculation
     volumes, mounts = _volumes(workload)
@@ -158,8 +169,7 @@ def build_deployment(workload: Workload) -> dict[str, Any]:
         "spec": {
             "replicas": spec.replicas,
             "selector": {"matchLabels": selector_labels(workload.name)},
-            # one pod at a time and never below the desired count: every restart reloads a model
-            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
+            "strategy": rollout_strategy(spec.update_strategy),
             "progressDeadlineSeconds": workload.profile.startup_seconds + 600,
             "revisionHistoryLimit": 3,
             "template": {
@@ -178,4 +188,4 @@ def build_deployment(workload: Workload) -> dict[str, Any]:
     }
 
 
-__all__ = ["build_deployment", "engine_command"]
+__all__ = ["build_deployment", "engine_command", "rollout_strategy"]

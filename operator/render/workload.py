@@ -12,7 +12,7 @@ from specinfer.operator.hardware import HardwareProfile
 from specinfer.operator.render.labels import digest
 
 # Fields of the spec the engine never reads: editing them must not restart GPU pods.
-NOT_FOR_RUNTIME = ("replicas", "tuning")
+NOT_FOR_RUNTIME = ("replicas", "tuning", "update_strategy")
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ def test_defaults_are_explicit_after_parsing():
     assert parsed.runtime.engine == "vllm" and parsed.runtime.port == 8000
     assert parsed.tuning.mode == DEFAULT_TUNING_MODE == "observe"
     assert parsed.replicas == 1
+    assert parsed.update_strategy == "Surge"
 
 
 def test_json_round_trip_uses_camel_case():
@@ -54,6 +55,13 @@ def test_unknown_field_names_the_path():
     error = refusal({**spec(**EAGLE3), "replica": 2})
     assert error.field_path == "spec.replica"
     assert str(error) == "spec.replica is not a field of this API: remove it or check its spelling"
+
+
+def test_update_strategy_is_surge_or_replace():
+    assert parse_spec({**spec(**EAGLE3), "updateStrategy": "Replace"}).update_strategy == "Replace"
+    error = refusal({**spec(**EAGLE3), "updateStrategy": "Recreate"})
+    assert error.field_path == "spec.updateStrategy"
+    assert "Surge" in str(error) and "Replace" in str(error)
 
 
 def test_draft_tensor_parallel_size_must_be_one_or_the_targets():

@@ -87,6 +87,19 @@ def test_config_hash_changes_with_k_but_not_with_replicas_or_tuning():
     assert render(changed, OperatorConfig()).config_hash != base
 
 
+def test_update_strategy_sets_the_rolling_update_and_never_restarts_pods():
+    surge = render(resource(), OperatorConfig())
+    assert deployment(surge)["spec"]["strategy"] == {
+        "type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
+    replace = render(resource(updateStrategy="Replace"), OperatorConfig())
+    assert deployment(replace)["spec"]["strategy"] == {
+        "type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}
+    # the engine never reads it: switching strategy re-renders the Deployment, not the pods
+    assert replace.config_hash == surge.config_hash
+    assert "updateStrategy" not in json.dumps(replace.manifest("ConfigMap"))
+    assert deployment(replace)["spec"]["template"] == deployment(surge)["spec"]["template"]
+
+
 def test_applied_tuning_from_status_is_rendered():
     tuned = resource()
     tuned["status"] = {"tuning": {"applied": {"numSpeculativeTokens": 6}}}

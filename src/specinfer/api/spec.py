@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from specinfer.api.base import ApiModel, Rule
@@ -29,6 +31,11 @@ class SpeculativeInferenceSpec(ApiModel):
     """Engine (vllm or simulator) and container settings."""
     replicas: int = Field(default=1, ge=0, le=128)
     """Number of engine pods (leave replica autoscaling to an HPA or KEDA)."""
+    update_strategy: Literal["Surge", "Replace"] = "Surge"
+    """How pods restart on a change. Surge (default): each new pod starts before its old one stops, so
+    no capacity is lost while the model reloads; needs room for one extra pod (its accelerators).
+    Replace: an old pod stops before its replacement starts, for clusters with no spare accelerator;
+    each restart loses one replica's capacity for the model reload (all of it with one replica)."""
     tuning: Tuning = Field(default_factory=Tuning, json_schema_extra=EMPTY_OBJECT_DEFAULT)
     """Automatic draft-length tuning from Prometheus metrics."""
 
