@@ -29,6 +29,21 @@ class Rollout:
     running_hash: str | None
 
 
+# A surge pod needs room for one more replica's accelerators; on a cluster with none to spare it stays
+# Pending and the Deployment only says "timed out progressing" -- say what to change.
+SURGE_HINT = ("; the new pod may not fit (no room for a surge pod): set spec.updateStrategy: Replace "
+              "on clusters with no spare accelerator")
+
+
+def _surges(deployment: Mapping[str, Any]) -> bool:
+    """The live Deployment starts new pods before old ones stop (spec.updateStrategy Surge)."""
+    strategy = (deployment.get("spec") or {}).get("strategy") or {}
+    if strategy.get("type", "RollingUpdate") != "RollingUpdate":
+        return False
+    surge = (strategy.get("rollingUpdate") or {}).get("maxSurge", "25%")  # the API server's default
+    return str(surge).rstrip("%") not in ("0", "")
+
+
 def rollout_of(deployment: Mapping[str, Any] | None, *, desired_hash: str, desired_replicas: int) -> Rollout:
     if deployment is None:
         return Rollout(False, False, "Creating", "creating the engine Deployment", 0, 0, None)
@@ -41,9 +56,11 @@ def rollout_of(deployment: Mapping[str, Any] | None, *, desired_hash: str, desir
     for condition in status.get("conditions") or []:
         if (condition.get("type") == "Progressing" and condition.get("status") == "False") or \
                 (condition.get("type") == "ReplicaFailure" and condition.get("status") == "True"):
-            return Rollout(False, True, condition.get("reason") or "RolloutFailed",
-                           condition.get("message") or "the Deployment reports a failed rollout",
-                           replicas, ready, template_hash)
+            reason = condition.get("reason") or "RolloutFailed"
+            message = condition.get("message") or "the Deployment reports a failed rollout"
+            if reason == "ProgressDeadlineExceeded" and _surges(deployment):
+                message += SURGE_HINT
+            return Rollout(False, True, reason, message, replicas, ready, template_hash)
     done = (observed and template_hash == desired_hash and updated == desired_replicas
             and replicas == desired_replicas and available == desired_replicas)
     if done:

@@ -13,7 +13,7 @@ from specinfer.operator.config import OperatorConfig
 from specinfer.operator.errors import ApiError
 from specinfer.operator.kube import TokenBucket
 from specinfer.operator.reconciler import Reconciler
-from specinfer.operator.status import rollout_of, status_covered
+from specinfer.operator.status import rollout_of, status_covered, workload_status
 from specinfer.operator.store import Store
 from specinfer.operator.workqueue import WorkQueue
 
@@ -123,6 +123,34 @@ def test_rollout_states():
     stuck["status"]["conditions"] = [{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded",
                                       "message": "too slow"}]
     assert rollout_of(stuck, desired_hash="h", desired_replicas=2).failed
+
+
+def test_a_stuck_surge_rollout_suggests_replace():
+    stuck = {"metadata": {"generation": 2},
+             "spec": {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}},
+             "status": {"observedGeneration": 2, "replicas": 2, "readyReplicas": 1,
+                        "conditions": [{"type": "Progressing", "status": "False",
+                                        "reason": "ProgressDeadlineExceeded",
+                                        "message": 'ReplicaSet "llama-7c9" has timed out progressing.'}]}}
+    surge = rollout_of(stuck, desired_hash="h", desired_replicas=1)
+    assert surge.failed and surge.reason == "ProgressDeadlineExceeded"
+    assert surge.message.startswith('ReplicaSet "llama-7c9" has timed out progressing.')
+    assert "no room for a surge pod" in surge.message and "spec.updateStrategy: Replace" in surge.message
+    status = workload_status(resource=RESOURCE, effective={"configHash": "h"}, rollout=surge, desired_replicas=1,
+                             now="2027-01-01T00:00:00Z")
+    conditions = {c["type"]: c for c in status["conditions"]}
+    assert "spec.updateStrategy: Replace" in conditions["Progressing"]["message"]
+    assert (conditions["Progressing"]["status"], conditions["Degraded"]["status"]) == ("False", "True")
+    # Replace already frees the old pod's accelerators: the hint would be wrong advice
+    replace = copy.deepcopy(stuck)
+    replace["spec"]["strategy"]["rollingUpdate"] = {"maxUnavailable": 1, "maxSurge": 0}
+    assert rollout_of(replace, desired_hash="h", desired_replicas=1).message == \
+        'ReplicaSet "llama-7c9" has timed out progressing.'
+    # other failures (quota, admission) are not about surge room
+    quota = copy.deepcopy(stuck)
+    quota["status"]["conditions"] = [{"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate",
+                                      "message": "exceeded quota"}]
+    assert rollout_of(quota, desired_hash="h", desired_replicas=1).message == "exceeded quota"
 
 
 def test_condition_transition_time_moves_only_on_status_change():
