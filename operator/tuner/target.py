@@ -110,6 +110,10 @@ def tuning_input(spec: SpeculativeInferenceSpec, overrides: Mapping[str, Any] | 
     # 0 restarts: the loop applies nothing (recommends only), so the policy's own budget must not hide the advice
     data["maxRestartsPerHour"] = tuning.max_restarts_per_hour or 60
     data["minDrafts"] = float(tuning.min_samples)
+    # What a restart costs in serving capacity: Surge keeps every replica serving while the new pod
+    # loads (0); Replace takes one replica down for restartSeconds, N times over -- restartSeconds of
+    # full capacity whatever the replica count (1). An operator-wide value still wins, as before.
+    data.setdefault("downtimeFraction", downtime_fraction(spec.update_strategy))
     slo = tuning.slo
     if slo is not None:
         data["slo"] = {"perTokenP99Seconds": slo.p99_time_per_output_token_seconds,
@@ -123,6 +127,11 @@ def tuning_input(spec: SpeculativeInferenceSpec, overrides: Mapping[str, Any] | 
         raise TargetError("InvalidTuningBounds",
                           f"spec.tuning bounds leave no K for {method.name}: kMin {data['kMin']} > kMax {data['kMax']}")
     return data
+
+
+def downtime_fraction(update_strategy: str) -> float:
+    """The policy's downtimeFraction for a spec.updateStrategy (see docs/tuner.md)."""
+    return 1.0 if update_strategy == "Replace" else 0.0
 
 
 def _restart_seconds(preset: str) -> float:

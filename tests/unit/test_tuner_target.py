@@ -32,6 +32,19 @@ def test_spec_tuning_maps_onto_the_policy_input():
     assert tuning_input(read_target(body).spec)["allowDisable"] is True
 
 
+def test_downtime_fraction_follows_the_update_strategy():
+    body = resource("a")
+    surge = tuning_input(read_target(body).spec)
+    assert surge["downtimeFraction"] == 0.0  # no capacity lost: payback asks for nothing beyond minGain
+    body["spec"]["updateStrategy"] = "Replace"
+    replace = tuning_input(read_target(body).spec)
+    assert replace["downtimeFraction"] == 1.0  # restartSeconds of full capacity, whatever the replica count
+    assert parse_tuning(replace).downtime_fraction == 1.0
+    # an operator-wide value (tuning.policy) still wins, as it did before the field existed
+    assert tuning_input(read_target(body).spec, {"downtimeFraction": 0.25})["downtimeFraction"] == 0.25
+    assert parse_tuning(surge).downtime_fraction == 0.0
+
+
 def test_method_none_cannot_be_tuned():
     body = resource("a", mode="observe")
     body["spec"]["speculation"] = {"method": "none"}
