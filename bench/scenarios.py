@@ -3,9 +3,12 @@
 A scenario is a list of phases (workload, concurrency, acceptance collapse) on one method and
 cost preset of the simulator's engine model (`specinfer.runtime.sim.model`). The loop runs in
 simulated time, no HTTP and no sleeping: every sub-step the engine serves the running batch at
-the config in force (tokens = B * E_K / T(B, K) per second); a config change costs the preset's
-model-reload downtime with no tokens served; every tick a contender sees the last window as the
-tuning loop would (noisy counters, scrape gaps) and may change the config.
+the config in force (tokens = B * E_K / T(B, K) per second). A config change is a rollout with
+the resource's `updateStrategy`: under Surge (the operator's default: maxSurge 1, maxUnavailable 0)
+the old pod keeps serving its config while the new one reloads the model, so the change only takes
+effect the preset's reload time later; under Replace (no spare accelerator) the one replica serves
+nothing for the reload time. Every tick a contender sees the last window as the tuning loop would
+(noisy counters, scrape gaps) and may change the config.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ class Scenario:
     gap_rate: float = 0.0  # share of ticks whose scrape is stale, NaN or incomplete
     check_vs_static: bool = False  # the ">= 1.10x best static K" goal applies
     initial_k: int | None = None  # K the policy starts from (default: the catalogue's k_default)
+    update_strategy: str = "Surge"  # spec.updateStrategy: how a restart rolls out (see the module doc)
 
     @property
     def minutes(self) -> float:
@@ -66,6 +70,9 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              _ramp(), check_vs_static=True),
     Scenario("ramp-ngram", "n-gram drafting on code, concurrency doubling 1 -> 64 every 10 minutes",
              _ramp("code"), method="ngram", check_vs_static=True),
+    Scenario("ramp-summarization", "n-gram drafting on summaries (the vLLM blog's CNN/DailyMail setting), "
+             "concurrency doubling 1 -> 64 every 10 minutes", _ramp("summarization"), method="ngram",
+             check_vs_static=True),
     Scenario("workload-shift", "EAGLE-3, code for 45 minutes then chat for 45, 16 concurrent",
              (Phase("code", 45, "code", 16), Phase("chat", 45, "chat", 16)), check_vs_static=True),
     Scenario("shift-ngram", "n-gram drafting (no draft model), code for 45 minutes then chat for 45, 16 concurrent",
@@ -88,6 +95,7 @@ class Engine:
     config: dict
     since: float = 0.0
     down_until: float = -1.0
+    ready_at: float = -1.0
     next_config: dict | None = None
     restarts: int = 0
     minutes: list[dict] = field(default_factory=list)
@@ -101,10 +109,12 @@ class Engine:
         return cm.step_time(batch_size, k, self.drafting, draft_scale=draft_scale(self.scenario.method))
 
     def apply(self, config: dict, now: float) -> None:
-        """A rollout: the model reloads for the preset's restart time, then `config` runs."""
+        """A rollout: the new pod loads the model for the preset's restart time, then `config` runs."""
         self.restarts += 1
         self.next_config = config
-        self.down_until = now + cost_model(self.scenario.cost_preset).restart_s
+        self.ready_at = now + cost_model(self.scenario.cost_preset).restart_s
+        if self.scenario.update_strategy == "Replace":
+            self.down_until = self.ready_at  # the only replica stopped before its replacement started
 
 
 def profile_of(scenario: Scenario, phase: Phase) -> AcceptanceProfile:
@@ -137,8 +147,8 @@ def run(scenario: Scenario, initial: dict, controller: Controller, *, seed: int,
         signals: str = "specinfer", free_switches: bool = False) -> Engine:
     """Play the scenario minute by minute; `controller` may return a new config each tick.
 
-    A new config costs a restart (the preset's reload time, nothing served) unless
-    `free_switches` (the per-phase oracle, an upper bound that pays no restarts).
+    A new config is a rollout (the preset's reload time before it runs; under Replace nothing is
+    served meanwhile) unless `free_switches` (the per-phase oracle, an upper bound that switches at once).
     """
     rng = random.Random(seed + 1)
     engine = Engine(scenario, initial)
@@ -156,8 +166,8 @@ def run(scenario: Scenario, initial: dict, controller: Controller, *, seed: int,
         stalled = False
         for index, batch in enumerate(batches):
             t = start + index * dt
-            if engine.next_config is not None and t >= engine.down_until:
-                engine.config, engine.since, engine.next_config = engine.next_config, engine.down_until, None
+            if engine.next_config is not None and t >= engine.ready_at:
+                engine.config, engine.since, engine.next_config = engine.next_config, engine.ready_at, None
                 dense = dense_ks(engine.config, scenario.max_batch_size)
             if t < engine.down_until:
                 stalled = True
