@@ -18,6 +18,15 @@ __all__ = ["DraftModel", "PromptLookup", "ScheduleRange", "Speculation", "Specul
 EMPTY_OBJECT_DEFAULT = {"default": {}}
 
 
+def no_server_default(schema: dict) -> None:
+    """Keep a field added after v1alpha1's first release out of stored objects unless a user sets it.
+
+    The API server writes a schema default into every object it reads, and an operator one release
+    older (CRD upgraded first, or the operator rolled back) refuses fields it does not know: every
+    resource would turn InvalidSpec. parse_spec still fills the default in."""
+    schema.pop("default", None)
+
+
 class SpeculativeInferenceSpec(ApiModel):
     """A vLLM deployment with speculative decoding, validated against the method x hardware catalogue."""
 
@@ -31,7 +40,7 @@ class SpeculativeInferenceSpec(ApiModel):
     """Engine (vllm or simulator) and container settings."""
     replicas: int = Field(default=1, ge=0, le=128)
     """Number of engine pods (leave replica autoscaling to an HPA or KEDA)."""
-    update_strategy: Literal["Surge", "Replace"] = "Surge"
+    update_strategy: Literal["Surge", "Replace"] = Field(default="Surge", json_schema_extra=no_server_default)
     """How pods restart on a change. Surge (default): each new pod starts before its old one stops, so
     no capacity is lost while the model reloads; needs room for one extra pod (its accelerators).
     Replace: an old pod stops before its replacement starts, for clusters with no spare accelerator;
