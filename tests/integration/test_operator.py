@@ -128,6 +128,33 @@ def test_spec_change_rolls_out(cluster, namespace, operator):
     assert third["status"]["readyReplicas"] == 2
 
 
+def test_update_strategy_replace_and_back_to_surge(cluster, namespace, operator):
+    def rolling_update() -> tuple[int, int]:
+        strategy = get(cluster, namespace, "deployment", "swap")["spec"]["strategy"]["rollingUpdate"]
+        return strategy["maxSurge"], strategy["maxUnavailable"]
+
+    replace = simulator_resource("swap", k=3)
+    replace["spec"]["updateStrategy"] = "Replace"
+    apply(cluster, namespace, replace)
+    first = wait_ready(cluster, namespace, "swap")
+    assert rolling_update() == (0, 1)
+    # a config change still rolls out with no room for a surge pod
+    replace["spec"]["speculation"]["numSpeculativeTokens"] = 5
+    apply(cluster, namespace, replace)
+    second = wait_ready(cluster, namespace, "swap", generation=2)
+    assert second["status"]["effective"]["configHash"] != first["status"]["effective"]["configHash"]
+    assert rolling_update() == (0, 1)
+    replicasets = len(get(cluster, namespace, "replicasets")["items"])
+    # switching the strategy re-renders the Deployment and restarts nothing (not in the config hash)
+    surge = simulator_resource("swap", k=5)
+    surge["spec"]["updateStrategy"] = "Surge"
+    apply(cluster, namespace, surge)
+    wait_until(lambda: rolling_update() == (1, 0), what="Deployment re-rendered with maxSurge 1")
+    third = wait_ready(cluster, namespace, "swap", generation=3)
+    assert third["status"]["effective"]["configHash"] == second["status"]["effective"]["configHash"]
+    assert len(get(cluster, namespace, "replicasets")["items"]) == replicasets
+
+
 def test_delete_garbage_collects_children(cluster, namespace, operator):
     apply(cluster, namespace, simulator_resource("gone"))
     wait_ready(cluster, namespace, "gone")
