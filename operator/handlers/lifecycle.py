@@ -64,7 +64,8 @@ def register(registry: kopf.OperatorRegistry) -> None:
         configure(settings)
         from specinfer.operator.client import api_client
 
-        controller = Controller(memo.options, api_client())
+        # one connection per request thread (Kube runs `workers` threads) plus the tuning loop's
+        controller = Controller(memo.options, api_client(connections=memo.options.config.workers + 8))
         if memo.options.peering:
             await ensure_peering_object(controller, memo.options.peering, memo.options.namespaces)
         await controller.start()
