@@ -151,9 +151,15 @@ def _mean(distribution: Sequence[Sequence[float]] | None) -> float:
     return sum(size * share for size, share in distribution) if distribution else 0.0
 
 
-def _missing(key: Key, what: str, labels: LabelMapping) -> str:
-    return (f"{what} has no series with {labels.namespace}={key[0]!r}, {labels.resource}={key[1]!r}: check that "
-            "Prometheus scrapes the engine pods and that the operator's label mapping matches the scrape config")
+def _missing(key: Key, what: str, labels: LabelMapping, samples: Samples | None = None) -> str:
+    """Why `what` is unusable: no series at all (a scrape or label-mapping problem) or series whose
+    every value is NaN (they exist, but the window held too few samples for a rate)."""
+    where = f"{labels.namespace}={key[0]!r}, {labels.resource}={key[1]!r}"
+    if samples:
+        return (f"{what} is NaN for {where} (the series exist but the window holds too few samples, e.g. after "
+                "a scrape gap or a restart): holding until the window fills")
+    return (f"{what} has no series with {where}: check that Prometheus scrapes the engine pods and that the "
+            "operator's label mapping matches the scrape config")
 
 
 def rfc3339(epoch: float) -> str:
@@ -197,15 +203,18 @@ def observe(target: Target, series: Mapping[str, Samples] | None, *, labels: Lab
     series = series or {}
     stamps = [v for _, v in series.get("scrapeTime") or () if math.isfinite(v)]
     if not stamps:
-        return Observed(None, _missing(target.key, vm.NUM_REQUESTS_RUNNING.series, labels), None, None)
+        return Observed(None, _missing(target.key, vm.NUM_REQUESTS_RUNNING.series, labels, series.get("scrapeTime")),
+                        None, None)
     scrape = max(stamps)
     request_steps = _total(series.get("requestSteps"))
     if request_steps is None:
-        return Observed(None, _missing(target.key, f"{vm.INTER_TOKEN_LATENCY.name}_count", labels), None, None)
+        return Observed(None, _missing(target.key, f"{vm.INTER_TOKEN_LATENCY.name}_count", labels,
+                                       series.get("requestSteps")), None, None)
     k = int(target.applied.get("numSpeculativeTokens") or 0)
     drafts = _total(series.get("drafts"))
     if k > 0 and drafts is None:
-        return Observed(None, _missing(target.key, vm.SPEC_DECODE_NUM_DRAFTS.series, labels), None, None)
+        return Observed(None, _missing(target.key, vm.SPEC_DECODE_NUM_DRAFTS.series, labels, series.get("drafts")),
+                        None, None)
     accepted = _by_position(series.get("acceptedPerPosition"), vm.LABEL_POSITION) or []
     drafts_per_position = _by_position(series.get("draftsPerPosition"), si.LABEL_POSITION)
     step_samples = _step_samples(_step_cells(series)) or None

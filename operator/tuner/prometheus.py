@@ -7,6 +7,7 @@ reason the loop reports (TuningDegraded) while it holds the current config.
 from __future__ import annotations
 
 import base64
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -108,6 +109,11 @@ def _describe_failure(error: Exception, source: Source, query: Query) -> QueryFa
         if "401" in text[:40] or "403" in text[:40]:
             return QueryFailure(AUTH_FAILED, f"Prometheus at {source.url} refused the credentials: {text[:300]}")
         return QueryFailure(QUERY_FAILED, f"query {query.name} failed at {source.url}: {text[:300]}")
+    if isinstance(error, requests.exceptions.RetryError):  # it answered, with 5xx on every try
+        status = re.search(r"too many (\d{3}) error responses", str(error))
+        code = f"HTTP {status.group(1)}" if status else "server errors"
+        return QueryFailure(QUERY_FAILED, f"Prometheus at {source.url} answered {code} to query {query.name} "
+                                          "on every try (overloaded, restarting, or a proxy in front of it)")
     if isinstance(error, (requests.RequestException, OSError)):
         return QueryFailure(UNREACHABLE, f"cannot reach Prometheus at {source.url}: {_network_problem(error)}")
     return QueryFailure(QUERY_FAILED, f"query {query.name} at {source.url}: {type(error).__name__}: {error}")

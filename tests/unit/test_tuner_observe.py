@@ -123,6 +123,15 @@ def test_missing_series_say_which_and_how_to_fix():
     assert nothing.observation is None and "vllm:num_requests_running" in nothing.missing
 
 
+def test_nan_series_are_reported_as_nan_not_as_missing():
+    answers = vllm_answers("ns", "a")
+    answers["drafts"] = [sample("ns", "a", float("nan"))]  # rate() over a window with too few samples
+    result = observe(target("a"), index_results(answers, LABELS)[("ns", "a")], labels=LABELS, now=NOW,
+                     window_seconds=WINDOW)
+    assert result.observation is None
+    assert "vllm:spec_decode_num_drafts_total is NaN" in result.missing and "has no series" not in result.missing
+
+
 def test_k_zero_needs_no_speculation_series():
     answers = vllm_answers("ns", "a")
     for key in ("drafts", "draftTokens", "acceptedPerPosition"):

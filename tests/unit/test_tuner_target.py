@@ -97,3 +97,26 @@ def test_query_failures_become_typed_reasons(error, reason):
     run = prom.run_queries(source, [Query("a", "up"), Query("b", "up")], at=NOW, client=Failing(error))
     assert run.failure.reason == reason and "http://prom:9090" in run.failure.message
     assert run.queries == 1  # the tick stops at the first failure
+
+
+def test_a_prometheus_answering_503_is_reported_as_such_not_as_unreachable():
+    import http.server
+    import threading
+
+    class Unavailable(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 -- http.server's naming
+            self.send_response(503)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Unavailable)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        source = prom.Source(f"http://127.0.0.1:{server.server_port}", timeout_seconds=5)
+        run = prom.run_queries(source, [Query("a", "up")], at=NOW)
+    finally:
+        server.shutdown()
+    assert run.failure.reason == prom.QUERY_FAILED
+    assert "answered HTTP 503" in run.failure.message and "RetryError" not in run.failure.message
