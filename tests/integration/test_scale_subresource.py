@@ -8,9 +8,12 @@ count as drift (tests/integration/test_gitops.py scales the Deployment and watch
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
+import yaml
 from harness_operator import (  # noqa: F401  (fixtures)
+    REPO,
     apply,
     condition,
     get,
@@ -23,6 +26,8 @@ from harness_operator import (  # noqa: F401  (fixtures)
 )
 
 pytestmark = pytest.mark.integration
+
+DOC = REPO / "docs" / "autoscaling.md"
 
 
 def scale_of(cluster, namespace: str, name: str) -> dict:
@@ -103,3 +108,35 @@ def test_scale_to_zero_is_ready_with_no_pods(cluster, namespace, operator):
     resource = wait_ready(cluster, namespace, "idle", generation=3)
     assert resource["status"]["readyReplicas"] == 1
     assert scale_of(cluster, namespace, "idle")["status"]["replicas"] == 1
+
+
+def documented_hpa() -> dict:
+    blocks = re.findall(r"```yaml\n(.*?)```", DOC.read_text(), re.S)
+    (hpa,) = [doc for block in blocks for doc in yaml.safe_load_all(block)
+              if doc and doc.get("kind") == "HorizontalPodAutoscaler"]
+    return hpa
+
+
+def test_the_documented_hpa_scales_the_resource(cluster, namespace, operator):
+    """kube-controller-manager's real HPA controller, with the HPA from docs/autoscaling.md. There is no
+    metrics API here, but an HPA raises a target below minReplicas before it reads any metric, through
+    the same /scale call it uses for metric-driven steps."""
+    apply(cluster, namespace, simulator_resource("llama", replicas=1))
+    wait_ready(cluster, namespace, "llama")
+    hpa = documented_hpa()
+    hpa["metadata"]["namespace"] = namespace
+    hpa["spec"]["minReplicas"] = 2
+    # strict server-side field validation: a misspelt field in the doc fails here, not silently
+    cluster.kubectl("apply", "--validate=strict", "-n", namespace, "-f", "-", input=yaml.safe_dump(hpa))
+
+    resource = wait_until(lambda: (r := get(cluster, namespace, "speculativeinference", "llama"))["spec"][
+        "replicas"] == 2 and r, timeout=90, what="the HPA raising spec.replicas to minReplicas")
+    assert get(cluster, namespace, "deployment", "llama")["spec"]["replicas"] == 2
+    ready = wait_ready(cluster, namespace, "llama", generation=resource["metadata"]["generation"])
+    assert ready["status"]["readyReplicas"] == 2
+    # the HPA read the resource's scale (replicas and selector) and wrote it: AbleToScale, not FailedGetScale
+    status = wait_until(lambda: (get(cluster, namespace, "hpa", "llama").get("status") or {}).get(
+        "currentReplicas") == 2 and get(cluster, namespace, "hpa", "llama")["status"], timeout=60,
+        what="the HPA observing 2 replicas")
+    able = {c["type"]: c for c in status["conditions"]}["AbleToScale"]
+    assert able["status"] == "True", status["conditions"]
