@@ -13,6 +13,7 @@ from specinfer.api import KIND
 from specinfer.operator.config import OperatorConfig
 from specinfer.operator.events import EventRecorder
 from specinfer.operator.kube import Kube
+from specinfer.operator.leadership import Leadership
 from specinfer.operator.reconciler import Reconciler
 from specinfer.operator.render.labels import CHILD_SELECTOR
 from specinfer.operator.render.podmonitor import PODMONITOR_API_VERSION, PODMONITOR_CRD
@@ -33,6 +34,8 @@ class Options:
     config: OperatorConfig = field(default_factory=OperatorConfig)
     namespaces: tuple[str, ...] = ()   # empty: all namespaces
     peering: str | None = "specinfer"
+    identity: str = ""                 # our kopf peering identity (operator_cli.own_identity)
+    priority: int = 0                  # our kopf peering priority
 
 
 class Controller:
@@ -45,8 +48,12 @@ class Controller:
         self.reconciler = Reconciler(kube=self.kube, store=self.store, config=config,
                                      events=EventRecorder(self.kube), requeue=lambda key: self.queue.add(key))
         self.queue = WorkQueue(self.reconciler.reconcile, workers=config.workers)
+        self.leadership = Leadership(self.kube, peering=options.peering, namespaces=options.namespaces,
+                                     identity=options.identity, priority=options.priority)
         self.resync_task: asyncio.Task | None = None
         self.stats_task: asyncio.Task | None = None
+        self.leadership_task: asyncio.Task | None = None
+        self._resyncing = True  # last state logged by _resync
 
     def _scopes(self) -> list[str | None]:
         return list(self.options.namespaces) or [None]
@@ -74,6 +81,8 @@ class Controller:
     async def start(self) -> None:
         await self.detect_podmonitor()
         await self.prime()
+        await self.leadership.refresh()
+        self.leadership_task = asyncio.create_task(self.leadership.run(), name="leadership")
         self.queue.start()
         self.resync_task = asyncio.create_task(self._resync(), name="resync")
         self.stats_task = asyncio.create_task(self._stats(), name="stats")
@@ -84,6 +93,15 @@ class Controller:
         """The safety net for anything a watch missed: re-check every resource periodically."""
         while True:
             await asyncio.sleep(self.options.config.resync_seconds)
+            # a paused (standby) replica's cache is stale: re-queueing it could re-apply old state
+            if not self.leadership.active():
+                if self._resyncing:
+                    log.info("standby: not resyncing while another replica is active")
+                    self._resyncing = False
+                continue
+            if not self._resyncing:
+                log.info("active again: resyncing")
+                self._resyncing = True
             await self.detect_podmonitor()
             for key in list(self.store.resources):
                 self.queue.add(key)
@@ -97,7 +115,7 @@ class Controller:
                      len(self.store.resources))
 
     async def stop(self) -> None:
-        for task in (self.resync_task, self.stats_task):
+        for task in (self.resync_task, self.stats_task, self.leadership_task):
             if task:
                 task.cancel()
         await self.queue.stop()

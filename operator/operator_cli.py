@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import datetime
+import getpass
 import logging
+import os
+import random
+import socket
+import string
 import time
 
 import click
@@ -18,6 +24,22 @@ def default_priority() -> int:
     milliseconds keeps the running replica in charge when a new one joins.
     """
     return -int(time.time() * 1000)
+
+
+def own_identity() -> str:
+    """Our kopf peering identity, as kopf's detect_own_id(manual=False) makes it: the POD_ID env var (the
+    pod's name, from the downward API) else user@host/start-time/random. We make it ourselves, not kopf,
+    so the leadership check (operator/leadership.py) can find our own entry in the peering object."""
+    pod = os.environ.get("POD_ID")
+    if pod is not None:
+        return pod
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry for the uid (containers)
+        user = str(os.getuid())
+    started = datetime.datetime.now(datetime.UTC).strftime("%Y%m%d%H%M%S")
+    suffix = "".join(random.choices(string.ascii_lowercase + string.digits, k=3))
+    return f"{user}@{socket.gethostname()}/{started}/{suffix}"
 
 
 @click.command("operator")
@@ -53,14 +75,18 @@ def operator_command(namespaces: tuple[str, ...], config_file: str | None, peeri
     kopf.configure(verbose=verbose)
     if not verbose:  # one "Handler succeeded" line per watch event drowns what matters
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-    options = Options(config=config, namespaces=namespaces, peering=None if standalone else peering)
+    priority = default_priority() if priority is None else priority
+    identity = own_identity()
+    options = Options(config=config, namespaces=namespaces, peering=None if standalone else peering,
+                      identity=identity, priority=priority)
     kopf.run(
         registry=build_registry(),
         clusterwide=not namespaces,
         namespaces=namespaces,
         standalone=standalone,
         peering_name=None if standalone else peering,
-        priority=default_priority() if priority is None else priority,
+        priority=priority,
+        identity=identity,
         liveness_endpoint=liveness,
         memo=kopf.Memo(options=options, metrics_port=metrics_port),
     )

@@ -10,6 +10,7 @@ import kopf
 from specinfer.operator.controller import Controller
 from specinfer.operator.errors import ApiError
 from specinfer.operator.handlers.children import CHILD_RESOURCES
+from specinfer.operator.leadership import peering_paths
 from specinfer.operator.render.labels import CHILD_SELECTOR
 
 log = logging.getLogger("specinfer.operator")
@@ -46,10 +47,8 @@ def configure(settings: kopf.OperatorSettings) -> None:
 
 async def ensure_peering_object(controller: Controller, name: str, namespaces: tuple[str, ...]) -> None:
     """kopf needs the (Cluster)KopfPeering object to exist; create it so a second replica can see the first."""
-    targets = [f"/apis/kopf.dev/v1/namespaces/{ns}/kopfpeerings" for ns in namespaces] or [
-        "/apis/kopf.dev/v1/clusterkopfpeerings"]
-    for path in targets:
-        kind = "ClusterKopfPeering" if not namespaces else "KopfPeering"
+    kind = "ClusterKopfPeering" if not namespaces else "KopfPeering"
+    for path in (path.rsplit("/", 1)[0] for path in peering_paths(name, namespaces)):
         body = {"apiVersion": "kopf.dev/v1", "kind": kind, "metadata": {"name": name}}
         try:
             await controller.kube.request("POST", path, body=body)

@@ -84,7 +84,8 @@ class TuningLoop:
     def __init__(self, *, kube: Any, resources: Callable[[], Iterable[Mapping[str, Any]]],
                  settings: TunerSettings, default_url: str | None,
                  on_written: Callable[[dict[str, Any]], None] | None = None,
-                 events: Any = None, clock: Callable[[], float] = time.time) -> None:
+                 events: Any = None, clock: Callable[[], float] = time.time,
+                 active: Callable[[], bool] = lambda: True) -> None:
         self.kube = kube
         self.resources = resources
         self.settings = settings
@@ -92,6 +93,8 @@ class TuningLoop:
         self.on_written = on_written
         self.events = events
         self.clock = clock
+        self.active = active  # False while another operator replica is active (peering standby)
+        self._acting = True   # last state logged by tick
         self.last_run: dict[tuple[str, str], float] = {}
         self.queries = build_queries(settings.labels.mapping(), settings.window_seconds)
 
@@ -118,6 +121,15 @@ class TuningLoop:
     async def tick(self) -> TickReport:
         now = self.clock()
         report = TickReport()
+        # a standby replica's cache is stale: deciding from it would fight the active replica's tuner
+        if not self.active():
+            if self._acting:
+                log.info("standby: not tuning while another replica is active")
+                self._acting = False
+            return report
+        if not self._acting:
+            log.info("active again: tuning")
+            self._acting = True
         groups: dict[tuple[str | None, Any], list[tuple[ResourceTarget, Mapping[str, Any]]]] = defaultdict(list)
         counts: dict[str, int] = defaultdict(int)
         for resource in list(self.resources()):

@@ -268,3 +268,22 @@ def test_auto_mode_with_no_restart_budget_only_recommends(fake_prometheus):
     tuning = kube.patches[0][1]["status"]["tuning"]
     assert report.actions["ns/a"] == "recommend" and "applied" not in tuning and not kube.events
     assert tuning["lastDecision"]["reason"].startswith("spec.tuning.maxRestartsPerHour is 0, not applied")
+
+
+def test_a_standby_replica_neither_queries_nor_writes_and_resumes(fake_prometheus, caplog):
+    caplog.set_level("INFO", logger="specinfer.operator.tuner")
+    server = fake_prometheus(high_acceptance("a"))
+    resources, kube = [resource("a"), resource("b", mode="off")], FakeKube()
+    resources[1]["status"]["tuning"] = {"mode": "auto"}  # off mode would clear this: a write, were it active
+    state = {"active": False}
+    loop = TuningLoop(kube=kube, resources=lambda: resources, settings=SETTINGS, default_url="http://prometheus:9090",
+                      events=kube, clock=lambda: NOW, active=lambda: state["active"])
+    for offset in (0, 30, 60):
+        _, report = run_tick(resources, kube, NOW + offset, loop)
+        assert report.resources == 0 and report.queries == 0
+    assert server.calls == 0 and not kube.patches and not kube.events
+    assert sum("standby: not tuning" in r.message for r in caplog.records) == 1  # once per change, no spam
+    state["active"] = True  # resumed: tunes normally again
+    _, report = run_tick(resources, kube, NOW + 90, loop)
+    assert server.calls > 0 and report.actions["ns/a"] in ("setK", "setSchedule")
+    assert {p[0].split("/")[-2] for p in kube.patches} == {"a", "b"}
