@@ -2,7 +2,9 @@
 
 Also the hand-over the other way: a replica started with a higher priority takes over from a
 running one, which must then stop acting -- a paused replica that kept reconciling from its (now
-stale) cache would roll pods back and forth between the old and the new spec.
+stale) cache would roll pods back and forth between the old and the new spec, and one whose tuning
+loop kept running would be a second tuner on the same resource (kopf pauses only its own watches;
+operator/leadership.py stops our resync and tuning loop).
 """
 
 from __future__ import annotations
@@ -43,6 +45,11 @@ def _applies(operator: Operator, name: str) -> int:
     return sum(f"/{name} " in line for line in operator.applies())
 
 
+def _tuning_ticks(operator: Operator) -> int:
+    """Each due tick against the harness's unreachable Prometheus logs one hold (operator/tuner/loop.py)."""
+    return operator.log().count("tuning holds")
+
+
 def test_exactly_one_replica_acts_and_the_other_takes_over(ns, replicas, recovery):
     first = replicas("first")
     second = replicas("second")  # lower priority: starts paused (kopf logs nothing until it resumes)
@@ -64,18 +71,29 @@ def test_exactly_one_replica_acts_and_the_other_takes_over(ns, replicas, recover
 
 
 def test_a_replica_that_hands_over_stops_acting(ns, replicas):
+    tuning = {"mode": "observe", "intervalSeconds": 5}  # the tuning loop ticks every 5 s and logs each hold
     old = replicas("old-leader")
-    ns.apply(resource("handover", replicas=1))
+    ns.apply(resource("handover", replicas=1, tuning=tuning))
     wait_for(lambda: ns.converged("handover"), timeout=60, what="Ready", alive=old.assert_alive,
              why=lambda: ns.why)
+    wait_for(lambda: _tuning_ticks(old) >= 1, timeout=15, what="the leader's tuning loop to tick",
+             alive=old.assert_alive)
     new = replicas("new-leader", "--priority", str(2**62))  # higher priority: takes over at once
     old.wait_for_log("Pausing operations", timeout=30)
-    ns.apply(resource("handover", k=5))
+    # our own background tasks follow within one leadership refresh (5 s) and one tick (1 s)
+    old.wait_for_log("standby: not tuning", timeout=15)
+    ticks_by_old = _tuning_ticks(old)
+    ns.apply(resource("handover", k=5, tuning=tuning))
     wait_for(lambda: _edit_reconciled(ns, "handover", 5), timeout=30, what="the new leader to reconcile the edit",
              alive=new.assert_alive)
+    wait_for(lambda: _tuning_ticks(new) >= 1, timeout=15, what="the new leader's tuning loop to tick",
+             alive=new.assert_alive)
     applied_by_old = _applies(old, "handover")
-    time.sleep(12)  # two resyncs of the paused replica: it must not re-apply its stale copy
+    time.sleep(12)  # two resyncs and two tuning intervals of the paused replica
     hashes = ns.snapshot("handover").template_hashes
     assert _applies(old, "handover") == applied_by_old, "the paused replica kept applying from its stale cache"
+    assert _tuning_ticks(old) == ticks_by_old, "the paused replica's tuning loop kept running"
+    assert _tuning_ticks(new) >= 2, "the new leader stopped tuning"
+    assert "standby: not resyncing" in old.log()
     assert ns.si("handover")["status"]["effective"]["numSpeculativeTokens"] == 5
     assert len(hashes) == 1, f"pods flip between configs: {hashes}"
