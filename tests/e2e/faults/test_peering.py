@@ -68,6 +68,9 @@ def test_exactly_one_replica_acts_and_the_other_takes_over(ns, replicas, recover
     assert _applies(second, "peer") >= 1
     wait_for(lambda: ns.converged("peer"), timeout=30, what="Ready under the new leader", why=lambda: ns.why)
     ns.assert_no_duplicates_or_orphans("peer")
+    # our resync and tuning loop follow kopf out of standby (one leadership refresh later, 5-10 s)
+    second.wait_for_log("active again: tuning", timeout=20)
+    second.wait_for_log("active again: resyncing", timeout=10)
 
 
 def test_a_replica_that_hands_over_stops_acting(ns, replicas):
