@@ -28,10 +28,11 @@ def default_priority() -> int:
 
 def own_identity() -> str:
     """Our kopf peering identity, as kopf's detect_own_id(manual=False) makes it: the POD_ID env var (the
-    pod's name, from the downward API) else user@host/start-time/random. We make it ourselves, not kopf,
-    so the leadership check (operator/leadership.py) can find our own entry in the peering object."""
-    pod = os.environ.get("POD_ID")
-    if pod is not None:
+    pod's name, from the downward API; the chart sets POD_NAME, read next) else user@host/start-time/random.
+    We make it ourselves, not kopf, so the leadership check (operator/leadership.py) can find our own
+    entry in the peering object."""
+    pod = os.environ.get("POD_ID") or os.environ.get("POD_NAME")
+    if pod:
         return pod
     try:
         user = getpass.getuser()

@@ -143,3 +143,17 @@ def test_a_missing_peering_object_keeps_standby():
     lead = leadership(FakeKube({}))
     asyncio.run(lead.refresh())
     assert not lead.active()
+
+
+def test_identity_is_the_pod_name_in_a_cluster(monkeypatch):
+    from specinfer.operator.operator_cli import own_identity
+
+    monkeypatch.delenv("POD_ID", raising=False)
+    monkeypatch.setenv("POD_NAME", "specinfer-operator-7d9f-abcde")  # the chart's downward-API variable
+    assert own_identity() == "specinfer-operator-7d9f-abcde"
+    monkeypatch.setenv("POD_ID", "kopf-style")  # kopf's own variable wins, as in kopf
+    assert own_identity() == "kopf-style"
+    monkeypatch.delenv("POD_ID")
+    monkeypatch.delenv("POD_NAME")
+    user_host, started, suffix = own_identity().split("/")  # outside a pod: user@host/start/random
+    assert "@" in user_host and len(started) == 14 and len(suffix) == 3
