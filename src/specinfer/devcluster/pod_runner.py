@@ -13,7 +13,11 @@ emulated and nothing else:
   passed through `SPECINFER_CONFIG`;
 - network: every pod has its own IP in a cluster, locally they share loopback, so the
   serving port in the mounted runtime config is remapped to a free port;
-- restarts: a process that exits is restarted with a back-off (restartPolicy Always).
+- restarts: a process that exits is restarted with a back-off (restartPolicy Always);
+- readiness: the container's readinessProbe (httpGet) is probed every sync round, and only
+  ready pods serve (`serving_pods`), as kube-proxy routes only to Ready endpoints. kwok still
+  marks pods Ready in the API at once, so a Deployment may stop the old pod before the new one
+  answers: a client then finds no pod serving for a moment instead of a refused connection.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ import shutil
 import signal
 import sys
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,6 +44,7 @@ RUNTIME_LABEL = "specinfer.io/name"
 RUNTIME_CONFIG_DIR = "/etc/specinfer"
 RUNTIME_CONFIG_FILE = "runtime.json"
 TERMINATION_GRACE_SECONDS = 30.0
+PROBE_TIMEOUT_SECONDS = 0.5  # loopback: a healthy engine answers in milliseconds
 
 
 def prometheus_label_name(label: str) -> str:
@@ -60,10 +67,38 @@ class LocalPod:
     next_start: float = 0.0
     started: list[float] = field(default_factory=list)
     terminating_since: float | None = None
+    readiness_path: str | None = None  # the readinessProbe's httpGet path; None: ready once running
+    failure_threshold: int = 3
+    ready: bool = False
+    probe_failures: int = 0
 
     @property
     def key(self) -> str:
         return f"{self.namespace}_{self.name}"
+
+
+def probe_readiness(pod: LocalPod) -> None:
+    """The kubelet's readiness probe: ready after one success, unready after `failure_threshold`
+    failures in a row (a restarted process starts unready)."""
+    running = pod.record is not None and processes.is_running(pod.record)
+    if not running or pod.port is None:
+        pod.ready, pod.probe_failures = False, 0
+        return
+    if pod.readiness_path is None:
+        pod.ready = True
+        return
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{pod.port}{pod.readiness_path}",
+                                    timeout=PROBE_TIMEOUT_SECONDS) as response:
+            healthy = 200 <= response.status < 400
+    except (urllib.error.URLError, OSError, ValueError):  # refused, 503 (HTTPError), timeout
+        healthy = False
+    if healthy:
+        pod.ready, pod.probe_failures = True, 0
+    else:
+        pod.probe_failures += 1
+        if not pod.ready or pod.probe_failures >= pod.failure_threshold:
+            pod.ready = False
 
 
 class PodRunner:
@@ -97,6 +132,7 @@ class PodRunner:
                     self.log(f"pod {pod.metadata.namespace}/{pod.metadata.name}: cannot run locally: {error}")
                     continue
             self._ensure_running(self.pods[uid])
+            probe_readiness(self.pods[uid])
 
     def run(self, stop_event, *, interval: float = 1.0) -> None:
         try:
@@ -115,9 +151,10 @@ class PodRunner:
         self.pods.clear()
 
     def serving_pods(self) -> list[LocalPod]:
-        """Pods a Service would route to: running and not terminating."""
+        """Pods a Service would route to: running, ready and not terminating."""
         return [pod for pod in list(self.pods.values())
-                if pod.port and pod.terminating_since is None and pod.record and processes.is_running(pod.record)]
+                if pod.port and pod.ready and pod.terminating_since is None and pod.record
+                and processes.is_running(pod.record)]
 
     def endpoints(self) -> dict[str, str]:
         """namespace/name -> local http base URL, for pods that serve."""
@@ -149,8 +186,12 @@ class PodRunner:
         argv = [local(arg) for arg in [*(container.command or []), *(container.args or [])]]
         if not argv:
             raise ValueError("container has no command: the image's entrypoint cannot be known locally")
+        probe = container.readiness_probe
+        http_get = probe.http_get if probe is not None else None
         return LocalPod(namespace=namespace, name=name, uid=pod.metadata.uid, folder=folder, argv=argv,
-                        env=env, port=port, labels=dict(pod.metadata.labels or {}))
+                        env=env, port=port, labels=dict(pod.metadata.labels or {}),
+                        readiness_path=(http_get.path or "/") if http_get is not None else None,
+                        failure_threshold=(probe.failure_threshold or 3) if probe is not None else 3)
 
     def _materialise_volumes(self, pod, container, folder: Path) -> dict[str, Path]:
         volumes = {volume.name: volume for volume in pod.spec.volumes or []}
@@ -210,6 +251,7 @@ class PodRunner:
             if now < pod.next_start:
                 return
         pod.next_start = 0.0
+        pod.ready, pod.probe_failures = False, 0  # a new process must pass its readiness probe again
         pod.record = processes.start(pod.name, pod.argv, log_dir=pod.folder, env=pod.env)
         pod.started.append(now)
         if self.prometheus is not None and pod.port is not None:
