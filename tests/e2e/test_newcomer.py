@@ -29,6 +29,8 @@ from specinfer.demo.stack import Stack
 from specinfer.devcluster import processes
 from specinfer.devcluster.prometheus import PrometheusServer
 from specinfer.runtime.methods.schedule import effective_k
+from tests import support
+from tests.support import condition
 
 pytestmark = pytest.mark.e2e
 
@@ -107,21 +109,12 @@ class Scenario:
 
 
 def wait_for(predicate, *, timeout: float, what: str, scenario: Scenario | None = None, interval: float = 1.0):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        if scenario is not None:
-            scenario.operator_alive()
-        time.sleep(interval)
-    status = json.dumps((scenario.si().get("status") if scenario else None) or {}, indent=1)[:3000]
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last {last!r}\nstatus: {status}")
+    """tests.support.wait_for that fails at once if the operator died and shows the resource's status."""
+    def why() -> str:
+        return "status: " + json.dumps((scenario.si().get("status") if scenario else None) or {}, indent=1)[:3000]
 
-
-def condition(resource: dict, kind: str) -> dict:
-    return next((c for c in (resource.get("status") or {}).get("conditions") or [] if c["type"] == kind), {})
+    return support.wait_for(predicate, timeout=timeout, what=what, interval=interval, why=why,
+                            alive=scenario.operator_alive if scenario is not None else None)
 
 
 def applied(resource: dict) -> dict:

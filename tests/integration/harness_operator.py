@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support import condition, wait_for
+
 REPO = Path(__file__).resolve().parents[2]
 SPECINFER = str(Path(sys.executable).parent / "specinfer")
 CRDS = [REPO / "crds" / "specinfer.io_speculativeinferences.yaml", REPO / "crds" / "kopf.dev_peerings.yaml"]
@@ -126,21 +128,7 @@ def get(cluster, namespace: str, kind: str, name: str | None = None, check: bool
 
 
 def wait_until(predicate: Callable[[], object], timeout: float = 30, interval: float = 0.3, what: str = "") -> object:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}; last value {last!r}")
-
-
-def condition(resource: dict | None, type_: str) -> dict:
-    for item in ((resource or {}).get("status") or {}).get("conditions") or []:
-        if item["type"] == type_:
-            return item
-    return {}
+    return wait_for(predicate, timeout=timeout, interval=interval, what=what or repr(predicate))
 
 
 def wait_ready(cluster, namespace: str, name: str, *, generation: int | None = None, timeout: float = 30) -> dict:

@@ -24,7 +24,15 @@ import uuid
 
 import pytest
 import yaml
-from harness_operator import OperatorProcess, apply, condition, get, operator_crds, wait_until  # noqa: F401
+from harness_operator import (  # noqa: F401  (fixtures)
+    OperatorProcess,
+    apply,
+    condition,
+    get,
+    operator_crds,
+    simulator_resource,
+    wait_until,
+)
 
 from specinfer.demo.load import Phase, PhasedLoad
 from specinfer.devcluster.pod_runner import PodRunner
@@ -42,21 +50,14 @@ LOW_CONCURRENCY, HEAVY_CONCURRENCY = 2, 20
 
 
 def resource(name: str, *, mode: str, k: int, time_scale: float) -> dict:
-    return {
-        "apiVersion": "specinfer.io/v1alpha1",
-        "kind": "SpeculativeInference",
-        "metadata": {"name": name},
-        "spec": {
-            "model": {"name": "meta-llama/Llama-3.1-8B-Instruct", "servedModelName": "llama"},
-            "speculation": {"method": "eagle3", "draftModel": {"name": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"},
-                            "numSpeculativeTokens": k},
-            "hardware": {"accelerator": "nvidia"},
-            "runtime": {"engine": "simulator",
-                        "simulator": {"timeScale": time_scale, "costModel": "cpu-tiny", "maxNumSeqs": 64,
-                                      "workload": "chat", "seed": 3}},
-            "tuning": {"mode": mode, "intervalSeconds": 5, "minSamples": 200, "maxRestartsPerHour": 6},
-        },
-    }
+    """The operator tests' simulator resource, on a CPU-sized cost model, with tuning on short clocks."""
+    body = simulator_resource(name, k=k)
+    spec = body["spec"]
+    del spec["replicas"]
+    spec["runtime"]["simulator"] = {"timeScale": time_scale, "costModel": "cpu-tiny", "maxNumSeqs": 64,
+                                    "workload": "chat", "seed": 3}
+    spec["tuning"] = {"mode": mode, "intervalSeconds": 5, "minSamples": 200, "maxRestartsPerHour": 6}
+    return body
 
 
 class PrometheusWithoutPluginFor(PrometheusServer):

@@ -9,6 +9,7 @@ stop the API server or etcd run on a cluster of their own (see test_control_plan
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -16,12 +17,17 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from tests.support import condition
+from tests.support import wait_for as _wait_for
+
+# These tests time recoveries to a tenth of a second, so they poll faster than the default.
+wait_for = functools.partial(_wait_for, interval=0.1)
 
 REPO = Path(__file__).resolve().parents[3]
 SPECINFER = str(Path(sys.executable).parent / "specinfer")
@@ -47,24 +53,6 @@ def resource(name: str, *, k: int = 3, replicas: int = 1, tuning: dict | None = 
             "tuning": tuning or {"mode": "off"},
         },
     }
-
-
-def wait_for(predicate: Callable[[], Any], *, timeout: float, what: str, interval: float = 0.1,
-             alive: Callable[[], None] | None = None, why: Callable[[], str] | None = None) -> Any:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        if alive is not None:
-            alive()
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last {last!r} {why() if why else ''}")
-
-
-def condition(obj: dict | None, kind: str) -> dict:
-    return next((c for c in ((obj or {}).get("status") or {}).get("conditions") or [] if c["type"] == kind), {})
 
 
 def cpu_seconds(pid: int) -> float:

@@ -1,0 +1,39 @@
+"""Helpers every integration and end-to-end test shares: polling with a useful failure, reading conditions.
+
+Importable as `tests.support` from any test module (tests/ is a package, so pytest puts the
+repository root on sys.path).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+
+def wait_for(predicate: Callable[[], Any], *, timeout: float, what: str, interval: float = 0.3,
+             alive: Callable[[], None] | None = None, why: Callable[[], str] | None = None) -> Any:
+    """Poll `predicate` until it returns something truthy (and return that) or `timeout` passes.
+
+    `alive` runs between polls and should raise when a process the test depends on has died (so a
+    crash fails at once, not after the timeout); `why` adds context to the timeout message.
+    """
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        if alive is not None:
+            alive()
+        time.sleep(interval)
+    context = f"\n{why()}" if why is not None else ""
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last value {last!r}{context}")
+
+
+def condition(resource: Mapping[str, Any] | None, type_: str) -> dict:
+    """The condition of that type in a resource's status, or {}."""
+    for item in ((resource or {}).get("status") or {}).get("conditions") or []:
+        if item.get("type") == type_:
+            return item
+    return {}
