@@ -18,8 +18,9 @@ import click
 
 from specinfer.operator.tuner.goodput import config_from_dense, same_config
 from specinfer.operator.tuner.policy import decide
+from specinfer.operator.tuner.target import downtime_fraction, simulator_cost_prior
 from specinfer.runtime.methods import get_method
-from specinfer.runtime.sim.model import cost_model, draft_scale
+from specinfer.runtime.sim.model import cost_model
 
 from .scenarios import SCENARIOS, TICK_SECONDS, Engine, Scenario, phase_at, profile_of, run
 
@@ -36,17 +37,12 @@ def k_bounds(scenario: Scenario) -> tuple[int, int]:
 def tuning_input(scenario: Scenario) -> dict:
     """What the tuning loop would pass: spec bounds and SLO, the preset's reload time, a rough prior."""
     cm = cost_model(scenario.cost_preset)
-    scale = draft_scale(scenario.method)
-    drafting = get_method(scenario.method).drafting
-    pass_seconds = cm.parallel_pass_s if drafting == "parallel" else cm.draft_pass_s
-    truth = {"floorSeconds": cm.floor_s, "computePerTokenSeconds": cm.compute_per_token_s,
-             "kvPerSequenceSeconds": cm.kv_per_seq_s, "draftPassSeconds": pass_seconds * scale,
-             "draftTokenSeconds": (cm.lookup_per_token_s if drafting == "none" else cm.draft_per_token_s) * scale}
+    truth = simulator_cost_prior(scenario.cost_preset, scenario.method, get_method(scenario.method).drafting)
+    prior = {key: value * PRIOR_ERROR.get(key, 1.0) for key, value in truth.items()}  # kneeSharpness stays exact
     tuning = {"method": scenario.method, "maxBatchSize": scenario.max_batch_size,
-              "restartSeconds": cm.restart_s, "downtimeFraction": 0.0 if scenario.update_strategy == "Surge" else 1.0,
+              "restartSeconds": cm.restart_s, "downtimeFraction": downtime_fraction(scenario.update_strategy),
               "slo": {"perTokenP99Seconds": scenario.per_token_slo},
-              "maxRestartsPerHour": 6, "costPrior": {k: v * PRIOR_ERROR[k] for k, v in truth.items()}}
-    tuning["costPrior"]["kneeSharpness"] = cm.knee_sharpness
+              "maxRestartsPerHour": 6, "costPrior": prior}
     if scenario.k_max is not None:
         tuning["kMax"] = scenario.k_max
     return tuning
