@@ -22,6 +22,7 @@ import aiohttp
 import click
 
 from specinfer.bench.load import LoadConfig, run_load
+from specinfer.devcluster.http_probe import wait_http_ok
 
 
 @dataclass(frozen=True)
@@ -101,20 +102,7 @@ def start_simulator(port: int, time_scale: float, streams: int, core: int | None
 
 
 def wait_ready(url: str, timeout_s: float = 30.0) -> None:
-    async def poll() -> None:
-        deadline = time.monotonic() + timeout_s
-        async with aiohttp.ClientSession() as session:
-            while time.monotonic() < deadline:
-                try:
-                    async with session.get(f"{url}/health") as response:
-                        if response.status == 200:
-                            return
-                except aiohttp.ClientError:
-                    pass
-                await asyncio.sleep(0.2)
-        raise TimeoutError(f"simulator at {url} not healthy after {timeout_s}s")
-
-    asyncio.run(poll())
+    wait_http_ok(f"{url}/health", timeout=timeout_s)
 
 
 @click.command("sim-capacity")

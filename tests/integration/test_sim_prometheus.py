@@ -13,13 +13,13 @@ import math
 import signal
 import subprocess
 import sys
-import time
 import uuid
 
 import aiohttp
 import pytest
 
 from specinfer.bench.load import LoadConfig, run_load
+from specinfer.devcluster.http_probe import wait_http_ok
 from specinfer.devcluster.processes import free_port
 from specinfer.runtime.sim.model import acceptance_profile
 
@@ -43,21 +43,10 @@ def runtime_config(port: int) -> dict:
 
 
 def wait_healthy(url: str, process: subprocess.Popen, timeout: float = 30.0) -> None:
-    async def poll() -> None:
-        deadline = time.monotonic() + timeout
-        async with aiohttp.ClientSession() as session:
-            while time.monotonic() < deadline:
-                assert process.poll() is None, f"runtime exited with {process.returncode}"
-                try:
-                    async with session.get(f"{url}/health") as response:
-                        if response.status == 200:
-                            return
-                except aiohttp.ClientError:
-                    pass
-                await asyncio.sleep(0.2)
-        raise TimeoutError(f"{url}/health not 200 within {timeout}s")
+    def alive() -> None:
+        assert process.poll() is None, f"runtime exited with {process.returncode}"
 
-    asyncio.run(poll())
+    wait_http_ok(f"{url}/health", timeout=timeout, alive=alive)
 
 
 def scrape_direct(url: str) -> dict[str, float]:

@@ -30,14 +30,13 @@ import shutil
 import signal
 import sys
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kubernetes import client, config
 
 from specinfer.devcluster import processes
+from specinfer.devcluster.http_probe import http_ok
 from specinfer.devcluster.prometheus import PrometheusServer
 
 RUNTIME_LABEL = "specinfer.io/name"
@@ -87,13 +86,7 @@ def probe_readiness(pod: LocalPod) -> None:
     if pod.readiness_path is None:
         pod.ready = True
         return
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{pod.port}{pod.readiness_path}",
-                                    timeout=PROBE_TIMEOUT_SECONDS) as response:
-            healthy = 200 <= response.status < 400
-    except (urllib.error.URLError, OSError, ValueError):  # refused, 503 (HTTPError), timeout
-        healthy = False
-    if healthy:
+    if http_ok(f"http://127.0.0.1:{pod.port}{pod.readiness_path}", timeout=PROBE_TIMEOUT_SECONDS):
         pod.ready, pod.probe_failures = True, 0
     else:
         pod.probe_failures += 1
