@@ -2,8 +2,9 @@
 
 The cluster: with SPECINFER_TEST_KUBECONFIG set, tests run against that cluster
 (any conformant one, e.g. kind); otherwise the local control plane named
-"pytest" is started (and stopped at the end unless it was already running or
-SPECINFER_KEEP_CLUSTER=1, which keeps re-runs fast).
+"pytest" (or $SPECINFER_TEST_CLUSTER, so several checkouts can test side by side) is
+started (and stopped at the end unless it was already running or SPECINFER_KEEP_CLUSTER=1,
+which keeps re-runs fast).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def cluster() -> ClusterHandle:
         return
     from specinfer.devcluster.control_plane import LocalCluster
 
-    local = LocalCluster("pytest", log=lambda message: print(message, file=sys.stderr))
+    local = LocalCluster(os.environ.get("SPECINFER_TEST_CLUSTER", "pytest"), log=lambda message: print(message, file=sys.stderr))
     already_running = local.is_healthy()
     local.up()
     try:
