@@ -21,13 +21,16 @@ from typing import Any
 
 from specinfer.api import API_VERSION, KIND
 from specinfer.operator import metrics
+from specinfer.operator.config import CostConfig
 from specinfer.operator.kube import APPLY_PATCH, object_path
 from specinfer.operator.tuner import prometheus as prom
+from specinfer.operator.tuner.exports import cost_of, resource_export
 from specinfer.operator.tuner.observe import Target, index_results, observe
 from specinfer.operator.tuner.policy import decide
 from specinfer.operator.tuner.queries import build_queries
 from specinfer.operator.tuner.record import CHANGES, Tick, off_status, tick_status
 from specinfer.operator.tuner.settings import TunerSettings
+from specinfer.operator.tuner.speedup import speedup_vs_no_speculation
 from specinfer.operator.tuner.state import PolicyState
 from specinfer.operator.tuner.target import (ResourceTarget, TargetError, applied_problem, observed_applied, parse_time,
                                              read_target, rollout_in_progress, tuning_input)
@@ -85,7 +88,7 @@ class TuningLoop:
                  settings: TunerSettings, default_url: str | None,
                  on_written: Callable[[dict[str, Any]], None] | None = None,
                  events: Any = None, clock: Callable[[], float] = time.time,
-                 active: Callable[[], bool] = lambda: True) -> None:
+                 active: Callable[[], bool] = lambda: True, prices: CostConfig | None = None) -> None:
         self.kube = kube
         self.resources = resources
         self.settings = settings
@@ -94,6 +97,7 @@ class TuningLoop:
         self.events = events
         self.clock = clock
         self.active = active  # False while another operator replica is active (peering standby)
+        self.prices = prices or CostConfig()  # operator configuration `cost`: status.cost when a price applies
         self._acting = True   # last state logged by tick
         self.last_run: dict[tuple[str, str], float] = {}
         self.queries = build_queries(settings.labels.mapping(), settings.window_seconds)
@@ -132,11 +136,14 @@ class TuningLoop:
             self._acting = True
         groups: dict[tuple[str | None, Any], list[tuple[ResourceTarget, Mapping[str, Any]]]] = defaultdict(list)
         counts: dict[str, int] = defaultdict(int)
+        tuned: set[tuple[str, str]] = set()
         for resource in list(self.resources()):
             if (resource.get("metadata") or {}).get("deletionTimestamp"):
                 continue
             target = read_target(resource)
             counts[target.mode] += 1
+            if target.mode != "off":
+                tuned.add(target.key)
             if target.mode == "off":
                 cleared = off_status(target, now)
                 if cleared is not None:
@@ -151,6 +158,7 @@ class TuningLoop:
             groups[(url, secret_key)].append((target, resource))
         for mode in ("off", "observe", "auto"):
             metrics.TUNED_RESOURCES.labels(mode).set(counts.get(mode, 0))
+        metrics.keep_resources(tuned)  # issue 17: per-resource series go with the resource (or its tuning)
         if groups:
             metrics.TUNING_TICKS.inc()  # before querying: a scrape mid-tick never sees queries of an uncounted tick
         for (url, secret_key), members in groups.items():
@@ -201,6 +209,12 @@ class TuningLoop:
             tick = await self._decide(target, resource, indexed, failure, now)
             outcome = tick_status(target, tick)
             metrics.TUNING_DECISIONS.labels(outcome.action, target.mode).inc()
+            # issue 17 (exports.py): status.cost when a price applies, and the per-resource series
+            cost = cost_of(self.prices, target, outcome.status)
+            if cost is not None:
+                outcome.status["cost"] = cost.to_status()
+            metrics.publish_resource(target.namespace, target.name,
+                                     resource_export(target, outcome.status, outcome.action, cost))
             report.actions[f"{target.namespace}/{target.name}"] = outcome.action
             if tick.decision is None and _same_hold(target, outcome.status):
                 continue  # still holding for the same reason: no status churn while Prometheus is away
@@ -236,6 +250,9 @@ class TuningLoop:
                         hold_reason=f"holding the current config: {observed.missing}")
         previous = _state(target)
         decision, state = await asyncio.to_thread(decide, observed.observation, tuning, previous, now)
+        # issue 17: the dashboard's and alerts' speed-up over no speculation (speedup.py)
+        metrics.set_predicted_speedup(target.namespace, target.name,
+                                      speedup_vs_no_speculation(decision, state, tuning, observed.observation))
         no_apply = "spec.tuning.maxRestartsPerHour is 0" if target.spec.tuning.max_restarts_per_hour == 0 else None
         if decision["action"] in CHANGES and (mode != "auto" or no_apply):
             state = observe_mode_state(previous, state)
