@@ -280,6 +280,11 @@ _CONDITIONAL: dict[str, dict[str, tuple[float, ...]]] = {
 
 METHODS: tuple[str, ...] = ("none", *_CONDITIONAL)
 
+# A broken drafter (a draft/target tokenizer mismatch, an attention backend bug after an upgrade):
+# the first draft token almost never matches. `specinfer bench tuner`'s collapse scenario and the
+# simulator's POST /admin/acceptance {"collapsed": true} use it.
+COLLAPSED = AcceptanceProfile(name="collapsed", conditional=(0.02, 0.3))
+
 
 def acceptance_profile(method: str, workload: str) -> AcceptanceProfile:
     """The default acceptance profile of `method` (spec method name) on `workload`."""

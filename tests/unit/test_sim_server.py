@@ -89,6 +89,40 @@ async def test_admin_switches_workload_and_refuses_unknown_ones():
         await client.close()
 
 
+async def test_admin_collapses_acceptance_and_heals_it():
+    """Fault injection for the alert tests: a broken drafter accepts almost no first draft token."""
+    client = await client_for(num_speculative_tokens=2)
+
+    async def first_position_rate() -> tuple[float, float]:
+        text = await (await client.get("/metrics")).text()
+        samples = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line and not line.startswith("#")}
+        return (samples['vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="sim",position="0"}'],
+                samples['vllm:spec_decode_num_drafts_total{engine="0",model_name="sim"}'])
+
+    async def serve(n: int) -> None:
+        await asyncio.gather(*(client.post("/v1/completions", json={"prompt": "a", "max_tokens": 200}) for _ in range(n)))
+
+    try:
+        assert (await (await client.get("/admin/acceptance")).json()) == {"collapsed": False}
+        await serve(4)
+        healthy_accepted, healthy_drafts = await first_position_rate()
+        assert healthy_accepted / healthy_drafts > 0.6  # eagle3 on chat: 0.80
+        response = await client.post("/admin/acceptance", json={"collapsed": True})
+        assert (await response.json()) == {"collapsed": True}
+        await serve(4)
+        accepted, drafts = await first_position_rate()
+        assert drafts - healthy_drafts > 300
+        assert (accepted - healthy_accepted) / (drafts - healthy_drafts) < 0.06  # the collapsed profile: 0.02
+        for bad in ({"collapsed": "yes"}, {"collapse": True}):
+            response = await client.post("/admin/acceptance", json=bad)
+            assert response.status == 400 and "collapsed" in (await response.json())["error"]["message"]
+        await client.post("/admin/acceptance", json={"collapsed": False})
+        assert (await (await client.get("/admin/acceptance")).json()) == {"collapsed": False}
+    finally:
+        await client.close()
+
+
 async def test_openai_errors_look_like_vllms():
     client = await client_for()
     try:
