@@ -130,6 +130,7 @@ class TuningLoop:
             if self._acting:
                 log.info("standby: not tuning while another replica is active")
                 self._acting = False
+                metrics.keep_resources(set())  # issue 17: the active replica's series are the true ones
             return report
         if not self._acting:
             log.info("active again: tuning")

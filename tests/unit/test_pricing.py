@@ -207,3 +207,18 @@ def test_predicted_speedup_from_the_policys_model():
     assert slow < 1.0  # three drafts per request at batch 200 for 0.25 extra tokens: slower than none
     assert speedup_vs_no_speculation(good, {}, {"method": "eagle3", "kMin": 9, "kMax": 2}, observation(3, 2)) is None
     assert speedup_vs_no_speculation(good, {}, tuning, {"applied": "garbage"}) is None
+
+
+def test_a_replica_going_standby_drops_its_per_resource_series(fake_prometheus):
+    """After a failover the new active replica's series are the true ones: the old one must not keep
+    exporting stale values that alerts would fire on."""
+    fake_prometheus(high_acceptance("handed"))
+    resources, kube = [resource("handed")], FakeKube()
+    state = {"active": True}
+    loop = TuningLoop(kube=kube, resources=lambda: resources, settings=SETTINGS, default_url="http://prometheus:9090",
+                      events=kube, clock=lambda: NOW, active=lambda: state["active"])
+    run_tick(resources, kube, NOW, loop)
+    assert value("specinfer_operator_tuning_restart_budget", namespace="ns", name="handed") == 6
+    state["active"] = False
+    run_tick(resources, kube, NOW + 30, loop)
+    assert value("specinfer_operator_tuning_restart_budget", namespace="ns", name="handed") is None
