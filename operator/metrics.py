@@ -17,7 +17,7 @@ the dashboard and the alerts read them (docs/observability.md):
     specinfer_operator_tuning_restart_budget             spec.tuning.maxRestartsPerHour
     specinfer_operator_tuning_predicted_speedup          predicted goodput of the config in force / no speculation
     specinfer_operator_k_in_force{batch_size}            K the pods run per batch-size range ("1-42", "43+")
-    specinfer_operator_tuning_changes_total{action}      changes applied or recommended
+    specinfer_operator_tuning_changes_total{action}      changes applied (auto mode)
     specinfer_operator_cost_per_million_tokens{currency}               only with prices configured
     specinfer_operator_cost_last_change_saving_per_million_tokens{currency}
 """
@@ -128,8 +128,8 @@ K_IN_FORCE = Gauge("specinfer_operator_k_in_force",
                    "Draft length the pods run, per batch-size range of the effective config (0: no drafting).",
                    [*RESOURCE_LABELS, "batch_size"], registry=REGISTRY)
 TUNING_CHANGES = Counter("specinfer_operator_tuning_changes",
-                         "Tuning changes per resource by action (setK, setSchedule, disable, reenable, rollback; "
-                         "recommend: chosen but not applied).", [*RESOURCE_LABELS, "action"], registry=REGISTRY)
+                         "Tuning changes applied to a resource, by action (setK, setSchedule, disable, reenable, "
+                         "rollback).", [*RESOURCE_LABELS, "action"], registry=REGISTRY)
 COST_PER_MILLION_TOKENS = Gauge("specinfer_operator_cost_per_million_tokens",
                                 "Cost per million generated tokens at the measured load (status.cost).",
                                 [*RESOURCE_LABELS, "currency"], registry=REGISTRY)
@@ -167,16 +167,21 @@ def publish_resource(namespace: str, name: str, exported: Any) -> None:
              if cost is not None and cost.per_million_tokens is not None else {})
     _replace(COST_SAVING, key, {(cost.currency,): cost.last_change_saving_per_million_tokens}
              if cost is not None and cost.last_change_saving_per_million_tokens is not None else {})
-    if exported.change is not None:
-        with _held_lock:
+    with _held_lock:
+        held = _held[TUNING_CHANGES].setdefault(key, set())
+        for action in exported.change_actions:  # every action at 0 from the start, so increase() sees the first
+            if (action,) not in held:
+                TUNING_CHANGES.labels(*key, action)
+                held.add((action,))
+        if exported.change is not None:
             TUNING_CHANGES.labels(*key, exported.change).inc()
-            _held[TUNING_CHANGES].setdefault(key, set()).add((exported.change,))
+            held.add((exported.change,))
 
 
 def set_predicted_speedup(namespace: str, name: str, speedup: float | None) -> None:
-    """None (no model this tick) keeps the last prediction: the policy's belief did not change."""
-    if speedup is not None:
-        _replace(PREDICTED_SPEEDUP, (namespace, name), {(): speedup})
+    """None (the policy had no model this tick: too few samples, settling, collapse) drops the series: a
+    stale belief would keep an alert firing on a config that has changed."""
+    _replace(PREDICTED_SPEEDUP, (namespace, name), {} if speedup is None else {(): speedup})
 
 
 def keep_resources(keys: set[Key]) -> None:

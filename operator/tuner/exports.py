@@ -13,7 +13,7 @@ from typing import Any
 
 from specinfer.operator.config import CostConfig
 from specinfer.operator.pricing import Cost, resource_cost
-from specinfer.operator.tuner.record import CHANGES, RECOMMEND
+from specinfer.operator.tuner.record import CHANGES
 from specinfer.operator.tuner.target import ResourceTarget, schedule_to_policy
 from specinfer.runtime.methods.schedule import compress, effective_k
 
@@ -26,7 +26,8 @@ class ResourceExport:
     restart_budget: int
     k_in_force: dict[str, int]  # batch-size range ("1-42", "43+") -> K the pods run there
     cost: Cost | None
-    change: str | None  # the action, when this tick applied or recommended a change
+    change: str | None  # the action, when this tick applied a change
+    change_actions: tuple[str, ...] = CHANGES  # every action the changes counter has, from 0
 
 
 def k_in_force(effective: Mapping[str, Any] | None) -> dict[str, int]:
@@ -72,5 +73,5 @@ def resource_export(target: ResourceTarget, status: Mapping[str, Any], action: s
         restart_budget=spec.tuning.max_restarts_per_hour if spec is not None else 0,
         k_in_force=k_in_force(target.status.get("effective")),
         cost=cost,
-        change=action if action in CHANGES or action == RECOMMEND else None,
+        change=action if action in CHANGES else None,  # a recommendation repeats each tick: not a change
     )

@@ -215,6 +215,8 @@ class TuningLoop:
                 outcome.status["cost"] = cost.to_status()
             metrics.publish_resource(target.namespace, target.name,
                                      resource_export(target, outcome.status, outcome.action, cost))
+            if tick.decision is None:  # the policy was not asked: no prediction to show (see _decide)
+                metrics.set_predicted_speedup(target.namespace, target.name, None)
             report.actions[f"{target.namespace}/{target.name}"] = outcome.action
             if tick.decision is None and _same_hold(target, outcome.status):
                 continue  # still holding for the same reason: no status churn while Prometheus is away

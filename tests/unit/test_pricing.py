@@ -15,6 +15,7 @@ from tests.unit.test_tuner_loop import (  # noqa: F401  (fake_prometheus is a fi
     SETTINGS,
     FakeKube,
     TuningLoop,
+    apply_back,
     fake_prometheus,
     high_acceptance,
     resource,
@@ -157,6 +158,7 @@ def test_per_resource_series_follow_the_status_and_leave_with_the_resource(fake_
     assert action in ("setK", "setSchedule")  # high acceptance at batch 1: a larger K
     assert value("specinfer_operator_tuning_restarts_last_hour", **labels) == status["tuning"]["restartsLastHour"] == 1
     assert value("specinfer_operator_tuning_changes_total", **labels, action=action) == 1
+    assert value("specinfer_operator_tuning_changes_total", **labels, action="rollback") == 0  # there from the start
     assert value("specinfer_operator_k_in_force", **labels, batch_size="1+") == 3  # status.effective: K=3
     speedup = value("specinfer_operator_tuning_predicted_speedup", **labels)
     assert speedup is not None and speedup > 1.05  # 92% first-position acceptance at batch 1 pays well
@@ -165,7 +167,8 @@ def test_per_resource_series_follow_the_status_and_leave_with_the_resource(fake_
     run_tick(resources, FakeKube(), NOW + 60)
     assert value("specinfer_operator_tuning_degraded", **labels, reason="PrometheusUnreachable") == 1.0
     assert value("specinfer_operator_tuning_degraded", **labels, reason="AsExpected") is None
-    assert value("specinfer_operator_tuning_predicted_speedup", **labels) == speedup  # last belief kept
+    # no decision, no prediction: the belief of a minute ago is not shown as today's
+    assert value("specinfer_operator_tuning_predicted_speedup", **labels) is None
 
     resources[0]["spec"]["tuning"]["mode"] = "off"
     run_tick(resources, FakeKube(), NOW + 120)
@@ -222,3 +225,14 @@ def test_a_replica_going_standby_drops_its_per_resource_series(fake_prometheus):
     state["active"] = False
     run_tick(resources, kube, NOW + 30, loop)
     assert value("specinfer_operator_tuning_restart_budget", namespace="ns", name="handed") is None
+
+
+def test_repeated_recommendations_are_not_counted_as_changes(fake_prometheus):
+    fake_prometheus(high_acceptance("advised"))
+    resources, kube = [resource("advised", mode="observe")], FakeKube()
+    for offset in (0, 60, 120):
+        run_tick(resources, kube, NOW + offset)
+        apply_back(resources, kube)
+    assert resources[0]["status"]["tuning"]["lastDecision"]["action"] == "recommend"
+    for action in ("setK", "setSchedule", "disable", "reenable", "rollback"):
+        assert value("specinfer_operator_tuning_changes_total", namespace="ns", name="advised", action=action) == 0

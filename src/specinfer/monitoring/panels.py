@@ -104,7 +104,8 @@ def panels(labels: Labels = Labels()) -> tuple[Panel, ...]:
               (Query(f"max by (name) (specinfer_operator_tuning_predicted_speedup{OPERATOR})", "{{name}}"),),
               row="Serving", thresholds=((1.0, "red"),)),
         Panel("Tuner changes",
-              "Changes the tuner applied (auto) or recommended (observe) in the past hour, by action.",
+              "Changes the tuner applied in the past hour, by action (auto mode; in observe mode the "
+              "recommendation is in status.tuning.recommendation).",
               "short",
               (Query(f"sum by (name, action) (increase(specinfer_operator_tuning_changes_total{OPERATOR}[1h]))",
                      "{{name}} {{action}}"),),
