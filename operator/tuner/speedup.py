@@ -13,7 +13,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from specinfer.operator.tuner.cost import CostModel
+import numpy as np
+
+from specinfer.operator.tuner.cost import TERMS, CostModel
 from specinfer.operator.tuner.goodput import Model, dense_ks, goodput
 from specinfer.operator.tuner.observation import ObservationError, parse_observation
 from specinfer.operator.tuner.tuning import TuningError, parse_tuning
@@ -38,13 +40,28 @@ def speedup_vs_no_speculation(decision: Mapping[str, Any], state: Mapping[str, A
     except (TuningError, ObservationError):
         return None
     cost = CostModel.from_state(state.get("cost"), spec.cost_prior, spec.drafting)
-    model = Model([float(p) for p in prefix], cost, cost.multipliers())
+    theta = summary.get("stepCostMultipliers")  # the fit decide() just made (rounded to 0.001): no second solve
+    model = _FewBatchSizes([float(p) for p in prefix], cost,
+                           np.array(theta, dtype=float) if _fits(theta) else cost.multipliers())
     distribution = obs.batch_distribution()
     size = spec.max_batch_size
     without = goodput(model, [0] * (size + 1), distribution)
     if without <= 0:
         return None
     return _positive(goodput(model, dense_ks(obs.applied.to_config(), size), distribution) / without)
+
+
+class _FewBatchSizes(Model):
+    """The policy's model, evaluated directly: a handful of observed batch sizes do not need the
+    1024-row step-time table the optimiser builds (that table was most of this function's cost)."""
+
+    def step_time(self, batch_size: float, k: int) -> float:
+        return self.cost.step_time(batch_size, k, self.theta)
+
+
+def _fits(theta: object) -> bool:
+    return isinstance(theta, list) and len(theta) == TERMS and all(
+        isinstance(t, (int, float)) and math.isfinite(t) and t >= 0 for t in theta)
 
 
 def _positive(value: object) -> float | None:

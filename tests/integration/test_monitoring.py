@@ -186,6 +186,10 @@ def test_every_dashboard_query_returns_data(run):
     # the gauge and status.cost are one figure, read a scrape apart
     assert exported == pytest.approx(status["cost"]["perMillionTokens"], rel=0.5)
     assert status["cost"]["pricePerHour"] == 2.5  # one replica, one nvidia device at 2.5/h
+    print(f"status.cost of {tuned}: {json.dumps(status['cost'], sort_keys=True)}")
+    wide = run.cluster.kubectl("get", "si", "-n", run.namespace, "-o", "wide").stdout
+    print(wide)
+    assert "COST/MTOK" in wide.splitlines()[0]
     k_panel = next(p for p in panels() if p.title == "K in force by batch size").queries[0].expr
 
     def k_in_force_matches_status():  # a rollout may land between the two reads: poll

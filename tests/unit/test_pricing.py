@@ -236,3 +236,20 @@ def test_repeated_recommendations_are_not_counted_as_changes(fake_prometheus):
     assert resources[0]["status"]["tuning"]["lastDecision"]["action"] == "recommend"
     for action in ("setK", "setSchedule", "disable", "reenable", "rollback"):
         assert value("specinfer_operator_tuning_changes_total", namespace="ns", name="advised", action=action) == 0
+
+
+def test_the_decisions_fitted_multipliers_give_the_same_speedup_as_a_fresh_fit(fake_prometheus):
+    """The loop reuses decide()'s step-cost fit (rounded in decision.model) instead of solving again."""
+    from specinfer.operator.tuner.policy import decide
+    from specinfer.operator.tuner.target import read_target, tuning_input
+
+    target = read_target(resource("fit"))
+    tuning = tuning_input(target.spec, SETTINGS.policy)
+    obs = observation(3, 6)
+    obs["acceptance"] = {"drafts": 40000, "acceptedPerPosition": [36000, 32000, 28000]}
+    obs["steps"] = {"count": 40000, "meanSeconds": 0.012, "generatedTokens": 40000 * 3.4}
+    decision, state = decide(obs, tuning, None, NOW)
+    assert decision["model"]["stepCostMultipliers"], decision["reason"]
+    reused = speedup_vs_no_speculation(decision, state, tuning, obs)
+    fresh = speedup_vs_no_speculation({"model": {**decision["model"], "stepCostMultipliers": None}}, state, tuning, obs)
+    assert reused == pytest.approx(fresh, rel=2e-3) and reused > 1
