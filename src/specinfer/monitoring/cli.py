@@ -1,7 +1,7 @@
 """`specinfer monitoring`: write the Grafana dashboard and the alerting rules into the chart.
 
     specinfer monitoring            # charts/specinfer/files/{grafana-dashboard.json,prometheus-rules.yaml}
-    specinfer monitoring --check    # exit 1 if the committed files differ (CI, tests/unit/test_monitoring.py)
+    specinfer monitoring --check    # exit 1 if the committed files differ (CI, tests/unit/test_monitoring_files.py)
     specinfer monitoring --namespace-label kubernetes_namespace --resource-label app -o out/
                                     # for a Prometheus that relabels the engine pods differently
 """

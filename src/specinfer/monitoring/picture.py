@@ -2,7 +2,7 @@
 
 No Grafana server runs here, so the README's picture is this: every panel of panels.py, laid out
 as the Grafana dashboard lays them out (rows of three), each query evaluated as a range query
-against the run's Prometheus. tests/integration/test_monitoring.py draws it at the end of its run
+against the run's Prometheus. tests/integration/test_monitoring_live.py draws it at the end of its run
 (SPECINFER_DASHBOARD_PNG=docs/img/dashboard.png keeps it).
 """
 
