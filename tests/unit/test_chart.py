@@ -276,11 +276,12 @@ def test_operator_config_is_accepted_by_the_operator(rendered, name):
     (["cost.accelerators.tpu=1"], "additional properties 'tpu' not allowed"),
     (["cost.currency=usd"], "/cost/currency"),
     (["grafana.dashboard.label=not a label"], "/grafana/dashboard/label"),
+    (['--set-json=cost.products={"H100 SXM": 1}'], "invalid propertyName 'H100 SXM'"),
 ])
 def test_values_schema_refuses_mistakes_and_inline_credentials(helm, settings, complaint):
     args = ["template", RELEASE, str(CHART)]
     for setting in settings:
-        args += ["--set", setting]
+        args += [setting] if setting.startswith("--") else ["--set", setting]
     result = run_helm(helm, *args)
     assert result.returncode != 0, f"{settings} was accepted"
     assert complaint in result.stderr, result.stderr
