@@ -8,12 +8,14 @@ resource makes no API request. The resource's spec and metadata are never writte
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
 from specinfer.api import API_VERSION, KIND, InvalidSpecError
+from specinfer.api.status import Condition, EffectiveConfig, SpeculativeInferenceStatus
+from specinfer.api.timestamps import rfc3339
 from specinfer.operator.compare import covers
 from specinfer.operator.conditions import find
 from specinfer.operator.config import OperatorConfig
@@ -21,7 +23,8 @@ from specinfer.operator.errors import ApiError, TemporaryError
 from specinfer.operator.events import EventRecorder
 from specinfer.operator.kube import Kube
 from specinfer.operator.render import render
-from specinfer.operator.status import Rollout, invalid_status, rollout_of, status_covered, workload_status
+from specinfer.operator.status import (Rollout, invalid_status, rollout_of, status_covered, stored_conditions,
+                                       workload_status)
 from specinfer.operator.store import Key, Store
 
 log = logging.getLogger("specinfer.operator.reconcile")
@@ -29,7 +32,7 @@ REJECTED_RETRY_SECONDS = 30.0  # a refused apply (quota, admission policy) may c
 
 
 def utc_now() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return rfc3339(time.time())
 
 
 class Reconciler:
@@ -97,19 +100,19 @@ class Reconciler:
         await self._write_status(resource, invalid_status(resource=resource, message=message, rollout=rollout,
                                                           now=self.now(), reason="ApplyRejected"))
 
-    async def _announce_rollout(self, resource: dict[str, Any], before: str | None,
-                                effective: dict[str, Any]) -> None:
-        what = f"method {effective['method']}, K={effective['numSpeculativeTokens']}"
-        if effective.get("schedule"):
-            what += f", schedule of {len(effective['schedule'])} ranges"
+    async def _announce_rollout(self, resource: dict[str, Any], before: str | None, effective: EffectiveConfig) -> None:
+        what = f"method {effective.method}, K={effective.num_speculative_tokens}"
+        if effective.schedule:
+            what += f", schedule of {len(effective.schedule)} ranges"
         if before is None:
-            message = f"created the engine Deployment ({what}, config {effective['configHash']})"
+            message = f"created the engine Deployment ({what}, config {effective.config_hash})"
         else:
-            message = f"rolling out config {before} -> {effective['configHash']} ({what}), one pod at a time"
+            message = f"rolling out config {before} -> {effective.config_hash} ({what}), one pod at a time"
         await self.events.record(resource, type_="Normal", reason="RolloutStarted", message=message)
 
-    async def _write_status(self, resource: dict[str, Any], status: dict[str, Any]) -> None:
+    async def _write_status(self, resource: dict[str, Any], model: SpeculativeInferenceStatus) -> None:
         current = resource.get("status") or {}
+        status = model.to_json()
         if status_covered(status, current):
             return
         meta = resource["metadata"]
@@ -118,22 +121,23 @@ class Reconciler:
         result = await self.kube.apply(body, subresource="status")
         self.status_writes += 1
         self.store.put_resource(result)
-        before, after = (current.get("effective") or {}).get("configHash"), (status.get("effective") or {}).get(
-            "configHash")
-        if after and after != before:  # announced once, when status starts reporting the new config
-            await self._announce_rollout(resource, before, status["effective"])
-        await self._announce_conditions(resource, current, status)
+        before = (current.get("effective") or {}).get("configHash")
+        if model.effective is not None and model.effective.config_hash != before:
+            # announced once, when status starts reporting the new config
+            await self._announce_rollout(resource, before, model.effective)
+        await self._announce_conditions(resource, find(stored_conditions(resource), "Ready"),
+                                        find(model.conditions, "Ready"))
 
-    async def _announce_conditions(self, resource: dict[str, Any], old: dict[str, Any], new: dict[str, Any]) -> None:
-        before, after = find(old.get("conditions"), "Ready") or {}, find(new.get("conditions"), "Ready") or {}
-        if (before.get("status"), before.get("reason")) == (after.get("status"), after.get("reason")):
+    async def _announce_conditions(self, resource: dict[str, Any], before: Condition | None,
+                                   after: Condition | None) -> None:
+        if after is None or (before is not None and (before.status, before.reason) == (after.status, after.reason)):
             return
-        if after.get("reason") == "InvalidSpec":
-            await self.events.record(resource, type_="Warning", reason="InvalidSpec", message=after["message"])
-        elif after.get("reason") in ("RolloutFailed", "ApplyRejected"):
-            await self.events.record(resource, type_="Warning", reason=after["reason"], message=after["message"])
-        elif after.get("status") == "True":
-            await self.events.record(resource, type_="Normal", reason="Ready", message=after["message"])
+        if after.reason == "InvalidSpec":
+            await self.events.record(resource, type_="Warning", reason="InvalidSpec", message=after.message or "")
+        elif after.reason in ("RolloutFailed", "ApplyRejected"):
+            await self.events.record(resource, type_="Warning", reason=after.reason, message=after.message or "")
+        elif after.status == "True":
+            await self.events.record(resource, type_="Normal", reason="Ready", message=after.message or "")
 
 
 __all__ = ["Reconciler", "Rollout", "covers"]

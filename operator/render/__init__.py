@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from specinfer.api import EffectiveSpeculation, InvalidSpecError, effective_spec, effective_speculation, parse_spec
+from specinfer.api import EffectiveSpeculation, InvalidSpecError, effective_spec, parse_spec, speculation_of
+from specinfer.api.status import EffectiveConfig, ScheduleEntry
 from specinfer.operator.config import OperatorConfig
 from specinfer.operator.render.configmap import build_configmap
 from specinfer.operator.render.deployment import build_deployment
@@ -30,9 +31,13 @@ class Rendering:
     config_hash: str
     speculation: EffectiveSpeculation
 
-    def effective_status(self) -> dict[str, Any]:
+    def effective_status(self) -> EffectiveConfig:
         """status.effective: what the pods run once the rollout finishes."""
-        return {**self.speculation.status_json(), "configHash": self.config_hash}
+        speculation = self.speculation
+        schedule = [ScheduleEntry(min_batch_size=s, max_batch_size=e, num_speculative_tokens=k)
+                    for s, e, k in speculation.schedule or ()]
+        return EffectiveConfig(method=speculation.method, num_speculative_tokens=speculation.num_speculative_tokens,
+                               schedule=schedule or None, config_hash=self.config_hash)
 
     def manifest(self, kind: str) -> dict[str, Any] | None:
         return next((m for m in self.manifests if m["kind"] == kind), None)
@@ -65,11 +70,11 @@ def render(resource: Mapping[str, Any], config: OperatorConfig, *, podmonitor: b
     applied = applied_tuning(resource)
     try:
         merged = effective_spec(spec, applied)
-        speculation = effective_speculation(spec, applied)
     except (ValueError, InvalidSpecError) as error:  # pydantic ValidationError is a ValueError
         if applied is None:
             raise
         raise InvalidSpecError("status.tuning.applied", f"status.tuning.applied does not fit the spec: {error}") from None
+    speculation = speculation_of(merged)
     workload = Workload(
         name=meta["name"],
         namespace=namespace or meta.get("namespace") or "default",

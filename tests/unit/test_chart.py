@@ -242,7 +242,8 @@ def test_operator_config_is_accepted_by_the_operator(rendered, name):
         assert config.prometheus.url == "http://prometheus.monitoring:9090"
         assert config.profile("amd").node_selector == {"node.kubernetes.io/instance-type": "mi300x"}
         assert config.model_cache.persistent_volume_claim == "model-cache"
-        assert config.tuning.window_seconds == 300 and config.tuning.policy == {"cooldownSeconds": 900}
+        assert config.tuning.window_seconds == 300
+        assert config.tuning.policy.model_dump(exclude_unset=True) == {"cooldown_seconds": 900}
     (deployment,) = of_kind(rendered[name], "Deployment")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
