@@ -160,7 +160,8 @@ class TuningLoop:
             return prom.QueryFailure(prom.NOT_CONFIGURED, "no Prometheus URL: set spec.tuning.prometheus.url or the "
                                                           "operator's prometheus.url (--prometheus-url)")
         if secret_key is None:
-            return prom.Source(url, timeout_seconds=self.settings.query_timeout_seconds)
+            return prom.Source(url, timeout_seconds=self.settings.query_timeout_seconds,
+                               max_response_bytes=self.settings.max_response_bytes)
         namespace, name, key = secret_key
         try:
             secret = await self.kube.get(f"/api/v1/namespaces/{namespace}/secrets/{name}")
@@ -173,7 +174,8 @@ class TuningLoop:
             credentials = prom.credentials_from_secret(secret.get("data"), key)
         except prom.SecretError as error:
             return prom.QueryFailure(prom.AUTH_FAILED, f"Secret {namespace}/{name}: {error}")
-        return prom.Source(url, timeout_seconds=self.settings.query_timeout_seconds, **credentials)
+        return prom.Source(url, timeout_seconds=self.settings.query_timeout_seconds,
+                           max_response_bytes=self.settings.max_response_bytes, **credentials)
 
     async def _tick_source(self, url, secret_key, members, now: float, report: TickReport) -> None:
         source = await self._source(url, secret_key)

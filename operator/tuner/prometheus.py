@@ -18,6 +18,7 @@ from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
 from urllib3.util.retry import Retry
 
+from specinfer.operator.tuner.bounded_http import BoundedSession, ResponseTooLarge
 from specinfer.operator.tuner.queries import Query
 
 UNREACHABLE = "PrometheusUnreachable"
@@ -34,6 +35,7 @@ class Source:
     bearer_token: str | None = field(default=None, repr=False)
     basic_auth: tuple[str, str] | None = field(default=None, repr=False)
     timeout_seconds: float = 10.0
+    max_response_bytes: int = 32 * 1024 * 1024  # a tenant may name its own Prometheus: bound its answers
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,8 @@ def _client(source: Source) -> PrometheusConnect:
     # one quick retry only: the loop runs again next tick, and a stuck tick delays every resource
     retry = Retry(total=1, connect=0, backoff_factor=0.2, status_forcelist=[502, 503, 504], allowed_methods=["GET"])
     return PrometheusConnect(url=source.url, headers=headers, disable_ssl=False, retry=retry,
-                             auth=source.basic_auth, timeout=source.timeout_seconds)
+                             auth=source.basic_auth, timeout=source.timeout_seconds,
+                             session=BoundedSession(source.max_response_bytes))
 
 
 def _network_problem(error: Exception) -> str:
@@ -104,6 +107,12 @@ def _failure(error: Exception, source: Source, query: Query) -> QueryFailure:
 
 
 def _describe_failure(error: Exception, source: Source, query: Query) -> QueryFailure:
+    if isinstance(error, ResponseTooLarge):
+        return QueryFailure(QUERY_FAILED, f"query {query.name} at {source.url}: {error}")
+    if isinstance(error, (requests.exceptions.JSONDecodeError, KeyError, TypeError)):
+        # prometheus-api-client reads response.json()["data"]["result"]: the body is not Prometheus' answer
+        return QueryFailure(QUERY_FAILED, f"{source.url} answered query {query.name} with something that is not "
+                                          "a Prometheus query response (is the URL a Prometheus API?)")
     if isinstance(error, PrometheusApiClientException):
         text = redact(str(error), source)  # before cutting: a cut token would escape redaction
         if "401" in text[:40] or "403" in text[:40]:

@@ -5,6 +5,7 @@
       tickSeconds: 5              # the loop wakes this often; each resource decides every spec.tuning.intervalSeconds
       labels: {namespace: namespace, resource: specinfer_io_name}   # match your PodMonitor relabelling
       queryTimeoutSeconds: 10
+      maxResponseBytes: 33554432  # a larger answer (a hostile or broken Prometheus) fails the query
       policy: {cooldownSeconds: 600}   # defaults for the policy's tuning input (docs/tuner.md)
 """
 
@@ -43,5 +44,8 @@ class TunerSettings(_Settings):
     tick_seconds: float = Field(default=5.0, gt=0, le=600)
     labels: Labels = Field(default_factory=Labels)
     query_timeout_seconds: float = Field(default=10.0, gt=0, le=120)
+    max_response_bytes: int = Field(default=32 * 1024 * 1024, ge=64 * 1024, le=1024**3)
+    """Largest Prometheus answer read per query (after decompression); larger ones fail the tick for
+    the resources that share that Prometheus, with PrometheusQueryFailed."""
     policy: PolicyDefaults = Field(default_factory=PolicyDefaults)
     """Operator-wide defaults for the policy's tuning input; the spec's bounds and SLOs override them."""
