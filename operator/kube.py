@@ -19,7 +19,6 @@ from typing import Any
 from specinfer.operator.errors import ApiError
 
 APPLY_PATCH = "application/apply-patch+yaml"
-MERGE_PATCH = "application/merge-patch+json"
 
 # apiVersion/kind -> plural, for the kinds the operator writes
 PLURALS = {

@@ -11,11 +11,6 @@ from specinfer.runtime.sim.model import COST_MODELS, METHODS, WORKLOADS
 from specinfer.runtime.sim.settings import Phase, SimulatorSettings
 
 
-def drafting_of(method: str) -> str:
-    """Drafting style from the method catalogue (one source of truth)."""
-    from specinfer.runtime.methods import get_method
-
-    return get_method(method).drafting
 
 
 def parse_phases(text: str | None) -> tuple[Phase, ...]:

@@ -65,9 +65,6 @@ def sequence_speed(model: Model, dense: Sequence[int], distribution: Distributio
     return goodput(model, dense, distribution) / running if running > 0 else 0.0
 
 
-def per_token_seconds(model: Model, dense: Sequence[int], distribution: Distribution) -> float:
-    speed = sequence_speed(model, dense, distribution)
-    return 1.0 / speed if speed > 0 else float("inf")
 
 
 def best_dense(model: Model, spec: TuningInput, current: Sequence[int], distribution: Distribution) -> list[int]:
