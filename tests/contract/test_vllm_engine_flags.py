@@ -1,0 +1,98 @@
+"""Contract: spec.runtime.extraArgs is refused exactly where vLLM 0.33.0 would set a flag the spec owns.
+
+Reads the cached wheel's source (never imports vLLM): the flags `vllm serve` registers (EngineArgs,
+FrontendArgs and BaseFrontendArgs fields, and every `add_argument` option string), and the parsing
+rules of FlexibleArgumentParser (vllm/utils/argparse_utils.py) that src/specinfer/api/engine_flags.py
+reproduces. Every owned flag must exist and be refused in each spelling vLLM accepts; no other
+complete vLLM flag may be refused.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from functools import lru_cache
+
+import pytest
+
+from specinfer.api.engine_flags import OWNED_FLAG_PATTERN, OWNED_FLAGS, SHORT_ALIASES, owned_flag
+from specinfer.vllm_source import list_files, read_source
+
+pytestmark = pytest.mark.unit
+
+SOURCES = ("vllm/engine/arg_utils.py", "vllm/entrypoints/common/cli_args.py")
+ARG_CLASSES = ("EngineArgs", "FrontendArgs", "BaseFrontendArgs")
+
+
+@lru_cache(maxsize=None)
+def vllm_flags() -> frozenset[str]:
+    """Option strings of `vllm serve`: dataclass fields of the argument classes and explicit add_argument calls."""
+    flags: set[str] = set()
+    for path in SOURCES:
+        tree = ast.parse(read_source(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and node.name in ARG_CLASSES:
+                flags |= {"--" + item.target.id.replace("_", "-") for item in node.body
+                          if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)}
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument":
+                flags |= {arg.value for arg in node.args
+                          if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value.startswith("-")}
+    return frozenset(flags)
+
+
+def unambiguous_prefixes(flag: str) -> list[str]:
+    """Prefixes argparse (allow_abbrev) resolves to `flag` alone among vLLM's flags."""
+    others = vllm_flags() - {flag}
+    return [flag[:n] for n in range(3, len(flag)) if not any(o.startswith(flag[:n]) for o in others)]
+
+
+def test_the_flag_list_is_read_from_the_wheel():
+    flags = vllm_flags()
+    assert {"--max-model-len", "--enforce-eager", "--speculative-config", "-sc", "-tp", "--api-key"} <= flags
+    assert len(flags) > 200
+
+
+def test_every_owned_flag_and_alias_exists_in_vllm():
+    assert set(OWNED_FLAGS) <= vllm_flags(), sorted(set(OWNED_FLAGS) - vllm_flags())
+    assert set(SHORT_ALIASES) <= vllm_flags()
+
+
+def test_the_parsing_rules_reproduced_are_vllms():
+    """What engine_flags.py relies on is what the wheel does: `_` -> `-` up to the first `.`, dotted
+    sub-keys for any flag starting with `-`, `--config FILE`, `--model` moved in front, abbreviations on."""
+    source = read_source("vllm/utils/argparse_utils.py")
+    assert 'pattern = re.compile(r"(?<=--)[^\\.]*")' in source          # names up to the first '.'
+    assert 'return match.group(0).replace("_", "-")' in source
+    assert 'if processed_arg.startswith("-") and "." in processed_arg:' in source  # -sc.method too
+    assert 'if "--config" in args:' in source
+    assert 're.match(r"^--model(=.+|$)", arg)' in source
+    assert not [path for path in list_files() if path.endswith(".py") and "allow_abbrev" in read_source(path)]
+
+
+@pytest.mark.parametrize("flag", sorted(OWNED_FLAGS))
+def test_owned_flag_is_refused_in_every_spelling_vllm_accepts(flag):
+    name = flag[2:]
+    spellings = [flag, f"{flag}=x", "--" + name.replace("-", "_"), f"--{name.replace('-', '_')}=x",
+                 f"{flag}.key=1", f"{flag}.key", *unambiguous_prefixes(flag)]
+    for spelling in spellings:
+        assert owned_flag(spelling) == flag or (owned_flag(spelling) in OWNED_FLAGS and len(spelling) < len(flag)), \
+            f"{spelling!r} sets {flag} in vLLM but is not refused"
+        assert re.match(OWNED_FLAG_PATTERN, spelling), spelling
+
+
+@pytest.mark.parametrize("alias", sorted(SHORT_ALIASES))
+def test_short_alias_is_refused_glued_dotted_and_abbreviated(alias):
+    for spelling in (alias, f"{alias}=x", f"{alias}.method=ngram", f"{alias}4", alias[:2]):
+        assert owned_flag(spelling) == SHORT_ALIASES[alias], spelling
+
+
+def test_no_other_vllm_flag_is_refused():
+    owned = set(OWNED_FLAGS) | set(SHORT_ALIASES)
+    refused = sorted(flag for flag in vllm_flags() - owned
+                     if owned_flag(flag) or owned_flag(f"{flag}=1") or owned_flag(flag[:2] + flag[2:].replace("-", "_")))
+    assert not refused, f"legitimate vLLM flags refused by the extraArgs rule: {refused}"
+
+
+def test_values_are_never_read_as_flags():
+    for value in ("8192", "{}", '{"method": "ngram"}', "meta-llama/Llama-3.1-8B", "auto", "-1"):
+        assert owned_flag(value) is None, value
