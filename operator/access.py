@@ -39,6 +39,7 @@ URL_NOT_ALLOWED = "PrometheusUrlNotAllowed"
 AUTH_NOT_ALLOWED = "PrometheusAuthNotAllowed"
 IMAGE_NOT_ALLOWED = "ImageNotAllowed"
 SECRET_NOT_ALLOWED = "EngineSecretNotAllowed"
+CHILD_CONFLICT = "ChildConflict"
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _USERINFO = re.compile(r"(?<=://)[^/?#@\s]*@")
@@ -153,3 +154,16 @@ def engine_secret_refs(spec: Any) -> list[tuple[str, str]]:
         if source is not None:
             refs.append((f"spec.runtime.env[{index}].valueFrom.secretKeyRef", source.name))
     return refs
+
+
+def child_conflict(manifest: dict[str, Any], live: dict[str, Any]) -> Refusal:
+    """A child's name is taken by an object this resource does not control: leave it untouched (applying
+    over it would overwrite its selector and ports, and the ownerReference would garbage-collect it with
+    the resource), say so in status. CloudNativePG refuses the same way ("not owned by the cluster")."""
+    meta = live.get("metadata") or {}
+    controller = next((ref for ref in meta.get("ownerReferences") or [] if ref.get("controller")), None)
+    owner = f"{controller.get('kind')} {controller.get('name')}" if controller else "no controller"
+    where = f"{manifest['kind']} {meta.get('namespace', '')}/{meta.get('name', '')}"
+    return Refusal(CHILD_CONFLICT, (
+        f"{where} already exists and is not this resource's (owner: {owner}): the operator leaves it untouched "
+        "and creates nothing; delete or rename that object, or give this SpeculativeInference another name"))
