@@ -165,3 +165,20 @@ def test_secret_checks_read_metadata_only():
     run(rec.reconcile(KEY))
     secret_reads = [accept for path, accept in seen if "/secrets/" in path]
     assert secret_reads and all(accept and "PartialObjectMetadata" in accept for accept in secret_reads)
+
+
+def test_literal_env_values_stay_in_the_deployment_only():
+    """The ConfigMap is read by more people than the Deployment: env is the container's, not runtime.json's;
+    the config hash still follows it, so an env edit still rolls the pods."""
+    def rendering(value: str):
+        body = copy.deepcopy(RESOURCE)
+        body["spec"]["runtime"] = {"env": [{"name": "MY_SETTING", "value": value}]}
+        return render(body, OperatorConfig())
+
+    first, second = rendering("LITERAL-ONE"), rendering("LITERAL-TWO")
+    assert "LITERAL-ONE" not in str(first.manifest("ConfigMap"))
+    env = first.manifest("Deployment")["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "MY_SETTING", "value": "LITERAL-ONE"} in env
+    assert first.config_hash != second.config_hash
+    plain = render(copy.deepcopy(RESOURCE), OperatorConfig())
+    assert "env" not in str(plain.manifest("ConfigMap")["data"])
