@@ -48,6 +48,7 @@ class ProfileOverride(_Config):
     shm_size: str | None = None
     startup_seconds: int | None = Field(default=None, ge=60)
     model_cache_size: str | None = None
+    read_only_root_filesystem: bool | None = None
 
 
 class ModelCache(_Config):
