@@ -15,7 +15,13 @@ from functools import lru_cache
 
 import pytest
 
-from specinfer.api.engine_flags import OWNED_FLAG_PATTERN, OWNED_FLAGS, SHORT_ALIASES, owned_flag
+from specinfer.api.engine_flags import (
+    ADMISSION_FLAG_PATTERN,
+    OWNED_FLAG_PATTERN,
+    OWNED_FLAGS,
+    SHORT_ALIASES,
+    owned_flag,
+)
 from specinfer.vllm_source import list_files, read_source
 
 pytestmark = pytest.mark.unit
@@ -96,3 +102,17 @@ def test_no_other_vllm_flag_is_refused():
 def test_values_are_never_read_as_flags():
     for value in ("8192", "{}", '{"method": "ngram"}', "meta-llama/Llama-3.1-8B", "auto", "-1"):
         assert owned_flag(value) is None, value
+
+
+@pytest.mark.parametrize("flag", sorted(OWNED_FLAGS))
+def test_admission_refuses_every_unabbreviated_spelling(flag):
+    """The CEL rule (no abbreviations, for the API server's cost budget) still catches `_`, dotted and `=`."""
+    name = flag[2:]
+    for spelling in (flag, f"{flag}=x", "--" + name.replace("-", "_"), f"{flag}.key=1", f"{flag}.key"):
+        assert re.match(ADMISSION_FLAG_PATTERN, spelling), spelling
+
+
+def test_admission_refuses_nothing_parse_spec_would_admit():
+    candidates = {*vllm_flags(), *(f"{f}=1" for f in vllm_flags()), *(f"{a}.x" for a in SHORT_ALIASES), "-tp4"}
+    assert [c for c in candidates if re.match(ADMISSION_FLAG_PATTERN, c) and owned_flag(c) is None] == []
+

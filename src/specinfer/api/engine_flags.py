@@ -11,15 +11,21 @@ its FlexibleArgumentParser (vllm/utils/argparse_utils.py) and argparse underneat
 - `--model X` anywhere: vLLM moves it in front, replacing the positional model.
 
 So an item is refused when its key (the text before `=` and before the first `.`, underscores read as
-dashes) is a non-empty prefix of a flag the spec owns, or starts with an owned short alias. One regular
-expression says this, shared by the CRD's CEL rule (RE2) and parse_spec (Python `re`), so admission and
-the operator refuse exactly the same items (tests/contract/test_vllm_engine_flags.py checks it against
-every flag of the wheel: every owned flag and its spellings refused, no other complete flag refused).
+dashes) is a non-empty prefix of a flag the spec owns, or starts with an owned short alias
+(OWNED_FLAG_PATTERN, checked by parse_spec). The CRD's CEL rule checks the same without abbreviations
+(ADMISSION_FLAG_PATTERN): the prefix regex over 64 items of 4096 characters is about twice the API
+server's cost budget for one rule, so an abbreviated owned flag passes admission and is refused by the
+operator (Ready=False InvalidSpec, the same message). tests/contract/test_vllm_engine_flags.py checks
+both against every flag of the wheel: every owned flag refused in each spelling, no other flag refused.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Annotated
+
+from pydantic import AfterValidator, Field
+from pydantic_core import PydanticCustomError
 
 # Flag -> the field (or the reason) that sets it instead. Besides the flags the runtime writes from typed
 # fields: --host/--uds (the Service and the probes reach the port the operator binds), --config (a file
@@ -67,8 +73,16 @@ def _owned_pattern() -> str:
     return f"^(?:--{longs}(?:[=.]|$)|-(?:{shorts})|-[{initials}](?:[=.]|$))"
 
 
+def _admission_pattern() -> str:
+    longs = "|".join(flag[2:].replace("-", "[-_]") for flag in OWNED_FLAGS)
+    shorts = "|".join(alias[1:] for alias in SHORT_ALIASES)
+    return f"^(?:--(?:{longs})(?:[=.]|$)|-(?:{shorts}))"
+
+
 # Matches (from the start) an extraArgs item that sets an owned flag in any spelling vLLM accepts.
 OWNED_FLAG_PATTERN = _owned_pattern()
+# The same without argparse's abbreviations: what the CRD's CEL rule can afford.
+ADMISSION_FLAG_PATTERN = _admission_pattern()
 _OWNED = re.compile(OWNED_FLAG_PATTERN)
 
 
@@ -94,4 +108,23 @@ def refusal(arg: str) -> str | None:
     flag = owned_flag(arg)
     if flag is None:
         return None
-    return f"{arg.split('=', 1)[0]!r} sets vLLM's {flag}, which the spec owns: {OWNED_FLAGS[flag]}"
+    return f"{arg!r} sets vLLM's {flag}, which the spec owns: {OWNED_FLAGS[flag]}"
+
+
+def _refuse_owned_flag(arg: str) -> str:
+    reason = refusal(arg)
+    if reason is not None:
+        raise PydanticCustomError("specinfer_rule", reason, {"field": ""})
+    return arg
+
+
+# One extraArgs item. The rule sits on the item (not on the list) so that the API server's cost estimate
+# is one item's, and its error names the item: `spec.runtime.extraArgs[2]: ... '--speculative_config' sets`.
+ExtraArg = Annotated[str, Field(max_length=4096, json_schema_extra={"x-kubernetes-validations": [{
+    "rule": f"!self.matches('{ADMISSION_FLAG_PATTERN}')",
+    "message": "spec.runtime.extraArgs: an item sets a flag the spec owns (vLLM reads _ as -, and dotted "
+               "sub-keys): use the typed fields (docs/api.md lists the owned flags)",
+    "messageExpression": "\"spec.runtime.extraArgs: '\" + self + \"' sets a flag the spec owns (vLLM reads _ as -, "
+                         "and dotted sub-keys): use the typed fields (docs/api.md lists the owned flags)\"",
+}]}), AfterValidator(_refuse_owned_flag)]
+

@@ -20,7 +20,7 @@ from specinfer.api.base import (
     ShortText,
     Text,
 )
-from specinfer.api.engine_flags import OWNED_FLAG_PATTERN, refusal
+from specinfer.api.engine_flags import ExtraArg
 from specinfer.runtime.methods import ACCELERATORS
 from specinfer.runtime.sim.model import COST_MODELS, WORKLOADS
 
@@ -201,8 +201,9 @@ class Runtime(ApiModel):
     """vllm runs the real engine; simulator runs specinfer's GPU-free stand-in with the same API and metrics."""
     image: Text | None = None
     """Container image override; default from the operator's hardware profile for the accelerator."""
-    extra_args: list[Text] | None = Field(default=None, max_length=64)
-    """Extra `vllm serve` arguments. Flags the spec owns (--speculative-config, --port, ...) are refused."""
+    extra_args: list[ExtraArg] | None = Field(default=None, max_length=64)
+    """Extra `vllm serve` arguments. Flags the spec owns (--speculative-config, --port, ...) are refused in every
+    spelling vLLM accepts (`_` for `-`, dotted sub-keys, unambiguous prefixes, --config FILE)."""
     env: list[EnvVar] | None = Field(default=None, max_length=64)
     """Extra environment variables for the engine container."""
     resources: Resources | None = None
@@ -219,18 +220,6 @@ class Runtime(ApiModel):
             "remove it or set engine: simulator",
             check=lambda r: r.simulator is None or r.engine == "simulator",
             field="simulator",
-        ),
-        Rule(
-            cel=f"!has(self.extraArgs) || self.extraArgs.all(a, !a.matches('{OWNED_FLAG_PATTERN}'))",
-            message="spec.runtime.extraArgs sets a flag the spec owns (vLLM reads _ as -, dotted sub-keys and "
-            "unambiguous prefixes): use the typed fields (docs/api.md lists the owned flags)",
-            message_expression="\"spec.runtime.extraArgs: '\" + self.extraArgs.filter(a, "
-            f"a.matches('{OWNED_FLAG_PATTERN}'))[0].split('=')[0] + \"' sets a flag the spec owns (vLLM reads _ as -, "
-            "dotted sub-keys and unambiguous prefixes): use the typed fields (docs/api.md lists the owned flags)\"",
-            check=lambda r: not any(refusal(a) for a in r.extra_args or []),
-            python_message=lambda r: "spec.runtime.extraArgs: " + next(
-                refusal(a) for a in r.extra_args or [] if refusal(a)),
-            field="extraArgs",
         ),
         Rule(
             cel="!has(self.env) || self.env.all(e, self.env.exists_one(f, f.name == e.name))",
