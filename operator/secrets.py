@@ -24,7 +24,8 @@ async def opt_in_refusal(kube: Any, namespace: str, name: str, *, field: str, la
     try:
         metadata = await kube.get(_path(namespace, name), accept=METADATA_ONLY)
     except ApiError as error:
-        hint = " (the operator's RBAC lacks get on Secrets: the chart's rbac.readSecrets)" if error.status == 403 else ""
+        hint = (" (the operator's RBAC lacks get on Secrets: the chart's rbac.readSecrets)"
+                if error.status == 403 else "")
         return Refusal(missing_reason or reason, f"cannot check Secret {namespace}/{name} ({field}): "
                                                  f"HTTP {error.status}{hint}")
     if metadata is None:
@@ -44,7 +45,8 @@ async def read_opted_in_secret(kube: Any, namespace: str, name: str, *, field: s
     try:
         secret = await kube.get(_path(namespace, name))
     except ApiError as error:
-        return Refusal(missing_reason or reason, f"cannot read Secret {namespace}/{name} ({field}): HTTP {error.status}")
+        return Refusal(missing_reason or reason,
+                       f"cannot read Secret {namespace}/{name} ({field}): HTTP {error.status}")
     if secret is None or not opted_in(secret.get("metadata"), label):  # replaced between the two reads
         return not_opted_in(use, namespace, name, field, label, reason)
     return secret

@@ -46,7 +46,8 @@ class Workload:
         """Changes exactly when the engine must restart: the runtime config, the image or the env."""
         inputs: dict[str, Any] = {"runtimeConfig": self.runtime_config, "image": self.image}
         if self.spec.runtime.env:  # only when set, so hashes of resources without env stay what they were
-            inputs["env"] = [var.model_dump(by_alias=True, exclude_none=True, mode="json") for var in self.spec.runtime.env]
+            inputs["env"] = [var.model_dump(by_alias=True, exclude_none=True, mode="json")
+                             for var in self.spec.runtime.env]
         return digest(inputs)
 
     @property

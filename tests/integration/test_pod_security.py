@@ -103,7 +103,8 @@ def test_the_simulator_workload_runs_in_a_restricted_namespace(cluster, core, re
     thread.start()
     try:
         def created() -> list:
-            return core.list_namespaced_pod(restricted_namespace, label_selector="specinfer.io/name=restricted-sim").items
+            return core.list_namespaced_pod(restricted_namespace,
+                                            label_selector="specinfer.io/name=restricted-sim").items
 
         def why() -> str:
             events = core.list_namespaced_event(restricted_namespace).items

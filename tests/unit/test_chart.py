@@ -336,7 +336,8 @@ def test_network_policy_admits_engine_traffic_from_their_namespace_and_engine_fr
     assert set(engines) == {"team-a", "team-b"}
     resource = {"apiVersion": "specinfer.io/v1alpha1", "kind": "SpeculativeInference",
                 "metadata": {"name": "llama", "namespace": "team-a"},
-                "spec": {"model": {"name": "m"}, "speculation": {"method": "ngram"}, "hardware": {"accelerator": "cpu"}}}
+                "spec": {"model": {"name": "m"}, "speculation": {"method": "ngram"},
+                         "hardware": {"accelerator": "cpu"}}}
     template = render(resource, OperatorConfig()).manifest("Deployment")["spec"]["template"]
     for policy in engines.values():
         selector = policy["spec"]["podSelector"]["matchLabels"]
