@@ -173,9 +173,12 @@ class TuningLoop:
             return prom.Source(url, timeout_seconds=self.settings.query_timeout_seconds,
                                max_response_bytes=self.settings.max_response_bytes)
         namespace, name, key = secret_key
-        secret = await read_opted_in_secret(self.kube, namespace, name, field="spec.tuning.prometheus.authSecretRef",
-                                            label=PROMETHEUS_AUTH_LABEL, use="Prometheus query",
-                                            reason=AUTH_NOT_ALLOWED, missing_reason=prom.AUTH_FAILED)
+        try:
+            secret = await read_opted_in_secret(self.kube, namespace, name, label=PROMETHEUS_AUTH_LABEL,
+                                                field="spec.tuning.prometheus.authSecretRef", use="Prometheus query",
+                                                reason=AUTH_NOT_ALLOWED, missing_reason=prom.AUTH_FAILED)
+        except Exception as error:  # noqa: BLE001 -- API server away: this source holds, the tick goes on
+            return prom.QueryFailure(prom.AUTH_FAILED, f"cannot read Secret {namespace}/{name}: {type(error).__name__}")
         if isinstance(secret, Refusal):
             return prom.QueryFailure(secret.reason, secret.message)
         try:

@@ -146,3 +146,14 @@ def test_the_configuration_refuses_urls_with_credentials():
             parse_config({"prometheus": bad})
     access = parse_config({"prometheus": {"url": DEFAULT, "allowedUrls": ["http://b:1"], "authSecrets": True}})
     assert access.prometheus.access() == PrometheusAccess(DEFAULT, ("http://b:1",), True)
+
+
+def test_an_api_server_away_while_reading_the_secret_holds_that_source_only(monkeypatch):
+    class Away(SecretsKube):
+        async def get(self, path, *, accept=None, **query):
+            raise ConnectionRefusedError(111, "Connection refused")
+
+    degraded, sources = tick({"authSecretRef": {"name": "auth"}}, Away({}),
+                             PrometheusAccess(default_url=DEFAULT, auth_secrets=True), monkeypatch)
+    assert sources == [] and degraded["reason"] == prom.AUTH_FAILED
+    assert "ConnectionRefusedError" in degraded["message"]
