@@ -129,16 +129,23 @@ def workload_status(*, resource: Mapping[str, Any], effective: EffectiveConfig, 
     )
 
 
+WAITING = {"InvalidSpec": "waiting for a valid spec", "ApplyRejected": "retrying the refused apply",
+           "ChildConflict": "waiting for the conflicting object to go (checked every 30 s)",
+           "EngineSecretNotAllowed": "waiting for the Secret to opt in (checked every 30 s)"}
+
+
 def invalid_status(*, resource: Mapping[str, Any], message: str, rollout: Rollout | None, now: str,
                    reason: str = "InvalidSpec") -> SpeculativeInferenceStatus:
-    """Status for a spec that cannot serve (InvalidSpec), or whose children the API server refused
-    (ApplyRejected: quota, admission policy). A workload from an earlier valid spec keeps running."""
+    """Status for a spec that cannot serve (InvalidSpec), that the operator configuration refuses
+    (ImageNotAllowed, EngineSecretNotAllowed), whose children the API server refused (ApplyRejected: quota,
+    admission policy) or whose child names are taken (ChildConflict). A workload from an earlier valid
+    spec keeps running."""
     meta = resource.get("metadata") or {}
     generation = meta.get("generation")
     previous = resource.get("status") or {}
     if rollout is not None and rollout.replicas:
         message = f"{message} (the workload of the last valid spec keeps running)"
-    waiting = "waiting for a valid spec" if reason == "InvalidSpec" else "retrying the refused apply"
+    waiting = WAITING.get(reason, "waiting until the operator configuration allows the spec")
     updates = [
         ConditionUpdate("Ready", "False", reason, message),
         ConditionUpdate("Progressing", "False", reason, waiting),

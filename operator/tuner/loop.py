@@ -22,7 +22,9 @@ from typing import Any
 from specinfer.api import API_VERSION, KIND
 from specinfer.api.timestamps import parse_rfc3339
 from specinfer.operator import metrics
+from specinfer.operator.access import AUTH_NOT_ALLOWED, PROMETHEUS_AUTH_LABEL, PrometheusAccess, Refusal
 from specinfer.operator.kube import APPLY_PATCH, object_path
+from specinfer.operator.secrets import read_opted_in_secret
 from specinfer.operator.tuner import prometheus as prom
 from specinfer.operator.tuner.observe import Samples, Target, index_results, observe
 from specinfer.operator.tuner.policy import PolicyState, decide
@@ -73,11 +75,12 @@ class TuningLoop:
                  settings: TunerSettings, default_url: str | None,
                  on_written: Callable[[dict[str, Any]], None] | None = None,
                  events: Any = None, clock: Callable[[], float] = time.time,
-                 active: Callable[[], bool] = lambda: True) -> None:
+                 active: Callable[[], bool] = lambda: True, access: PrometheusAccess | None = None) -> None:
         self.kube = kube
         self.resources = resources
         self.settings = settings
         self.default_url = default_url
+        self.access = access or PrometheusAccess(default_url=default_url)  # allowlist and Secret policy
         self.on_written = on_written
         self.events = events
         self.clock = clock
@@ -156,20 +159,28 @@ class TuningLoop:
         return report
 
     async def _source(self, url: str | None, secret_key) -> prom.Source | prom.QueryFailure:
+        """Where to query, or why not: only allowed URLs, and a Secret only when the configuration allows
+        it and the Secret opts in by label (issue 15); the operator's rights are never lent to a spec."""
         if not url:
             return prom.QueryFailure(prom.NOT_CONFIGURED, "no Prometheus URL: set spec.tuning.prometheus.url or the "
                                                           "operator's prometheus.url (--prometheus-url)")
+        refused = self.access.url_refusal(url)
+        if secret_key is not None and refused is None:
+            refused = self.access.auth_refusal(secret_key[0], secret_key[1])
+        if refused is not None:
+            return prom.QueryFailure(refused.reason, refused.message)
         if secret_key is None:
             return prom.Source(url, timeout_seconds=self.settings.query_timeout_seconds,
                                max_response_bytes=self.settings.max_response_bytes)
         namespace, name, key = secret_key
         try:
-            secret = await self.kube.get(f"/api/v1/namespaces/{namespace}/secrets/{name}")
-        except Exception as error:  # noqa: BLE001
-            return prom.QueryFailure(prom.AUTH_FAILED, f"cannot read Secret {namespace}/{name}: {error}")
-        if secret is None:
-            return prom.QueryFailure(prom.AUTH_FAILED, f"Secret {namespace}/{name} (spec.tuning.prometheus."
-                                                       "authSecretRef) does not exist")
+            secret = await read_opted_in_secret(self.kube, namespace, name, label=PROMETHEUS_AUTH_LABEL,
+                                                field="spec.tuning.prometheus.authSecretRef", use="Prometheus query",
+                                                reason=AUTH_NOT_ALLOWED, missing_reason=prom.AUTH_FAILED)
+        except Exception as error:  # noqa: BLE001 -- API server away: this source holds, the tick goes on
+            return prom.QueryFailure(prom.AUTH_FAILED, f"cannot read Secret {namespace}/{name}: {type(error).__name__}")
+        if isinstance(secret, Refusal):
+            return prom.QueryFailure(secret.reason, secret.message)
         try:
             credentials = prom.credentials_from_secret(secret.get("data"), key)
         except prom.SecretError as error:

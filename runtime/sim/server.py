@@ -1,4 +1,4 @@
-"""The simulator's HTTP server: vLLM's OpenAI-compatible API, /metrics and admin endpoints.
+"""The simulator's HTTP server: vLLM's OpenAI-compatible API, /metrics and (when enabled) admin endpoints.
 
 Handlers turn requests into engine requests and stream the tokens each step hands
 them; the engine loop itself lives in runtime/sim/simulator.py.
@@ -165,8 +165,9 @@ def build_app(sim: Simulator) -> web.Application:
     app.router.add_get("/metrics", metrics)
     app.router.add_post("/v1/completions", completions)
     app.router.add_post("/v1/chat/completions", chat_completions)
-    app.router.add_route("*", "/admin/workload", admin_workload)
-    app.router.add_get("/admin/state", admin_state)
+    if sim.settings.admin:  # unauthenticated and able to steer the metrics: only when asked for
+        app.router.add_route("*", "/admin/workload", admin_workload)
+        app.router.add_get("/admin/state", admin_state)
 
     async def on_startup(app: web.Application) -> None:
         app[SIM_KEY].start()

@@ -41,6 +41,9 @@ class SimulatorSettings:
     host: str = "0.0.0.0"
     port: int = 8000
     engine_label: str = "0"
+    admin: bool = False
+    """Serve /admin/workload and /admin/state. Off by default: nothing authenticates them, and a
+    workload switch steers what the tuner sees (issue 15); `specinfer sim --admin` turns them on."""
 
     @property
     def speculative(self) -> bool:

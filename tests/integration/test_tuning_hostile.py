@@ -103,7 +103,8 @@ def test_a_hostile_tenant_costs_only_itself(cluster, operator_crds, tmp_path):  
         prometheus.start()
         runner_thread.start()
         config = tmp_path / "operator.yaml"
-        config.write_text(yaml.safe_dump(CONFIG))
+        # the admin allows the tenant's Prometheus (issue 15: the tuner queries no other URL)
+        config.write_text(yaml.safe_dump({**CONFIG, "prometheus": {"allowedUrls": [hostile.url]}}))
         operator = OperatorProcess(cluster, namespace, tmp_path / "operator.log", "--standalone", "--config",
                                    str(config), "--prometheus-url", prometheus.url)
         operator.wait_for_log("tuning loop started")

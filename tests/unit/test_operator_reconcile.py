@@ -33,6 +33,15 @@ class FakeKube:
     def __init__(self) -> None:
         self.writes: list[tuple[str, str]] = []
         self.version = 100
+        self.objects: dict[str, dict] = {}   # path -> what a GET answers (objects the cache does not hold)
+        self.gets: list[str] = []
+
+    async def get(self, path, *, accept=None, **query):
+        self.gets.append(path)
+        found = self.objects.get(path)
+        if found is not None and accept is not None:  # metadata only
+            return {"metadata": copy.deepcopy(found["metadata"])}
+        return copy.deepcopy(found)
 
     async def apply(self, manifest, *, subresource=None):
         self.version += 1

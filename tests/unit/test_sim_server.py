@@ -76,8 +76,20 @@ async def test_metrics_count_what_was_served():
         await client.close()
 
 
-async def test_admin_switches_workload_and_refuses_unknown_ones():
+async def test_admin_endpoints_are_off_unless_enabled():
+    """Unauthenticated, and a workload switch steers what the tuner measures (issue 15): opt-in only."""
     client = await client_for()
+    try:
+        for method, path in (("GET", "/admin/workload"), ("POST", "/admin/workload"), ("GET", "/admin/state")):
+            response = await client.request(method, path, json={"workload": "code"})
+            assert response.status == 404, (method, path)
+        assert client.server.app[SIM_KEY].current_workload() == "chat"
+    finally:
+        await client.close()
+
+
+async def test_admin_switches_workload_and_refuses_unknown_ones():
+    client = await client_for(admin=True)
     try:
         assert (await (await client.get("/admin/workload")).json()) == {"workload": "chat"}
         response = await client.post("/admin/workload", json={"workload": "code"})

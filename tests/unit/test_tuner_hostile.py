@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from specinfer.api.speculation import K_CEILING, MAX_BATCH_SIZE
 from specinfer.operator.tuner import loop as loop_module
+from specinfer.operator.access import PrometheusAccess
 from specinfer.operator.tuner import prometheus as prom
 from specinfer.operator.tuner.bounded_http import ResponseTooLarge
 from specinfer.operator.tuner.loop import TuningLoop
@@ -165,8 +166,10 @@ def test_an_oversized_answer_fails_the_query_not_the_operator(gzipped):
 def _run(resources, kube, monkeypatch, answers_by_url: dict[str, dict]):
     servers = {url: FakePrometheus(answers) for url, answers in answers_by_url.items()}
     monkeypatch.setattr(prom, "_client", lambda source: servers[source.url])
+    # every URL of the test is allowed (issue 15: the tuner queries no URL outside the allowlist)
+    access = PrometheusAccess(default_url="http://prometheus:9090", allowed_urls=tuple(answers_by_url))
     loop = TuningLoop(kube=kube, resources=lambda: resources, settings=SETTINGS,
-                      default_url="http://prometheus:9090", events=kube, clock=lambda: NOW)
+                      default_url="http://prometheus:9090", events=kube, clock=lambda: NOW, access=access)
     return asyncio.run(loop.tick())
 
 

@@ -58,10 +58,20 @@ profiles:
 modelCache:
   persistentVolumeClaim: {{ . | quote }}
 {{- end }}
-{{- with .Values.prometheus.url }}
 prometheus:
+  {{- with .Values.prometheus.url }}
   url: {{ . | quote }}
+  {{- end }}
+  {{- with .Values.prometheus.allowedUrls }}
+  allowedUrls:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  authSecrets: {{ .Values.prometheus.authSecrets }}
+{{- with .Values.runtime.allowedImages }}
+allowedImages:
+  {{- toYaml . | nindent 2 }}
 {{- end }}
+engineSecrets: {{ .Values.runtime.engineSecrets | quote }}
 tuning:
   windowSeconds: {{ .Values.tuning.windowSeconds }}
   tickSeconds: {{ .Values.tuning.tickSeconds }}
