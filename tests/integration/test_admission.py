@@ -150,7 +150,7 @@ def test_status_subresource_accepts_the_typed_status_and_printer_columns_show_it
                       "schedule": [{"minBatchSize": 1, "maxBatchSize": 32, "numSpeculativeTokens": 3},
                                    {"minBatchSize": 33, "maxBatchSize": 33, "numSpeculativeTokens": 0}]},
         "tuning": {"mode": "auto", "applied": {"numSpeculativeTokens": 3, "since": "2026-01-01T00:00:00Z"},
-                   "history": [{"action": "apply", "reason": "higher goodput", "predictedGain": 0.12}]},
+                   "history": [{"action": "setK", "reason": "higher goodput", "predictedGain": 0.12}]},
         "metrics": {"acceptanceRate": 0.71, "perPositionAcceptance": [0.8, 0.6, 0.4]},
     })
     custom_objects.patch_namespaced_custom_object_status(
