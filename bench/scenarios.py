@@ -16,12 +16,13 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from specinfer.operator.tuner.goodput import dense_ks
-from specinfer.operator.tuner.synthetic import synthetic_observation
+from specinfer.operator.tuner.policy import DraftConfig, Observation
 from specinfer.runtime.methods import get_method
 from specinfer.runtime.sim.model import COLLAPSED, AcceptanceProfile, acceptance_profile, cost_model, draft_scale
+
+from .observations import synthetic_observation
 
 TICK_SECONDS = 60.0  # tuning interval and observation window
 OUTPUT_TOKENS = 256  # per request: spreads a restart stall over a request's per-token latency
@@ -91,11 +92,11 @@ class Engine:
     """What the engine runs and serves: config in force, pending restart, per-minute records."""
 
     scenario: Scenario
-    config: dict
+    config: DraftConfig
     since: float = 0.0
     down_until: float = -1.0
     ready_at: float = -1.0
-    next_config: dict | None = None
+    next_config: DraftConfig | None = None
     restarts: int = 0
     minutes: list[dict] = field(default_factory=list)
 
@@ -107,7 +108,7 @@ class Engine:
         cm = cost_model(self.scenario.cost_preset)
         return cm.step_time(batch_size, k, self.drafting, draft_scale=draft_scale(self.scenario.method))
 
-    def apply(self, config: dict, now: float) -> None:
+    def apply(self, config: DraftConfig, now: float) -> None:
         """A rollout: the new pod loads the model for the preset's restart time, then `config` runs."""
         self.restarts += 1
         self.next_config = config
@@ -139,10 +140,11 @@ def batch_path(scenario: Scenario, seed: int, substeps: int) -> list[list[int]]:
     return path
 
 
-Controller = Callable[[dict | None, float, Engine], dict | None]  # (observation, now, engine) -> new config
+# (observation or None when the tick has none, now, engine) -> a new config or None
+Controller = Callable[[Observation | None, float, Engine], DraftConfig | None]
 
 
-def run(scenario: Scenario, initial: dict, controller: Controller, *, seed: int, substeps: int = 6,
+def run(scenario: Scenario, initial: DraftConfig, controller: Controller, *, seed: int, substeps: int = 6,
         signals: str = "specinfer", free_switches: bool = False) -> Engine:
     """Play the scenario minute by minute; `controller` may return a new config each tick.
 
@@ -158,7 +160,7 @@ def run(scenario: Scenario, initial: dict, controller: Controller, *, seed: int,
         phase = phase_at(scenario, minute)
         profile = profile_of(scenario, phase)
         start = minute * TICK_SECONDS
-        dense = dense_ks(engine.config, scenario.max_batch_size)
+        dense = engine.config.dense(scenario.max_batch_size)
         tokens = 0.0
         worst_per_token = 0.0
         mix: dict[int, float] = {}
@@ -167,7 +169,7 @@ def run(scenario: Scenario, initial: dict, controller: Controller, *, seed: int,
             t = start + index * dt
             if engine.next_config is not None and t >= engine.ready_at:
                 engine.config, engine.since, engine.next_config = engine.next_config, engine.ready_at, None
-                dense = dense_ks(engine.config, scenario.max_batch_size)
+                dense = engine.config.dense(scenario.max_batch_size)
             if t < engine.down_until:
                 stalled = True
                 continue
@@ -187,7 +189,6 @@ def run(scenario: Scenario, initial: dict, controller: Controller, *, seed: int,
         observation = None
         if mix:
             observation = _observe(scenario, engine, profile, mix, now, rng, signals, p99)
-            observation["rolloutInProgress"] = engine.next_config is not None
         new_config = controller(observation, now, engine)
         if new_config is None or engine.next_config is not None:
             continue
@@ -199,26 +200,27 @@ def run(scenario: Scenario, initial: dict, controller: Controller, *, seed: int,
 
 
 def _observe(scenario: Scenario, engine: Engine, profile: AcceptanceProfile, mix: dict[int, float],
-             now: float, rng: random.Random, signals: str, p99: float) -> dict:
-    """The window as the tuning loop would build it from Prometheus, gaps included."""
+             now: float, rng: random.Random, signals: str, p99: float) -> Observation | None:
+    """The window as the tuning loop would build it from Prometheus, gaps included (None: the
+    series were missing, so the loop holds without consulting the policy)."""
     busy = sum(mix.values())
-    k_top = engine.config["numSpeculativeTokens"]
+    k_top = engine.config.num_speculative_tokens
     observation = synthetic_observation(
         time=now, window_seconds=TICK_SECONDS, method=scenario.method, num_speculative_tokens=k_top,
-        schedule=engine.config.get("schedule"), applied_since=engine.since,
+        schedule=engine.config.schedule, applied_since=engine.since,
         batch_sizes={b: s / busy for b, s in mix.items()}, prefix=profile.prefix_probs(max(k_top, 1)),
         step_time=engine.step_time, signals=signals, rng=rng, timing_noise=scenario.timing_noise,
         busy_fraction=busy / TICK_SECONDS, per_token_p99_seconds=p99 * math.exp(rng.gauss(0, 0.05)),
+        rollout_in_progress=engine.next_config is not None,
     )
     if scenario.gap_rate and rng.random() < scenario.gap_rate:
         kind = rng.choice(("stale", "nan", "missing", "partial"))
         if kind == "stale":
-            observation["scrapeTime"] = now - 600
-        elif kind == "nan":
-            observation["steps"]["meanSeconds"] = float("nan")
-        elif kind == "missing":
-            del observation["acceptance"]
-        else:  # the plugin's series missing for a scrape: only vLLM's standard series remain
-            observation["acceptance"].pop("draftsPerPosition", None)
-            observation["steps"].pop("byBatchSize", None)
+            return replace(observation, scrape_time=now - 600)
+        if kind == "nan":
+            return replace(observation, step_mean_seconds=float("nan"))
+        if kind == "missing":
+            return None
+        # the plugin's series missing for a scrape: only vLLM's standard series remain
+        return replace(observation, drafts_per_position=None, step_samples=None)
     return observation

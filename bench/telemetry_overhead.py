@@ -21,7 +21,7 @@ from types import SimpleNamespace
 import click
 from prometheus_client import CollectorRegistry, Histogram, values
 
-from specinfer.runtime.telemetry.wheel_stats import StepRequest, build_step, vllm_from_wheel
+from specinfer.bench.wheel_stats import StepRequest, build_step, vllm_from_wheel
 
 GOAL_MICROSECONDS = 20.0
 

@@ -16,16 +16,15 @@ from pathlib import Path
 
 import click
 
-from specinfer.operator.tuner.goodput import config_from_dense, same_config
-from specinfer.operator.tuner.policy import decide
-from specinfer.operator.tuner.target import downtime_fraction, simulator_cost_prior
+from specinfer.api import SpeculativeInferenceSpec
+from specinfer.operator.tuner.policy import Decision, DraftConfig, Observation, PolicyState, TuningInput, decide
+from specinfer.operator.tuner.target import tuning_input as operator_tuning_input
 from specinfer.runtime.methods import get_method
-from specinfer.runtime.sim.model import cost_model
 
 from .scenarios import SCENARIOS, TICK_SECONDS, Engine, Scenario, phase_at, profile_of, run
 
-PRIOR_ERROR = {"floorSeconds": 1.15, "computePerTokenSeconds": 0.8, "kvPerSequenceSeconds": 1.3,
-               "draftPassSeconds": 1.3, "draftTokenSeconds": 0.7}  # a roofline estimate, wrong by up to 30%
+# A roofline estimate, wrong by up to 30% (kneeSharpness stays exact).
+PRIOR_ERROR = {"floor": 1.15, "compute_per_token": 0.8, "kv_per_sequence": 1.3, "draft_pass": 1.3, "draft_token": 0.7}
 
 
 def k_bounds(scenario: Scenario) -> tuple[int, int]:
@@ -34,21 +33,34 @@ def k_bounds(scenario: Scenario) -> tuple[int, int]:
     return method.k_min, k_max
 
 
-def tuning_input(scenario: Scenario) -> dict:
-    """What the tuning loop would pass: spec bounds and SLO, the preset's reload time, a rough prior."""
-    cm = cost_model(scenario.cost_preset)
-    truth = simulator_cost_prior(scenario.cost_preset, scenario.method, get_method(scenario.method).drafting)
-    prior = {key: value * PRIOR_ERROR.get(key, 1.0) for key, value in truth.items()}  # kneeSharpness stays exact
-    tuning = {"method": scenario.method, "maxBatchSize": scenario.max_batch_size,
-              "restartSeconds": cm.restart_s, "downtimeFraction": downtime_fraction(scenario.update_strategy),
-              "slo": {"perTokenP99Seconds": scenario.per_token_slo},
-              "maxRestartsPerHour": 6, "costPrior": prior}
+def scenario_spec(scenario: Scenario) -> SpeculativeInferenceSpec:
+    """The resource a user would write for this scenario: the simulator engine on the scenario's preset."""
+    tuning: dict = {"mode": "auto", "maxRestartsPerHour": 6, "minSamples": 2000,
+                    "slo": {"p99TimePerOutputTokenSeconds": scenario.per_token_slo}}
     if scenario.k_max is not None:
-        tuning["kMax"] = scenario.k_max
-    return tuning
+        tuning["maxNumSpeculativeTokens"] = scenario.k_max
+    speculation: dict = {"method": scenario.method}
+    if get_method(scenario.method).needs_draft_model:
+        speculation["draftModel"] = {"name": "bench/draft"}
+    return SpeculativeInferenceSpec.model_validate({
+        "model": {"name": "bench/target"},
+        "speculation": speculation,
+        "runtime": {"engine": "simulator", "simulator": {"costModel": scenario.cost_preset,
+                                                          "maxNumSeqs": scenario.max_batch_size}},
+        "updateStrategy": scenario.update_strategy,
+        "tuning": tuning,
+    })
 
 
-def oracle_config(scenario: Scenario, minute: int, engine: Engine) -> dict:
+def tuning_input(scenario: Scenario) -> TuningInput:
+    """What the tuning loop passes for this scenario (the operator's own builder), with a rough prior."""
+    exact = operator_tuning_input(scenario_spec(scenario))
+    prior = exact.cost_prior.model_copy(update={name: getattr(exact.cost_prior, name) * factor
+                                                for name, factor in PRIOR_ERROR.items()})
+    return exact.model_copy(update={"cost_prior": prior})
+
+
+def oracle_config(scenario: Scenario, minute: int, engine: Engine) -> DraftConfig:
     """Best K per batch size with the true acceptance and cost of the phase at `minute`."""
     profile = profile_of(scenario, phase_at(scenario, minute))
     k_min, k_max = k_bounds(scenario)
@@ -56,28 +68,28 @@ def oracle_config(scenario: Scenario, minute: int, engine: Engine) -> dict:
     dense = [0]
     for b in range(1, scenario.max_batch_size + 1):
         dense.append(max(candidates, key=lambda k: (profile.expected_tokens(k) / engine.step_time(b, k), -k)))
-    return config_from_dense(dense)
+    return DraftConfig.from_dense(dense)
 
 
 def _static(k: int):
-    return {"numSpeculativeTokens": k, "schedule": None}, (lambda obs, now, engine: None)
+    return DraftConfig(num_speculative_tokens=k), (lambda obs, now, engine: None)
 
 
 class PolicyController:
-    """Feeds each window to `decide` and returns the config of every non-keep decision."""
+    """Feeds each window to `decide` and returns the config of every change it decides."""
 
-    def __init__(self, tuning: dict):
+    def __init__(self, tuning: TuningInput):
         self.tuning = tuning
-        self.state: dict | None = None
-        self.decisions: list[dict] = []
+        self.state: PolicyState | None = None
+        self.decisions: list[tuple[float, Decision]] = []
 
-    def __call__(self, observation: dict | None, now: float, engine: Engine) -> dict | None:
+    def __call__(self, observation: Observation | None, now: float, engine: Engine) -> DraftConfig | None:
         if observation is None:
             return None
         decision, self.state = decide(observation, self.tuning, self.state, now)
-        if decision["action"] != "keep":
-            self.decisions.append({"time": now, **{k: decision[k] for k in ("action", "config", "predictedGain", "reason")}})
-            return decision["config"]
+        if decision.is_change:
+            self.decisions.append((now, decision))
+            return decision.config
         return None
 
 
@@ -122,7 +134,7 @@ def run_scenario(scenario: Scenario, *, seed: int, substeps: int, quick: bool) -
     best_k = max(statics, key=lambda k: statics[k][0]["goodput"])
     results[f"best static (K={best_k})"], traces["best static"] = statics[best_k]
     start_k = scenario.initial_k if scenario.initial_k is not None else get_method(scenario.method).k_default
-    initial = {"numSpeculativeTokens": max(k_min, min(start_k, k_max)), "schedule": None}
+    initial = DraftConfig(num_speculative_tokens=max(k_min, min(start_k, k_max)))
     policy = PolicyController(tuning_input(scenario))
     play("policy", initial, policy)
     decisions = policy.decisions
@@ -134,7 +146,7 @@ def run_scenario(scenario: Scenario, *, seed: int, substeps: int, quick: bool) -
         if minute >= scenario.minutes:
             return None
         wanted = oracle_config(scenario, minute, engine)
-        return None if same_config(wanted, engine.config, scenario.max_batch_size) else wanted
+        return None if wanted.same_as(engine.config, scenario.max_batch_size) else wanted
 
     probe = Engine(scenario, initial)
     play("per-phase oracle", oracle_config(scenario, 0, probe), oracle, free_switches=True)
@@ -217,8 +229,10 @@ def _plot(report: dict, out: Path) -> Path | None:
 
 
 def _json_report(report: dict) -> dict:
+    decisions = [{"time": time, "action": d.action, "config": d.config.to_json() if d.config else None,
+                  "predictedGain": d.predicted_gain, "reason": d.reason} for time, d in report["decisions"]]
     return {"description": report["scenario"].description, "results": report["results"],
-            "goals": report["goals"], "policyDecisions": report["decisions"]}
+            "goals": report["goals"], "policyDecisions": decisions}
 
 
 @click.command("tuner")

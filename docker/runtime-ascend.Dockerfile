@@ -21,5 +21,11 @@ COPY bench ./bench
 # --no-deps: the runtime needs only what vLLM already ships (pydantic, click, pyyaml, aiohttp,
 # prometheus_client, numpy); letting pip resolve the operator's dependencies could move vLLM's pins.
 RUN python3 -m pip install --no-cache-dir --no-deps . \
-    && specinfer version
+    && specinfer version \
+    && groupadd --gid 10001 specinfer \
+    && useradd --no-log-init --create-home --uid 10001 --gid 10001 specinfer
+# Non-root, numerically (Kubernetes checks runAsNonRoot only for a numeric USER): the operator runs the pod
+# as 10001 under the restricted Pod Security Standard, HOME and /tmp on emptyDirs (operator/render/deployment.py).
+USER 10001:10001
+ENV HOME=/home/specinfer
 ENTRYPOINT ["specinfer", "runtime"]

@@ -7,8 +7,10 @@ file at all. Example:
     profiles:
       amd: {nodeSelector: {node.kubernetes.io/instance-type: mi300x}, shmSize: 64Gi}
     modelCache: {persistentVolumeClaim: model-cache}
-    prometheus: {url: http://prometheus.monitoring:9090}
+    prometheus: {url: http://prometheus.monitoring:9090, allowedUrls: [], authSecrets: false}
     rateLimit: {qps: 200, burst: 400}
+    allowedImages: []          # default: the hardware profiles' images
+    engineSecrets: Labelled    # or Any
     cost: {currency: USD, accelerators: {nvidia: 2.5}, products: {NVIDIA-H100-80GB-HBM3: 3.9}}
 """
 
@@ -18,9 +20,10 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
+from specinfer.operator.access import PrometheusAccess, base_url_parts, without_userinfo
 from specinfer.operator.errors import ConfigError
 from specinfer.operator.hardware import DEFAULT_PROFILES, HardwareProfile
 from specinfer.operator.tuner.settings import TunerSettings
@@ -46,6 +49,7 @@ class ProfileOverride(_Config):
     shm_size: str | None = None
     startup_seconds: int | None = Field(default=None, ge=60)
     model_cache_size: str | None = None
+    read_only_root_filesystem: bool | None = None
 
 
 class ModelCache(_Config):
@@ -57,7 +61,26 @@ class ModelCache(_Config):
 
 class PrometheusConfig(_Config):
     url: str | None = None
-    """Default Prometheus for the tuning loop when a resource names none."""
+    """Default Prometheus for the tuning loop when a resource names none (always allowed)."""
+    allowed_urls: list[str] = Field(default_factory=list)
+    """Further Prometheus base URLs a resource may name in spec.tuning.prometheus.url (that URL or a path
+    below it); any other URL is refused with TuningDegraded PrometheusUrlNotAllowed, nothing is queried."""
+    auth_secrets: bool = False
+    """Let the tuner read the Secret a resource names in spec.tuning.prometheus.authSecretRef (only Secrets
+    labelled specinfer.io/prometheus-auth=true) and send it to an allowed URL."""
+
+    @field_validator("url", "allowed_urls")
+    @classmethod
+    def _base_urls(cls, value: str | list[str] | None) -> str | list[str] | None:
+        for url in [value] if isinstance(value, str) else value or []:
+            if base_url_parts(url) is None:
+                raise ValueError(f"{without_userinfo(url)!r} must be an http(s) base URL without credentials, "
+                                 "query or fragment (credentials belong in a Secret)")
+        return value
+
+    def access(self) -> PrometheusAccess:
+        return PrometheusAccess(default_url=self.url, allowed_urls=tuple(self.allowed_urls),
+                                auth_secrets=self.auth_secrets)
 
 
 class RateLimit(_Config):
@@ -110,6 +133,18 @@ class OperatorConfig(_Config):
     resync_seconds: float = Field(default=300.0, ge=5)
     """Every resource is re-checked this often even without events (drift safety net)."""
     field_manager: str = FIELD_MANAGER
+    allowed_images: list[str] = Field(default_factory=list)
+    """Images spec.runtime.image may name: exact references or `*` patterns. Empty (default): the hardware
+    profiles' images only (after `images` / `profiles` overrides), so a tenant cannot pick the pod's code."""
+    engine_secrets: Literal["Labelled", "Any"] = "Labelled"
+    """Secrets engine pods may take values from (hubTokenSecretRef, env valueFrom.secretKeyRef): Labelled
+    (default) only those labelled specinfer.io/engine-secret=true; Any for clusters with one tenant."""
+
+    def image_allowlist(self) -> tuple[list[str], bool]:
+        """(allowed images, whether allowedImages was configured)."""
+        if self.allowed_images:
+            return list(self.allowed_images), True
+        return sorted({self.profile(accelerator).image for accelerator in DEFAULT_PROFILES}), False
 
     def profile(self, accelerator: str) -> HardwareProfile:
         """The default profile with this configuration's overrides applied."""

@@ -2,10 +2,13 @@
 
 Temporary errors are retried with backoff by the work queue; permanent ones are
 reported in status and not retried until the resource changes. An invalid spec is
-`specinfer.api.InvalidSpecError` (reported as condition reason InvalidSpec).
+`specinfer.api.InvalidSpecError` (reported as condition reason InvalidSpec); one the operator
+configuration refuses is a `NotAllowedError` (its own reason, e.g. ImageNotAllowed).
 """
 
 from __future__ import annotations
+
+from specinfer.api import InvalidSpecError
 
 
 class OperatorError(Exception):
@@ -14,6 +17,15 @@ class OperatorError(Exception):
 
 class ConfigError(OperatorError):
     """The operator's own configuration is unusable (the process refuses to start)."""
+
+
+class NotAllowedError(InvalidSpecError):
+    """A valid spec that the operator configuration does not allow (an image, a Secret: issue 15); reported
+    like an invalid spec, under its own condition reason."""
+
+    def __init__(self, field_path: str, message: str, *, reason: str) -> None:
+        self.reason = reason
+        super().__init__(field_path, message)
 
 
 class ApiError(OperatorError):

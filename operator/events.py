@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from specinfer.api import API_VERSION, KIND
+from specinfer.api.timestamps import rfc3339
 
 log = logging.getLogger("specinfer.operator.events")
 COMPONENT = "specinfer-operator"
@@ -17,7 +18,7 @@ COMPONENT = "specinfer-operator"
 def build_event(resource: Mapping[str, Any], *, type_: str, reason: str, message: str,
                 now: dt.datetime) -> dict[str, Any]:
     meta = resource["metadata"]
-    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = rfc3339(now.timestamp())
     return {
         "apiVersion": "v1",
         "kind": "Event",

@@ -38,8 +38,12 @@ class HardwareProfile(BaseModel):
     """/dev/shm size (memory-backed emptyDir): tensor-parallel workers exchange tensors through it."""
     startup_seconds: int = Field(default=1800, ge=60)
     """How long the startup probe waits for the model to load before the pod is restarted."""
-    model_cache_size: str | None = None
-    """sizeLimit of the model cache emptyDir (None: unlimited); the operator config can mount a PVC instead."""
+    model_cache_size: str | None = "256Gi"
+    """sizeLimit of the model cache emptyDir (None: unlimited, which lets one pod fill the node's disk);
+    the operator config can mount a PVC instead."""
+    read_only_root_filesystem: bool = True
+    """The engine container's root filesystem is read-only; vLLM writes to HOME, /tmp, /dev/shm and the model
+    cache, which are emptyDirs (issue 15). Off where the platform stack's run-time writes are unverified."""
 
 
 def _image(flavour: str) -> str:
@@ -62,6 +66,8 @@ DEFAULT_PROFILES: dict[str, HardwareProfile] = {
         device_resource="amd.com/gpu",
         product_label="amd.com/gpu.product-name",  # set by AMD's node labeller
         tolerations=[_device_toleration("amd.com/gpu")],
+        # ROCm's JIT kernel builds (AITER) are not verified to stay off the root filesystem
+        read_only_root_filesystem=False,
     ),
     "ascend": HardwareProfile(
         image=_image("ascend"),
@@ -71,6 +77,8 @@ DEFAULT_PROFILES: dict[str, HardwareProfile] = {
         # HCCL keeps device buffers in shared memory and loads are slower than CUDA's
         shm_size="32Gi",
         startup_seconds=2700,
+        # CANN writes kernel_meta/ and logs at run time; not verified to stay off the root filesystem
+        read_only_root_filesystem=False,
     ),
     "cpu": HardwareProfile(
         image=_image("cpu"),
@@ -79,6 +87,7 @@ DEFAULT_PROFILES: dict[str, HardwareProfile] = {
         env={"VLLM_CPU_KVCACHE_SPACE": "8"},
         shm_size="4Gi",
         startup_seconds=900,
+        model_cache_size="64Gi",
     ),
 }
 

@@ -19,7 +19,8 @@ from typing import Any
 from specinfer.operator.errors import ApiError
 
 APPLY_PATCH = "application/apply-patch+yaml"
-MERGE_PATCH = "application/merge-patch+json"
+# the object's metadata without its content (labels of a Secret, not its data)
+METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 
 # apiVersion/kind -> plural, for the kinds the operator writes
 PLURALS = {
@@ -81,8 +82,8 @@ class Kube:
         self.requests: Counter[str] = Counter()  # by verb, for logs and the operator's metrics
 
     def _call(self, method: str, path: str, query: list[tuple[str, str]], body: Any,
-              content_type: str | None) -> tuple[int, Any]:
-        headers = {"Accept": "application/json", "Content-Type": content_type or "application/json"}
+              content_type: str | None, accept: str | None = None) -> tuple[int, Any]:
+        headers = {"Accept": accept or "application/json", "Content-Type": content_type or "application/json"}
         method_, url, headers, _, post = self.api.param_serialize(
             method, path, query_params=query or None, header_params=headers, auth_settings=["BearerToken"])
         # the client serialises dict bodies itself (JSON, and JSON-as-YAML for apply patches)
@@ -92,22 +93,23 @@ class Kube:
         return response.status, (json.loads(text) if text else None)
 
     async def request(self, method: str, path: str, *, query: list[tuple[str, str]] | None = None,
-                      body: Any = None, content_type: str | None = None, verb: str | None = None) -> Any:
+                      body: Any = None, content_type: str | None = None, verb: str | None = None,
+                      accept: str | None = None) -> Any:
         """One API call; raises ApiError for any non-2xx status (404 included)."""
         await self.bucket.acquire()
         self.requests[verb or method] += 1
         loop = asyncio.get_running_loop()
         status, payload = await loop.run_in_executor(self.pool, self._call, method, path, query or [], body,
-                                                     content_type)
+                                                     content_type, accept)
         if status >= 400:
             message = payload.get("message", "") if isinstance(payload, dict) else ""
             raise ApiError(status, method, path, message)
         return payload
 
-    async def get(self, path: str, **query: str) -> Any | None:
-        """The object, or None when it does not exist."""
+    async def get(self, path: str, *, accept: str | None = None, **query: str) -> Any | None:
+        """The object, or None when it does not exist (`accept=METADATA_ONLY`: its metadata only)."""
         try:
-            return await self.request("GET", path, query=list(query.items()))
+            return await self.request("GET", path, query=list(query.items()), accept=accept)
         except ApiError as error:
             if error.status == 404:
                 return None

@@ -162,6 +162,9 @@ def publish_resource(namespace: str, name: str, exported: Any) -> None:
     _replace(RESTARTS_LAST_HOUR, key, {(): float(exported.restarts_last_hour)})
     _replace(RESTART_BUDGET, key, {(): float(exported.restart_budget)})
     _replace(K_IN_FORCE, key, {(label,): float(k) for label, k in exported.k_in_force.items()})
+    # no model this tick (too few samples, settling, collapse, no decision): no series, since a stale
+    # belief would keep an alert firing on a config that has changed
+    _replace(PREDICTED_SPEEDUP, key, {} if exported.speedup is None else {(): exported.speedup})
     cost = exported.cost
     _replace(COST_PER_MILLION_TOKENS, key, {(cost.currency,): cost.per_million_tokens}
              if cost is not None and cost.per_million_tokens is not None else {})
@@ -178,10 +181,6 @@ def publish_resource(namespace: str, name: str, exported: Any) -> None:
             held.add((exported.change,))
 
 
-def set_predicted_speedup(namespace: str, name: str, speedup: float | None) -> None:
-    """None (the policy had no model this tick: too few samples, settling, collapse) drops the series: a
-    stale belief would keep an alert firing on a config that has changed."""
-    _replace(PREDICTED_SPEEDUP, (namespace, name), {} if speedup is None else {(): speedup})
 
 
 def keep_resources(keys: set[Key]) -> None:

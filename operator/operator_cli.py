@@ -13,7 +13,7 @@ import time
 
 import click
 
-from specinfer.operator.config import CONFIG_ENV, load_config
+from specinfer.operator.config import CONFIG_ENV, load_config, parse_config
 from specinfer.operator.errors import ConfigError
 
 
@@ -68,10 +68,12 @@ def operator_command(namespaces: tuple[str, ...], config_file: str | None, peeri
 
     try:
         config = load_config(config_file)
+        if prometheus_url:  # validated like the file's (no credentials in a URL that ends up in messages)
+            prometheus = {**config.prometheus.model_dump(by_alias=True), "url": prometheus_url}
+            config = config.model_copy(update={"prometheus": parse_config({"prometheus": prometheus},
+                                                                          source="--prometheus-url").prometheus})
     except ConfigError as error:
         raise click.ClickException(str(error)) from None
-    if prometheus_url:
-        config = config.model_copy(update={"prometheus": config.prometheus.model_copy(update={"url": prometheus_url})})
     namespaces = tuple(ns for item in namespaces for ns in item.split(",") if ns)
     kopf.configure(verbose=verbose)
     if not verbose:  # one "Handler succeeded" line per watch event drowns what matters

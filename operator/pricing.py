@@ -29,12 +29,16 @@ class Cost:
     per_million_tokens: float | None  # None: no tokens measured (idle, or no metrics yet)
     last_change_saving_per_million_tokens: float | None  # > 0 saved, < 0 the change made tokens dearer
 
-    def to_status(self) -> dict:
-        """status.cost (camelCase, unset fields left out)."""
-        model = CostStatus(currency=self.currency, price_per_hour=round(self.price_per_hour, 6),
-                           per_million_tokens=_rounded(self.per_million_tokens),
-                           last_change_saving_per_million_tokens=_rounded(self.last_change_saving_per_million_tokens))
-        return model.model_dump(by_alias=True, exclude_none=True)
+    def to_status(self) -> CostStatus:
+        """status.cost (rounded: a millionth of the currency is below any bill's precision)."""
+        return CostStatus(currency=self.currency, price_per_hour=round(self.price_per_hour, 6),
+                          per_million_tokens=_rounded(self.per_million_tokens),
+                          last_change_saving_per_million_tokens=_rounded(self.last_change_saving_per_million_tokens))
+
+    @classmethod
+    def from_status(cls, status: CostStatus) -> "Cost":
+        return cls(status.currency, status.price_per_hour, status.per_million_tokens,
+                   status.last_change_saving_per_million_tokens)
 
 
 def _rounded(value: float | None) -> float | None:

@@ -8,28 +8,46 @@ resource makes no API request. The resource's spec and metadata are never writte
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
 from specinfer.api import API_VERSION, KIND, InvalidSpecError
+from specinfer.api.status import Condition, EffectiveConfig, SpeculativeInferenceStatus
+from specinfer.api.timestamps import rfc3339
+from specinfer.operator.access import (
+    CHILD_CONFLICT,
+    ENGINE_SECRET_LABEL,
+    IMAGE_NOT_ALLOWED,
+    SECRET_NOT_ALLOWED,
+    Refusal,
+    child_conflict,
+    engine_secret_refs,
+)
 from specinfer.operator.compare import covers
 from specinfer.operator.conditions import find
 from specinfer.operator.config import OperatorConfig
 from specinfer.operator.errors import ApiError, TemporaryError
 from specinfer.operator.events import EventRecorder
-from specinfer.operator.kube import Kube
-from specinfer.operator.render import render
-from specinfer.operator.status import Rollout, invalid_status, rollout_of, status_covered, workload_status
-from specinfer.operator.store import Key, Store
+from specinfer.operator.kube import Kube, object_path
+from specinfer.operator.render import Rendering, render
+from specinfer.operator.secrets import opt_in_refusal
+from specinfer.operator.status import (Rollout, invalid_status, rollout_of, status_covered, stored_conditions,
+                                       workload_status)
+from specinfer.operator.store import Key, Store, controlled_by
 
 log = logging.getLogger("specinfer.operator.reconcile")
-REJECTED_RETRY_SECONDS = 30.0  # a refused apply (quota, admission policy) may clear without any event of ours
+# a refused apply (quota, admission policy), a foreign object in the way or a Secret still to be labelled may
+# clear without any event of ours
+REJECTED_RETRY_SECONDS = 30.0
+# Ready reasons announced by a Warning Event when they appear
+WARNING_REASONS = ("InvalidSpec", "RolloutFailed", "ApplyRejected", CHILD_CONFLICT, IMAGE_NOT_ALLOWED,
+                   SECRET_NOT_ALLOWED)
 
 
 def utc_now() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return rfc3339(time.time())
 
 
 class Reconciler:
@@ -51,14 +69,19 @@ class Reconciler:
         except InvalidSpecError as error:
             rollout = rollout_of(deployment, desired_hash="", desired_replicas=0) if deployment else None
             await self._write_status(resource, invalid_status(resource=resource, message=error.describe_all(),
-                                                              rollout=rollout, now=self.now()))
+                                                              rollout=rollout, now=self.now(),
+                                                              reason=getattr(error, "reason", "InvalidSpec")))
             return
+        changed = [(manifest, self.store.child(manifest["kind"], namespace, manifest["metadata"]["name"]))
+                   for manifest in rendering.manifests]
+        changed = [(manifest, live) for manifest, live in changed if live is None or not covers(manifest, live)]
+        refusal = await self._refusal(resource, rendering, changed)
+        if refusal is not None:
+            await self._report_refusal(resource, deployment, refusal)
+            raise TemporaryError(f"{refusal.reason}: {namespace}/{name}", delay=REJECTED_RETRY_SECONDS)
         created = False
-        for manifest in rendering.manifests:
+        for manifest, live in changed:
             meta = manifest["metadata"]
-            live = self.store.child(manifest["kind"], namespace, meta["name"])
-            if live is not None and covers(manifest, live):
-                continue
             try:
                 result = await self.kube.apply(manifest)
             except ApiError as error:
@@ -87,6 +110,33 @@ class Reconciler:
                                                            rollout=rollout, desired_replicas=spec_replicas,
                                                            now=self.now()))
 
+    async def _refusal(self, resource: dict[str, Any], rendering: Rendering,
+                       changed: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> Refusal | None:
+        """Why none of `changed` may be applied yet, checked before the first write (issue 15): a child name
+        taken by an object this resource does not own, or a Secret the pods would read that has not opted in.
+        Costs requests only when something is about to be written."""
+        uid = (resource.get("metadata") or {}).get("uid")
+        for manifest, live in changed:
+            if live is None:  # the cache holds only labelled children: ask the API server
+                live = await self.kube.get(object_path(manifest))
+            if live is not None and uid and not controlled_by(live, uid):
+                return child_conflict(manifest, live)
+        if self.config.engine_secrets == "Labelled" and rendering.spec is not None and any(
+                manifest["kind"] == "Deployment" for manifest, _ in changed):
+            namespace = resource["metadata"].get("namespace", "")
+            for field, name in engine_secret_refs(rendering.spec):
+                refused = await opt_in_refusal(self.kube, namespace, name, field=field, label=ENGINE_SECRET_LABEL,
+                                               use="engine pod", reason=SECRET_NOT_ALLOWED)
+                if refused is not None:
+                    return refused
+        return None
+
+    async def _report_refusal(self, resource: dict[str, Any], deployment: dict[str, Any] | None,
+                              refusal: Refusal) -> None:
+        rollout = rollout_of(deployment, desired_hash="", desired_replicas=0) if deployment else None
+        await self._write_status(resource, invalid_status(resource=resource, message=refusal.message, rollout=rollout,
+                                                          now=self.now(), reason=refusal.reason))
+
     async def _report_rejected(self, resource: dict[str, Any], deployment: dict[str, Any] | None,
                                manifest: dict[str, Any], error: ApiError) -> None:
         """Say in status why nothing happens: without this a refused child (quota exhausted, an admission
@@ -97,19 +147,19 @@ class Reconciler:
         await self._write_status(resource, invalid_status(resource=resource, message=message, rollout=rollout,
                                                           now=self.now(), reason="ApplyRejected"))
 
-    async def _announce_rollout(self, resource: dict[str, Any], before: str | None,
-                                effective: dict[str, Any]) -> None:
-        what = f"method {effective['method']}, K={effective['numSpeculativeTokens']}"
-        if effective.get("schedule"):
-            what += f", schedule of {len(effective['schedule'])} ranges"
+    async def _announce_rollout(self, resource: dict[str, Any], before: str | None, effective: EffectiveConfig) -> None:
+        what = f"method {effective.method}, K={effective.num_speculative_tokens}"
+        if effective.schedule:
+            what += f", schedule of {len(effective.schedule)} ranges"
         if before is None:
-            message = f"created the engine Deployment ({what}, config {effective['configHash']})"
+            message = f"created the engine Deployment ({what}, config {effective.config_hash})"
         else:
-            message = f"rolling out config {before} -> {effective['configHash']} ({what}), one pod at a time"
+            message = f"rolling out config {before} -> {effective.config_hash} ({what}), one pod at a time"
         await self.events.record(resource, type_="Normal", reason="RolloutStarted", message=message)
 
-    async def _write_status(self, resource: dict[str, Any], status: dict[str, Any]) -> None:
+    async def _write_status(self, resource: dict[str, Any], model: SpeculativeInferenceStatus) -> None:
         current = resource.get("status") or {}
+        status = model.to_json()
         if status_covered(status, current):
             return
         meta = resource["metadata"]
@@ -118,22 +168,21 @@ class Reconciler:
         result = await self.kube.apply(body, subresource="status")
         self.status_writes += 1
         self.store.put_resource(result)
-        before, after = (current.get("effective") or {}).get("configHash"), (status.get("effective") or {}).get(
-            "configHash")
-        if after and after != before:  # announced once, when status starts reporting the new config
-            await self._announce_rollout(resource, before, status["effective"])
-        await self._announce_conditions(resource, current, status)
+        before = (current.get("effective") or {}).get("configHash")
+        if model.effective is not None and model.effective.config_hash != before:
+            # announced once, when status starts reporting the new config
+            await self._announce_rollout(resource, before, model.effective)
+        await self._announce_conditions(resource, find(stored_conditions(resource), "Ready"),
+                                        find(model.conditions, "Ready"))
 
-    async def _announce_conditions(self, resource: dict[str, Any], old: dict[str, Any], new: dict[str, Any]) -> None:
-        before, after = find(old.get("conditions"), "Ready") or {}, find(new.get("conditions"), "Ready") or {}
-        if (before.get("status"), before.get("reason")) == (after.get("status"), after.get("reason")):
+    async def _announce_conditions(self, resource: dict[str, Any], before: Condition | None,
+                                   after: Condition | None) -> None:
+        if after is None or (before is not None and (before.status, before.reason) == (after.status, after.reason)):
             return
-        if after.get("reason") == "InvalidSpec":
-            await self.events.record(resource, type_="Warning", reason="InvalidSpec", message=after["message"])
-        elif after.get("reason") in ("RolloutFailed", "ApplyRejected"):
-            await self.events.record(resource, type_="Warning", reason=after["reason"], message=after["message"])
-        elif after.get("status") == "True":
-            await self.events.record(resource, type_="Normal", reason="Ready", message=after["message"])
+        if after.reason in WARNING_REASONS:
+            await self.events.record(resource, type_="Warning", reason=after.reason, message=after.message or "")
+        elif after.status == "True":
+            await self.events.record(resource, type_="Normal", reason="Ready", message=after.message or "")
 
 
 __all__ = ["Reconciler", "Rollout", "covers"]

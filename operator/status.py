@@ -3,7 +3,7 @@
 Ready/Progressing/Degraded follow kstatus: Ready=True only once the Deployment has
 rolled out the current config hash to every replica; `observedGeneration` says which
 spec the conditions describe, so `kubectl wait --for=condition=Ready` and Argo CD /
-Flux health checks do not read a stale answer.
+Flux health checks do not read a stale answer. Built from the `specinfer.api.status` models.
 """
 
 from __future__ import annotations
@@ -12,6 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
+
+from specinfer.api.status import Condition, EffectiveConfig, SpeculativeInferenceStatus
+from specinfer.operator.compare import covers
 from specinfer.operator.conditions import ConditionUpdate, set_conditions
 from specinfer.operator.render.labels import CONFIG_HASH_ANNOTATION, NAME_LABEL
 
@@ -71,24 +75,36 @@ def rollout_of(deployment: Mapping[str, Any] | None, *, desired_hash: str, desir
                    f"{available}/{desired_replicas} available, {replicas} pods", replicas, ready, template_hash)
 
 
-def _describe(effective: Mapping[str, Any]) -> str:
-    method, k = effective.get("method"), effective.get("numSpeculativeTokens")
-    if effective.get("schedule"):
+def _describe(effective: EffectiveConfig) -> str:
+    method, k = effective.method, effective.num_speculative_tokens
+    if effective.schedule:
         return f"{method} with a batch-size schedule (K <= {k})"
     return f"{method}" if method == "none" else f"{method} K={k}"
 
 
-def workload_status(*, resource: Mapping[str, Any], effective: Mapping[str, Any], rollout: Rollout,
-                    desired_replicas: int, now: str) -> dict[str, Any]:
+def stored_conditions(resource: Mapping[str, Any]) -> list[Condition]:
+    """The resource's conditions as stored; an entry that does not read as a condition is left out
+    (it is rewritten by its owner on its next write)."""
+    out = []
+    for item in (resource.get("status") or {}).get("conditions") or []:
+        try:
+            out.append(Condition.model_validate(item))
+        except ValidationError:
+            continue
+    return out
+
+
+def workload_status(*, resource: Mapping[str, Any], effective: EffectiveConfig, rollout: Rollout,
+                    desired_replicas: int, now: str) -> SpeculativeInferenceStatus:
     """Status for a valid spec (only the fields this reconciler owns)."""
     meta = resource.get("metadata") or {}
     generation = meta.get("generation")
-    current = (resource.get("status") or {}).get("conditions")
+    current = stored_conditions(resource)
     if rollout.done:
         updates = [
             ConditionUpdate("Ready", "True", "Available",
                             f"{rollout.ready_replicas}/{desired_replicas} replicas ready, running {_describe(effective)}"),
-            ConditionUpdate("Progressing", "False", "RolloutComplete", f"config {effective['configHash']} rolled out"),
+            ConditionUpdate("Progressing", "False", "RolloutComplete", f"config {effective.config_hash} rolled out"),
             ConditionUpdate("Degraded", "False", "AsExpected", "no problems observed"),
         ]
     elif rollout.failed:
@@ -103,47 +119,57 @@ def workload_status(*, resource: Mapping[str, Any], effective: Mapping[str, Any]
             ConditionUpdate("Progressing", "True", rollout.reason, rollout.message),
             ConditionUpdate("Degraded", "False", "AsExpected", "no problems observed"),
         ]
-    return {
-        "observedGeneration": generation,
-        "conditions": set_conditions(current, updates, generation=generation, now=now),
-        "replicas": rollout.replicas,
-        "readyReplicas": rollout.ready_replicas,
-        "effective": dict(effective),
-        "selector": f"{NAME_LABEL}={meta.get('name')}",
-    }
+    return SpeculativeInferenceStatus(
+        observed_generation=generation,
+        conditions=set_conditions(current, updates, generation=generation, now=now),
+        replicas=rollout.replicas,
+        ready_replicas=rollout.ready_replicas,
+        effective=effective,
+        selector=f"{NAME_LABEL}={meta.get('name')}",
+    )
+
+
+WAITING = {"InvalidSpec": "waiting for a valid spec", "ApplyRejected": "retrying the refused apply",
+           "ChildConflict": "waiting for the conflicting object to go (checked every 30 s)",
+           "EngineSecretNotAllowed": "waiting for the Secret to opt in (checked every 30 s)"}
 
 
 def invalid_status(*, resource: Mapping[str, Any], message: str, rollout: Rollout | None, now: str,
-                   reason: str = "InvalidSpec") -> dict[str, Any]:
-    """Status for a spec that cannot serve (InvalidSpec), or whose children the API server refused
-    (ApplyRejected: quota, admission policy). A workload from an earlier valid spec keeps running."""
+                   reason: str = "InvalidSpec") -> SpeculativeInferenceStatus:
+    """Status for a spec that cannot serve (InvalidSpec), that the operator configuration refuses
+    (ImageNotAllowed, EngineSecretNotAllowed), whose children the API server refused (ApplyRejected: quota,
+    admission policy) or whose child names are taken (ChildConflict). A workload from an earlier valid
+    spec keeps running."""
     meta = resource.get("metadata") or {}
     generation = meta.get("generation")
     previous = resource.get("status") or {}
     if rollout is not None and rollout.replicas:
         message = f"{message} (the workload of the last valid spec keeps running)"
-    waiting = "waiting for a valid spec" if reason == "InvalidSpec" else "retrying the refused apply"
+    waiting = WAITING.get(reason, "waiting until the operator configuration allows the spec")
     updates = [
         ConditionUpdate("Ready", "False", reason, message),
         ConditionUpdate("Progressing", "False", reason, waiting),
         ConditionUpdate("Degraded", "True", reason, message),
     ]
-    status: dict[str, Any] = {
-        "observedGeneration": generation,
-        "conditions": set_conditions(previous.get("conditions"), updates, generation=generation, now=now),
-        "replicas": rollout.replicas if rollout else 0,
-        "readyReplicas": rollout.ready_replicas if rollout else 0,
-        "selector": f"{NAME_LABEL}={meta.get('name')}",
-    }
+    effective = None
     if previous.get("effective") and rollout is not None and rollout.replicas:
-        status["effective"] = previous["effective"]
-    return status
+        try:
+            effective = EffectiveConfig.model_validate(previous["effective"])
+        except ValidationError:
+            effective = None
+    return SpeculativeInferenceStatus(
+        observed_generation=generation,
+        conditions=set_conditions(stored_conditions(resource), updates, generation=generation, now=now),
+        replicas=rollout.replicas if rollout else 0,
+        ready_replicas=rollout.ready_replicas if rollout else 0,
+        effective=effective,
+        selector=f"{NAME_LABEL}={meta.get('name')}",
+    )
 
 
 def status_covered(desired: Mapping[str, Any], live: Mapping[str, Any] | None) -> bool:
-    """True when writing `desired` would change nothing (conditions compared by type: others own other types)."""
-    from specinfer.operator.compare import covers
-
+    """True when writing `desired` (the JSON of a status) would change nothing (conditions compared by
+    type: others own other types)."""
     live = live or {}
     rest = {key: value for key, value in desired.items() if key != "conditions"}
     if not covers(rest, live):

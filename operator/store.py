@@ -25,6 +25,12 @@ def _newer_or_same(incoming: Mapping[str, Any], cached: Mapping[str, Any] | None
     return True
 
 
+def controlled_by(obj: Mapping[str, Any], uid: str) -> bool:
+    """The object's controller ownerReference is the resource with this uid (a name can be reused; a uid not)."""
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return any(ref.get("controller") and ref.get("uid") == uid for ref in refs)
+
+
 def owner_key(child: Mapping[str, Any]) -> Key | None:
     meta = child.get("metadata") or {}
     for ref in meta.get("ownerReferences") or []:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from specinfer.api import SpeculativeInferenceSpec, effective_speculation
+from specinfer.api import SpeculativeInferenceSpec, speculation_of
 
 ENGINE_HOST = "0.0.0.0"  # the pod's Service and Prometheus reach vLLM from outside the container
 
@@ -30,7 +30,7 @@ def speculative_config_json(config: Mapping | None) -> str | None:
 
 def vllm_argv(spec: SpeculativeInferenceSpec) -> list[str]:
     """`vllm serve MODEL ...`: typed fields first, catalogue pins, then the user's extraArgs."""
-    effective = effective_speculation(spec)
+    effective = speculation_of(spec)
     argv = ["vllm", "serve", spec.model.name,
             "--host", ENGINE_HOST,
             "--port", str(spec.runtime.port),
@@ -52,6 +52,6 @@ def engine_env(spec: SpeculativeInferenceSpec, environ: Mapping[str, str]) -> di
     A variable the pod already sets wins (an explicit spec.runtime.env is a deliberate choice).
     """
     env = dict(environ)
-    for name, value in effective_speculation(spec).env.items():
+    for name, value in speculation_of(spec).env.items():
         env.setdefault(name, value)
     return env

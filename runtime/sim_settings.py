@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from specinfer.api import RuntimeConfig, effective_speculation
+from specinfer.api import RuntimeConfig, speculation_of
 from specinfer.runtime.argv import served_model_name
 from specinfer.runtime.methods import get_method
 from specinfer.runtime.sim.settings import Phase, SimulatorSettings
@@ -10,7 +10,7 @@ from specinfer.runtime.sim.settings import Phase, SimulatorSettings
 
 def simulator_settings(config: RuntimeConfig) -> SimulatorSettings:
     spec = config.spec
-    effective = effective_speculation(spec)
+    effective = speculation_of(spec)
     simulator = spec.runtime.simulator
     method = get_method(effective.method)
     kwargs = {}
@@ -21,7 +21,7 @@ def simulator_settings(config: RuntimeConfig) -> SimulatorSettings:
             max_batch_size=simulator.max_num_seqs,
             cost_model=simulator.cost_model,
             seed=simulator.seed,
-            phases=tuple(Phase(p.workload, p.duration_seconds) for p in simulator.phases or ()),
+            phases=tuple(Phase(p.workload, p.duration_seconds, p.acceptance_collapsed) for p in simulator.phases or ()),
         )
     return SimulatorSettings(
         model_name=served_model_name(spec),

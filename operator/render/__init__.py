@@ -11,8 +11,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from specinfer.api import EffectiveSpeculation, InvalidSpecError, effective_spec, effective_speculation, parse_spec
+from specinfer.api import (
+    EffectiveSpeculation,
+    InvalidSpecError,
+    SpeculativeInferenceSpec,
+    effective_spec,
+    parse_spec,
+    speculation_of,
+)
+from specinfer.api.status import EffectiveConfig, ScheduleEntry
+from specinfer.operator.access import image_refusal
 from specinfer.operator.config import OperatorConfig
+from specinfer.operator.errors import NotAllowedError
 from specinfer.operator.render.configmap import build_configmap
 from specinfer.operator.render.deployment import build_deployment
 from specinfer.operator.render.labels import owner_references
@@ -29,10 +39,15 @@ class Rendering:
     manifests: list[dict[str, Any]]
     config_hash: str
     speculation: EffectiveSpeculation
+    spec: SpeculativeInferenceSpec | None = None  # the effective spec the manifests were built from
 
-    def effective_status(self) -> dict[str, Any]:
+    def effective_status(self) -> EffectiveConfig:
         """status.effective: what the pods run once the rollout finishes."""
-        return {**self.speculation.status_json(), "configHash": self.config_hash}
+        speculation = self.speculation
+        schedule = [ScheduleEntry(min_batch_size=s, max_batch_size=e, num_speculative_tokens=k)
+                    for s, e, k in speculation.schedule or ()]
+        return EffectiveConfig(method=speculation.method, num_speculative_tokens=speculation.num_speculative_tokens,
+                               schedule=schedule or None, config_hash=self.config_hash)
 
     def manifest(self, kind: str) -> dict[str, Any] | None:
         return next((m for m in self.manifests if m["kind"] == kind), None)
@@ -57,7 +72,8 @@ def render(resource: Mapping[str, Any], config: OperatorConfig, *, podmonitor: b
 
     Raises InvalidSpecError for a spec (or name) that cannot serve. A tuned choice in
     status.tuning.applied that no longer fits the spec is an InvalidSpecError at
-    `status.tuning.applied` too (the tuner wrote something the API would refuse).
+    `status.tuning.applied` too (the tuner wrote something the API would refuse). An image the
+    operator configuration does not allow is a NotAllowedError (reason ImageNotAllowed).
     """
     meta = dict(resource.get("metadata") or {})
     check_name(meta.get("name", ""))
@@ -65,11 +81,11 @@ def render(resource: Mapping[str, Any], config: OperatorConfig, *, podmonitor: b
     applied = applied_tuning(resource)
     try:
         merged = effective_spec(spec, applied)
-        speculation = effective_speculation(spec, applied)
     except (ValueError, InvalidSpecError) as error:  # pydantic ValidationError is a ValueError
         if applied is None:
             raise
         raise InvalidSpecError("status.tuning.applied", f"status.tuning.applied does not fit the spec: {error}") from None
+    speculation = speculation_of(merged)
     workload = Workload(
         name=meta["name"],
         namespace=namespace or meta.get("namespace") or "default",
@@ -79,7 +95,12 @@ def render(resource: Mapping[str, Any], config: OperatorConfig, *, podmonitor: b
         profile=config.profile(merged.hardware.accelerator),
         model_cache=config.model_cache,
     )
+    if merged.runtime.image:
+        allowed, configured = config.image_allowlist()
+        refused = image_refusal(merged.runtime.image, allowed, configured=configured)
+        if refused is not None:
+            raise NotAllowedError("spec.runtime.image", refused.message, reason=refused.reason)
     manifests = [build_configmap(workload), build_deployment(workload), build_service(workload)]
     if podmonitor:
         manifests.append(build_podmonitor(workload))
-    return Rendering(manifests=manifests, config_hash=workload.config_hash, speculation=speculation)
+    return Rendering(manifests=manifests, config_hash=workload.config_hash, speculation=speculation, spec=merged)

@@ -30,6 +30,12 @@ CONTAINER_NAME = "engine"
 CONFIG_DIR = "/etc/specinfer"
 HEALTH_PATH = "/health"  # vLLM's (and the simulator's) liveness endpoint
 STARTUP_PERIOD_SECONDS = 10
+RUNTIME_UID = 10001  # the runtime images' USER (docker/runtime-*.Dockerfile); numeric, so runAsNonRoot is checkable
+# Writable emptyDirs under a read-only root: HOME holds vLLM's caches (VLLM_CACHE_ROOT and VLLM_CONFIG_ROOT
+# default under it in vLLM 0.33's envs.py, as do Triton's and FlashInfer's), /tmp its IPC sockets and
+# torch's inductor cache. Bounded, so one pod cannot fill the node's disk.
+HOME_DIR = "/home/specinfer"
+SCRATCH = (("home", HOME_DIR, "16Gi"), ("tmp", "/tmp", "4Gi"))
 
 
 def _env(workload: Workload) -> list[dict[str, Any]]:
@@ -40,6 +46,7 @@ def _env(workload: Workload) -> list[dict[str, Any]]:
         values[name] = {"name": name, "value": value}
     values[RUNTIME_CONFIG_ENV] = {"name": RUNTIME_CONFIG_ENV, "value": f"{CONFIG_DIR}/{RUNTIME_CONFIG_KEY}"}
     values["HF_HOME"] = {"name": "HF_HOME", "value": MODEL_CACHE_PATH}
+    values["HOME"] = {"name": "HOME", "value": HOME_DIR}
     token = spec.model.hub_token_secret_ref
     if token is not None:
         values["HF_TOKEN"] = {"name": "HF_TOKEN",
@@ -95,13 +102,27 @@ def _volumes(workload: Workload) -> tuple[list[dict[str, Any]], list[dict[str, A
                                                  "items": [{"key": RUNTIME_CONFIG_KEY, "path": RUNTIME_CONFIG_KEY}]}},
         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": workload.profile.shm_size}},
         {"name": "model-cache", **cache},
+        *({"name": name, "emptyDir": {"sizeLimit": size}} for name, _, size in SCRATCH),
     ]
     mounts = [
         {"name": "runtime-config", "mountPath": CONFIG_DIR, "readOnly": True},
         {"name": "dshm", "mountPath": "/dev/shm"},
         {"name": "model-cache", "mountPath": MODEL_CACHE_PATH},
+        *({"name": name, "mountPath": path} for name, path, _ in SCRATCH),
     ]
     return volumes, mounts
+
+
+def pod_security_context() -> dict[str, Any]:
+    """Kubernetes' restricted Pod Security Standard (issue 15): a numeric non-root user, RuntimeDefault seccomp;
+    fsGroup makes a shared model-cache PVC writable for that user."""
+    return {"runAsNonRoot": True, "runAsUser": RUNTIME_UID, "runAsGroup": RUNTIME_UID, "fsGroup": RUNTIME_UID,
+            "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def container_security_context(workload: Workload) -> dict[str, Any]:
+    return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "privileged": False,
+            "readOnlyRootFilesystem": workload.profile.read_only_root_filesystem, "runAsNonRoot": True}
 
 
 def _placement(workload: Workload) -> dict[str, Any]:
@@ -150,6 +171,7 @@ def build_deployment(workload: Workload) -> dict[str, Any]:
         "ports": [{"name": PORT_NAME, "containerPort": spec.runtime.port, "protocol": "TCP"}],
         "env": _env(workload),
         "volumeMounts": mounts,
+        "securityContext": container_security_context(workload),
         **_probes(workload),
     }
     resources = _resources(workload)
@@ -178,7 +200,7 @@ def build_deployment(workload: Workload) -> dict[str, Any]:
                     "automountServiceAccountToken": False,  # the engine never talks to the API server
                     "enableServiceLinks": False,
                     "terminationGracePeriodSeconds": 60,
-                    "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+                    "securityContext": pod_security_context(),
                     "containers": [container],
                     "volumes": volumes,
                     **_placement(workload),
@@ -188,4 +210,5 @@ def build_deployment(workload: Workload) -> dict[str, Any]:
     }
 
 
-__all__ = ["build_deployment", "engine_command", "rollout_strategy"]
+__all__ = ["RUNTIME_UID", "build_deployment", "container_security_context", "engine_command", "pod_security_context",
+           "rollout_strategy"]

@@ -27,8 +27,13 @@ class Workload:
 
     @property
     def runtime_config(self) -> dict[str, Any]:
-        """The RuntimeConfig the pod reads at RUNTIME_CONFIG_PATH."""
-        spec = self.spec.model_dump(by_alias=True, exclude_none=True, mode="json", exclude=set(NOT_FOR_RUNTIME))
+        """The RuntimeConfig the pod reads at RUNTIME_CONFIG_PATH.
+
+        Without spec.runtime.env: the container's environment carries it, and its literal values would
+        otherwise be copied into a ConfigMap, which more people may read than the Deployment (issue 15)."""
+        exclude: dict[str, Any] = {field: True for field in NOT_FOR_RUNTIME}
+        exclude["runtime"] = {"env"}
+        spec = self.spec.model_dump(by_alias=True, exclude_none=True, mode="json", exclude=exclude)
         return {"apiVersion": "specinfer.io/v1alpha1", "kind": "RuntimeConfig",
                 "name": self.name, "namespace": self.namespace, "spec": spec}
 
@@ -38,8 +43,12 @@ class Workload:
 
     @property
     def config_hash(self) -> str:
-        """Changes exactly when the engine must restart: the runtime config or the image."""
-        return digest({"runtimeConfig": self.runtime_config, "image": self.image})
+        """Changes exactly when the engine must restart: the runtime config, the image or the env."""
+        inputs: dict[str, Any] = {"runtimeConfig": self.runtime_config, "image": self.image}
+        if self.spec.runtime.env:  # only when set, so hashes of resources without env stay what they were
+            inputs["env"] = [var.model_dump(by_alias=True, exclude_none=True, mode="json")
+                             for var in self.spec.runtime.env]
+        return digest(inputs)
 
     @property
     def image(self) -> str:

@@ -20,24 +20,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specinfer.api import API_VERSION, KIND
+from specinfer.api.timestamps import parse_rfc3339
 from specinfer.operator import metrics
+from specinfer.operator.access import AUTH_NOT_ALLOWED, PROMETHEUS_AUTH_LABEL, PrometheusAccess, Refusal
 from specinfer.operator.config import CostConfig
 from specinfer.operator.kube import APPLY_PATCH, object_path
+from specinfer.operator.secrets import read_opted_in_secret
 from specinfer.operator.tuner import prometheus as prom
-from specinfer.operator.tuner.exports import cost_of, resource_export
-from specinfer.operator.tuner.observe import Target, index_results, observe
-from specinfer.operator.tuner.policy import decide
+from specinfer.operator.tuner.exports import cost_of, resource_export, with_cost
+from specinfer.operator.tuner.observe import Samples, Target, index_results, observe
+from specinfer.operator.tuner.policy import PolicyState, decide
 from specinfer.operator.tuner.queries import build_queries
-from specinfer.operator.tuner.record import CHANGES, Tick, off_status, tick_status
+from specinfer.operator.tuner.record import Tick, off_status, same_hold, tick_status
 from specinfer.operator.tuner.settings import TunerSettings
-from specinfer.operator.tuner.speedup import speedup_vs_no_speculation
-from specinfer.operator.tuner.state import PolicyState
-from specinfer.operator.tuner.target import (ResourceTarget, TargetError, applied_problem, observed_applied, parse_time,
+from specinfer.operator.tuner.target import (ResourceTarget, TargetError, applied_problem, observed_applied,
                                              read_target, rollout_in_progress, tuning_input)
 
 log = logging.getLogger("specinfer.operator.tuner")
 FIELD_MANAGER = "specinfer-tuner"
-# policy-state keys that record a change; in observe mode nothing was applied, so they are not advanced
+# policy-state fields that record a change; in observe mode nothing was applied, so they are not advanced
 CHANGE_BOOKKEEPING = ("pending", "changes", "last_change_at", "collapsed_at", "collapsed_config", "rejected",
                       "confirmations")
 
@@ -53,34 +54,22 @@ class TickReport:
     failures: list[str] = field(default_factory=list)
 
 
-def _state(target: ResourceTarget) -> dict | None:
-    text = target.tuning_status.get("policyState")
+def stored_state(target: ResourceTarget) -> PolicyState | None:
+    """The policy state kept in status.tuning.policyState; unreadable starts afresh (guards make a
+    fresh state cautious)."""
+    text = target.tuning_status.policy_state
     if not text:
         return None
     try:
-        return json.loads(text)
+        return PolicyState.from_json(json.loads(text))
     except ValueError:
-        return None  # unreadable: start afresh (guards make a fresh state cautious)
+        return None
 
 
-def observe_mode_state(previous: Mapping[str, Any] | None, new: Mapping[str, Any]) -> dict:
+def observe_mode_state(previous: PolicyState | None, new: PolicyState) -> PolicyState:
     """Observe mode applies nothing: keep what the policy learnt, not its record of a change."""
-    base = PolicyState.from_dict(dict(previous) if previous else None).to_dict()
-    out = dict(new)
-    for key in CHANGE_BOOKKEEPING:
-        out[key] = base[key]
-    return out
-
-
-def _same_hold(target: ResourceTarget, status: Mapping[str, Any]) -> bool:
-    """The status already says this: same held decision and the same conditions."""
-    before = target.tuning_status.get("lastDecision") or {}
-    after = status["tuning"]["lastDecision"]
-    if (before.get("action"), before.get("reason")) != (after["action"], after["reason"]):
-        return False
-    live = {c.get("type"): c for c in target.status.get("conditions") or []}
-    return all((live.get(c["type"]) or {}).get(key) == c[key] for c in status["conditions"]
-               for key in ("status", "reason", "message"))
+    base = previous or PolicyState()
+    return new.model_copy(update={key: getattr(base, key) for key in CHANGE_BOOKKEEPING})
 
 
 class TuningLoop:
@@ -88,11 +77,13 @@ class TuningLoop:
                  settings: TunerSettings, default_url: str | None,
                  on_written: Callable[[dict[str, Any]], None] | None = None,
                  events: Any = None, clock: Callable[[], float] = time.time,
-                 active: Callable[[], bool] = lambda: True, prices: CostConfig | None = None) -> None:
+                 active: Callable[[], bool] = lambda: True, access: PrometheusAccess | None = None,
+                 prices: CostConfig | None = None) -> None:
         self.kube = kube
         self.resources = resources
         self.settings = settings
         self.default_url = default_url
+        self.access = access or PrometheusAccess(default_url=default_url)  # allowlist and Secret policy
         self.on_written = on_written
         self.events = events
         self.clock = clock
@@ -117,8 +108,8 @@ class TuningLoop:
     def _due(self, target: ResourceTarget, now: float) -> bool:
         last = self.last_run.get(target.key)
         if last is None:
-            decided = (target.tuning_status.get("lastDecision") or {}).get("time")
-            last = parse_time(decided) if target.tuning_status.get("mode") == target.mode else None
+            decided = target.tuning_status.last_decision
+            last = parse_rfc3339(decided.time) if decided and target.tuning_status.mode == target.mode else None
         # due times sit on a grid of the interval, so resources sharing an interval share a tick (and its queries)
         return last is None or int(now // target.interval_seconds) > int(last // target.interval_seconds)
 
@@ -137,16 +128,18 @@ class TuningLoop:
             self._acting = True
         groups: dict[tuple[str | None, Any], list[tuple[ResourceTarget, Mapping[str, Any]]]] = defaultdict(list)
         counts: dict[str, int] = defaultdict(int)
+        present: set[tuple[str, str]] = set()
         tuned: set[tuple[str, str]] = set()
         for resource in list(self.resources()):
             if (resource.get("metadata") or {}).get("deletionTimestamp"):
                 continue
             target = read_target(resource)
+            present.add(target.key)
             counts[target.mode] += 1
             if target.mode == "off":
                 cleared = off_status(target, now)
                 if cleared is not None:
-                    await self._apply(target, cleared)
+                    await self._apply(target, cleared.to_json())
                 continue
             tuned.add(target.key)
             if not self._due(target, now):
@@ -162,30 +155,46 @@ class TuningLoop:
         if groups:
             metrics.TUNING_TICKS.inc()  # before querying: a scrape mid-tick never sees queries of an uncounted tick
         for (url, secret_key), members in groups.items():
-            await self._tick_source(url, secret_key, members, now, report)
+            try:
+                await self._tick_source(url, secret_key, members, now, report)
+            except Exception as error:  # noqa: BLE001 -- one Prometheus (or its answers) costs only its own resources
+                metrics.record_error("tuning", type(error).__name__)
+                report.failures.append(f"{type(error).__name__}: {error}")
+                log.exception("tuning of %d resource(s) sharing a Prometheus failed: %s", len(members), error)
+        self._forget_gone(present)
         if groups:
             metrics.QUERIES_PER_TICK.set(report.queries)
         return report
 
     async def _source(self, url: str | None, secret_key) -> prom.Source | prom.QueryFailure:
+        """Where to query, or why not: only allowed URLs, and a Secret only when the configuration allows
+        it and the Secret opts in by label (issue 15); the operator's rights are never lent to a spec."""
         if not url:
             return prom.QueryFailure(prom.NOT_CONFIGURED, "no Prometheus URL: set spec.tuning.prometheus.url or the "
                                                           "operator's prometheus.url (--prometheus-url)")
+        refused = self.access.url_refusal(url)
+        if secret_key is not None and refused is None:
+            refused = self.access.auth_refusal(secret_key[0], secret_key[1])
+        if refused is not None:
+            return prom.QueryFailure(refused.reason, refused.message)
         if secret_key is None:
-            return prom.Source(url, timeout_seconds=self.settings.query_timeout_seconds)
+            return prom.Source(url, timeout_seconds=self.settings.query_timeout_seconds,
+                               max_response_bytes=self.settings.max_response_bytes)
         namespace, name, key = secret_key
         try:
-            secret = await self.kube.get(f"/api/v1/namespaces/{namespace}/secrets/{name}")
-        except Exception as error:  # noqa: BLE001
-            return prom.QueryFailure(prom.AUTH_FAILED, f"cannot read Secret {namespace}/{name}: {error}")
-        if secret is None:
-            return prom.QueryFailure(prom.AUTH_FAILED, f"Secret {namespace}/{name} (spec.tuning.prometheus."
-                                                       "authSecretRef) does not exist")
+            secret = await read_opted_in_secret(self.kube, namespace, name, label=PROMETHEUS_AUTH_LABEL,
+                                                field="spec.tuning.prometheus.authSecretRef", use="Prometheus query",
+                                                reason=AUTH_NOT_ALLOWED, missing_reason=prom.AUTH_FAILED)
+        except Exception as error:  # noqa: BLE001 -- API server away: this source holds, the tick goes on
+            return prom.QueryFailure(prom.AUTH_FAILED, f"cannot read Secret {namespace}/{name}: {type(error).__name__}")
+        if isinstance(secret, Refusal):
+            return prom.QueryFailure(secret.reason, secret.message)
         try:
             credentials = prom.credentials_from_secret(secret.get("data"), key)
         except prom.SecretError as error:
             return prom.QueryFailure(prom.AUTH_FAILED, f"Secret {namespace}/{name}: {error}")
-        return prom.Source(url, timeout_seconds=self.settings.query_timeout_seconds, **credentials)
+        return prom.Source(url, timeout_seconds=self.settings.query_timeout_seconds,
+                           max_response_bytes=self.settings.max_response_bytes, **credentials)
 
     async def _tick_source(self, url, secret_key, members, now: float, report: TickReport) -> None:
         source = await self._source(url, secret_key)
@@ -206,30 +215,37 @@ class TuningLoop:
         for target, resource in members:
             report.resources += 1
             self.last_run[target.key] = now
-            tick = await self._decide(target, resource, indexed, failure, now)
-            outcome = tick_status(target, tick)
+            try:
+                tick = await self._decide(target, indexed.get(target.key), failure, now)
+                outcome = tick_status(target, tick)
+            except Exception as error:  # noqa: BLE001 -- one resource's failure must not stop the others
+                log.exception("tuning %s/%s failed: %s", target.namespace, target.name, error)
+                metrics.record_error("tuning", "TuningFailed")
+                tick = Tick(target.mode, now, degraded=("TuningFailed", f"{type(error).__name__}: {error}"[:1000]),
+                            hold_reason="holding the current config: the tuner failed on this resource (see "
+                                        "TuningDegraded)")
+                outcome = tick_status(target, tick)
             metrics.TUNING_DECISIONS.labels(outcome.action, target.mode).inc()
             # issue 17 (exports.py): status.cost when a price applies, and the per-resource series
-            cost = cost_of(self.prices, target, outcome.status)
-            if cost is not None:
-                outcome.status["cost"] = cost.to_status()
-            metrics.publish_resource(target.namespace, target.name,
-                                     resource_export(target, outcome.status, outcome.action, cost))
-            if tick.decision is None:  # the policy was not asked: no prediction to show (see _decide)
-                metrics.set_predicted_speedup(target.namespace, target.name, None)
+            outcome = with_cost(outcome, cost_of(self.prices, target, outcome.status))
+            metrics.publish_resource(target.namespace, target.name, resource_export(target, tick, outcome))
             report.actions[f"{target.namespace}/{target.name}"] = outcome.action
-            if tick.decision is None and _same_hold(target, outcome.status):
+            if tick.decision is None and same_hold(target, outcome):
                 continue  # still holding for the same reason: no status churn while Prometheus is away
-            await self._apply(target, outcome.status)
+            await self._apply(target, outcome.patch())
             if outcome.event is not None and self.events is not None:
                 kind, reason, message = outcome.event
                 await self.events.record(resource, type_=kind, reason=reason, message=message)
 
-    async def _decide(self, target: ResourceTarget, resource, indexed, failure, now: float) -> Tick:
+    async def _decide(self, target: ResourceTarget, series: Mapping[str, Samples] | None,
+                      failure: prom.QueryFailure | None, now: float) -> Tick:
         mode = target.mode
         if failure is not None:
             return Tick(mode, now, degraded=(failure.reason, failure.message),
                         hold_reason=f"holding the current config: {failure.message}")
+        if target.status_problem is not None:
+            return Tick(mode, now, degraded=("StatusUnreadable", target.status_problem[:1000]),
+                        hold_reason="holding: the stored status cannot be read")
         if target.spec is None:
             return Tick(mode, now, degraded=("InvalidSpec", "the spec is invalid (see the Ready condition)"),
                         hold_reason="holding: the spec is invalid")
@@ -241,27 +257,28 @@ class TuningLoop:
         if problem is not None:
             return Tick(mode, now, drop_applied=True, degraded=("AppliedConfigDropped", f"{problem}: dropped"),
                         hold_reason=f"{problem}: dropped, the spec's config renders until the next decision")
-        created = parse_time((resource.get("metadata") or {}).get("creationTimestamp"))
-        applied = observed_applied(target, created)
-        config = {"numSpeculativeTokens": applied["numSpeculativeTokens"], "schedule": applied["schedule"]}
-        observed = observe(Target(target.namespace, target.name, applied, rollout_in_progress(target, config)),
-                           indexed.get(target.key), labels=self.settings.labels.mapping(), now=now,
+        applied = observed_applied(target)
+        observed = observe(Target(target.namespace, target.name, applied, rollout_in_progress(target, applied.config)),
+                           series, labels=self.settings.labels.mapping(), now=now,
                            window_seconds=self.settings.window_seconds)
         if observed.observation is None:
-            return Tick(mode, now, degraded=("SeriesMissing", observed.missing),
+            return Tick(mode, now, degraded=(observed.reason, observed.missing or "no observation"),
                         hold_reason=f"holding the current config: {observed.missing}")
-        previous = _state(target)
+        previous = stored_state(target)
         decision, state = await asyncio.to_thread(decide, observed.observation, tuning, previous, now)
-        # issue 17: the dashboard's and alerts' speed-up over no speculation (speedup.py; ~1 ms, off the event loop)
-        metrics.set_predicted_speedup(target.namespace, target.name, await asyncio.to_thread(
-            speedup_vs_no_speculation, decision, state, tuning, observed.observation))
         no_apply = "spec.tuning.maxRestartsPerHour is 0" if target.spec.tuning.max_restarts_per_hour == 0 else None
-        if decision["action"] in CHANGES and (mode != "auto" or no_apply):
+        if decision.is_change and (mode != "auto" or no_apply):
             state = observe_mode_state(previous, state)
         return Tick(mode, now, decision=decision, state=state, metrics=observed.metrics,
-                    signals=decision.get("signals") or observed.signals, no_apply_reason=no_apply)
+                    signals=decision.signals or observed.signals, no_apply_reason=no_apply)
+
+    def _forget_gone(self, present: set[tuple[str, str]]) -> None:
+        """Deleted resources leave no memory behind (the loop runs for months)."""
+        for key in [key for key in self.last_run if key not in present]:
+            del self.last_run[key]
 
     async def _apply(self, target: ResourceTarget, status: dict[str, Any]) -> None:
+        """Server-side apply of the status parts the tuning loop owns (`status` is their JSON)."""
         body = {"apiVersion": API_VERSION, "kind": KIND,
                 "metadata": {"name": target.name, "namespace": target.namespace}, "status": status}
         try:

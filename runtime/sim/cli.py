@@ -11,11 +11,6 @@ from specinfer.runtime.sim.model import COST_MODELS, METHODS, WORKLOADS
 from specinfer.runtime.sim.settings import Phase, SimulatorSettings
 
 
-def drafting_of(method: str) -> str:
-    """Drafting style from the method catalogue (one source of truth)."""
-    from specinfer.runtime.methods import get_method
-
-    return get_method(method).drafting
 
 
 def parse_phases(text: str | None) -> tuple[Phase, ...]:
@@ -52,8 +47,10 @@ def parse_schedule(text: str | None) -> tuple[tuple[int, int, int], ...] | None:
 @click.option("--startup-seconds", type=float, default=0.0, show_default=True, help="simulated model load time")
 @click.option("--host", default="0.0.0.0", show_default=True)
 @click.option("--port", type=int, default=8000, show_default=True)
+@click.option("--admin", is_flag=True, help="serve /admin/workload and /admin/state (unauthenticated: "
+              "anyone who reaches the port can switch the workload)")
 def sim(model_name, method, num_speculative_tokens, schedule, workload, phases, cost_model, max_batch_size,
-        time_scale, seed, noise, startup_seconds, host, port) -> None:
+        time_scale, seed, noise, startup_seconds, host, port, admin) -> None:
     """Serve a simulated vLLM (OpenAI API + vLLM's /metrics) under speculative decoding."""
     from specinfer.runtime.methods import get_method
     from specinfer.runtime.sim.server import serve
@@ -64,7 +61,7 @@ def sim(model_name, method, num_speculative_tokens, schedule, workload, phases, 
         model_name=model_name, method=method, drafting=spec.drafting, num_speculative_tokens=k,
         schedule=parse_schedule(schedule), workload=workload, phases=parse_phases(phases), cost_model=cost_model,
         max_batch_size=max_batch_size, time_scale=time_scale, seed=seed, noise=noise, startup_s=startup_seconds,
-        host=host, port=port,
+        host=host, port=port, admin=admin,
     )
     problems = settings.problems()
     if problems:

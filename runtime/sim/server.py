@@ -1,4 +1,4 @@
-"""The simulator's HTTP server: vLLM's OpenAI-compatible API, /metrics and admin endpoints.
+"""The simulator's HTTP server: vLLM's OpenAI-compatible API, /metrics and (when enabled) admin endpoints.
 
 Handlers turn requests into engine requests and stream the tokens each step hands
 them; the engine loop itself lives in runtime/sim/simulator.py.
@@ -79,7 +79,7 @@ async def admin_workload(request: web.Request) -> web.Response:
 
 async def admin_acceptance(request: web.Request) -> web.Response:
     """Fault injection: {"collapsed": true} makes every draft nearly worthless (a broken drafter), false heals it."""
-    engine = request.app[SIM_KEY].engine
+    sim = request.app[SIM_KEY]
     if request.method == "POST":
         try:
             body = await request.json()
@@ -88,9 +88,9 @@ async def admin_acceptance(request: web.Request) -> web.Response:
             return _error('send {"collapsed": true|false}', 400, "collapsed")
         if not isinstance(collapsed, bool):
             return _error(f"collapsed must be true or false, got {collapsed!r}", 400, "collapsed")
-        engine.collapsed = collapsed
+        sim.set_collapsed(collapsed)
         log.info("acceptance %s", "collapsed (fault injected)" if collapsed else "back to the workload's profile")
-    return _json({"collapsed": engine.collapsed})
+    return _json({"collapsed": sim.current_collapsed()})
 
 
 async def admin_state(request: web.Request) -> web.Response:
@@ -181,9 +181,10 @@ def build_app(sim: Simulator) -> web.Application:
     app.router.add_get("/metrics", metrics)
     app.router.add_post("/v1/completions", completions)
     app.router.add_post("/v1/chat/completions", chat_completions)
-    app.router.add_route("*", "/admin/workload", admin_workload)
-    app.router.add_get("/admin/state", admin_state)
-    app.router.add_route("*", "/admin/acceptance", admin_acceptance)
+    if sim.settings.admin:  # unauthenticated and able to steer the metrics: only when asked for
+        app.router.add_route("*", "/admin/workload", admin_workload)
+        app.router.add_get("/admin/state", admin_state)
+        app.router.add_route("*", "/admin/acceptance", admin_acceptance)
 
     async def on_startup(app: web.Application) -> None:
         app[SIM_KEY].start()

@@ -19,6 +19,7 @@ class Phase:
 
     workload: str
     duration_s: float
+    collapsed: bool = False  # fault injection: the drafter is broken in this phase (model.COLLAPSED)
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,9 @@ class SimulatorSettings:
     host: str = "0.0.0.0"
     port: int = 8000
     engine_label: str = "0"
+    admin: bool = False
+    """Serve /admin/workload and /admin/state. Off by default: nothing authenticates them, and a
+    workload switch steers what the tuner sees (issue 15); `specinfer sim --admin` turns them on."""
 
     @property
     def speculative(self) -> bool:

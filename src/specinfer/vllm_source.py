@@ -53,6 +53,3 @@ def read_source(relative_path: str, version: str = VLLM_VERSION) -> str:
     """Text of one file inside the wheel, e.g. read_source("vllm/config/speculative.py")."""
     return _zip(version).read(relative_path).decode("utf-8")
 
-
-def list_files(prefix: str = "vllm/", version: str = VLLM_VERSION) -> list[str]:
-    return [name for name in _zip(version).namelist() if name.startswith(prefix)]

@@ -112,10 +112,15 @@ SEMANTIC_ONLY = [
     ({"speculation": {"method": "mtp", "draftModel": None, "numSpeculativeTokens": 1},
       "tuning": {"minNumSpeculativeTokens": 9}},
      "spec.tuning.minNumSpeculativeTokens must be <= 8, the largest K of method mtp on nvidia"),
+    # argparse's abbreviations of owned flags: the prefix regex is over the API server's CEL cost budget
+    ({"runtime": {"extraArgs": ["--speculative-conf={}"]}},
+     "spec.runtime.extraArgs[0]: '--speculative-conf={}' sets vLLM's --speculative-config"),
+    ({"runtime": {"extraArgs": ["-s", "{}"]}}, "spec.runtime.extraArgs[0]: '-s' sets vLLM's --speculative-config"),
 ]
 
 
-@pytest.mark.parametrize(("patch", "message"), SEMANTIC_ONLY, ids=["draft-tp", "synthetic", "tuning-min"])
+@pytest.mark.parametrize(("patch", "message"), SEMANTIC_ONLY, ids=["draft-tp", "synthetic", "tuning-min",
+                                                                  "extra-args-abbreviation", "extra-args-short-prefix"])
 def test_what_cel_cannot_express_passes_admission_and_fails_parse_spec(custom_objects, patch, message):
     """These reach the operator, which reports Ready=False/InvalidSpec with parse_spec's message."""
     from specinfer.api import InvalidSpecError, parse_spec
@@ -145,7 +150,7 @@ def test_status_subresource_accepts_the_typed_status_and_printer_columns_show_it
                       "schedule": [{"minBatchSize": 1, "maxBatchSize": 32, "numSpeculativeTokens": 3},
                                    {"minBatchSize": 33, "maxBatchSize": 33, "numSpeculativeTokens": 0}]},
         "tuning": {"mode": "auto", "applied": {"numSpeculativeTokens": 3, "since": "2026-01-01T00:00:00Z"},
-                   "history": [{"action": "apply", "reason": "higher goodput", "predictedGain": 0.12}]},
+                   "history": [{"action": "setK", "reason": "higher goodput", "predictedGain": 0.12}]},
         "metrics": {"acceptanceRate": 0.71, "perPositionAcceptance": [0.8, 0.6, 0.4]},
     })
     custom_objects.patch_namespaced_custom_object_status(

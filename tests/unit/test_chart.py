@@ -33,13 +33,15 @@ CASES: dict[str, list[str]] = {
                    "runtime.profiles.amd.nodeSelector.node\\.kubernetes\\.io/instance-type=mi300x",
                    "runtime.modelCachePersistentVolumeClaim=model-cache",
                    "tuning.windowSeconds=300", "tuning.policy.cooldownSeconds=900", "metrics.enabled=false",
+                   "networkPolicy.enabled=true", "prometheus.allowedUrls={https://thanos.example/team-a}",
+                   "prometheus.authSecrets=true", "runtime.allowedImages={registry.example/specinfer/*}",
                    # helm --set turns 2.5 into a string: decimals need --set-json (or a values file)
                    "cost.currency=EUR", '--set-json=cost.accelerators={"nvidia": 2.5}',
                    '--set-json=cost.products={"NVIDIA-H100-80GB-HBM3": 3.9}', "grafana.dashboard.enabled=false"],
     # a cluster with the Prometheus Operator: its PrometheusRule API exists
     "cluster": ["watch.scope=cluster", "peering.enabled=false", "metrics.enabled=true",
-                "metrics.serviceMonitor.enabled=true", "rbac.readSecrets=false",
-                "--api-versions=monitoring.coreos.com/v1/PrometheusRule",
+                "metrics.serviceMonitor.enabled=true", "rbac.readSecrets=false", "runtime.engineSecrets=Any",
+                "networkPolicy.enabled=true", "--api-versions=monitoring.coreos.com/v1/PrometheusRule",
                 "alerts.prometheusRule.labels.release=kube-prometheus-stack",
                 "grafana.dashboard.annotations.grafana_folder=specinfer", "grafana.dashboard.namespace=monitoring"],
 }
@@ -246,11 +248,16 @@ def test_operator_config_is_accepted_by_the_operator(rendered, name):
     config = parse_config(yaml.safe_load(configmap["data"]["operator.yaml"]), source=f"chart ({name})")
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     assert dict(config.images) == values["runtime"]["images"]
+    assert config.prometheus.auth_secrets is (name == "namespaces")  # off unless asked for (issue 15)
+    assert config.engine_secrets == ("Any" if name == "cluster" else "Labelled")
     if name == "namespaces":
+        assert config.prometheus.allowed_urls == ["https://thanos.example/team-a"]
+        assert config.allowed_images == ["registry.example/specinfer/*"]
         assert config.prometheus.url == "http://prometheus.monitoring:9090"
         assert config.profile("amd").node_selector == {"node.kubernetes.io/instance-type": "mi300x"}
         assert config.model_cache.persistent_volume_claim == "model-cache"
-        assert config.tuning.window_seconds == 300 and config.tuning.policy == {"cooldownSeconds": 900}
+        assert config.tuning.window_seconds == 300
+        assert config.tuning.policy.model_dump(exclude_unset=True) == {"cooldown_seconds": 900}
         assert config.cost.currency == "EUR" and config.cost.accelerators == {"nvidia": 2.5}
         assert config.cost.products == {"NVIDIA-H100-80GB-HBM3": 3.9}
     else:
@@ -266,6 +273,9 @@ def test_operator_config_is_accepted_by_the_operator(rendered, name):
 @pytest.mark.parametrize("settings, complaint", [
     (["prometheus.token=abc"], "additional properties 'token' not allowed"),
     (["prometheus.url=http://admin:s3cr3t@prometheus:9090"], "/prometheus/url"),
+    (["prometheus.allowedUrls={http://admin:s3cr3t@thanos:9090}"], "/prometheus/allowedUrls/0"),
+    (["runtime.engineSecrets=Everything"], "/runtime/engineSecrets"),
+    (["networkPolicy.enabeld=true"], "additional properties 'enabeld' not allowed"),
     (["watch.scope=everywhere"], "/watch/scope"),
     (["watch.namespaces={Team_A}"], "/watch/namespaces/0"),
     (["runtime.images.nvidia="], "/runtime/images/nvidia"),
@@ -354,3 +364,36 @@ def test_the_service_monitor_keeps_the_resources_namespace_label(rendered):
     scrape would overwrite it with the operator's own namespace."""
     (monitor,) = of_kind(rendered["cluster"], "ServiceMonitor")
     assert monitor["spec"]["endpoints"][0]["honorLabels"] is True
+
+
+def test_network_policies_are_optional(rendered):
+    assert not of_kind(rendered["default"], "NetworkPolicy")
+
+
+def test_network_policy_admits_engine_traffic_from_their_namespace_and_engine_from_only(rendered):
+    """Engine pods serve without authentication (issue 15): the policy must select exactly the pods the
+    operator renders, on the port they serve, in every watched namespace."""
+    from specinfer.operator.config import OperatorConfig
+    from specinfer.operator.render import render
+
+    policies = of_kind(rendered["namespaces"], "NetworkPolicy")
+    engines = {p["metadata"]["namespace"]: p for p in policies if p["metadata"]["name"].endswith("-engines")}
+    assert set(engines) == {"team-a", "team-b"}
+    resource = {"apiVersion": "specinfer.io/v1alpha1", "kind": "SpeculativeInference",
+                "metadata": {"name": "llama", "namespace": "team-a"},
+                "spec": {"model": {"name": "m"}, "speculation": {"method": "ngram"},
+                         "hardware": {"accelerator": "cpu"}}}
+    template = render(resource, OperatorConfig()).manifest("Deployment")["spec"]["template"]
+    for policy in engines.values():
+        selector = policy["spec"]["podSelector"]["matchLabels"]
+        assert selector.items() <= template["metadata"]["labels"].items()
+        (rule,) = policy["spec"]["ingress"]
+        assert [p["port"] for p in rule["ports"]] == [template["spec"]["containers"][0]["ports"][0]["name"]]
+        assert {"podSelector": {}} in rule["from"] and len(rule["from"]) == 2  # own namespace + engineFrom
+        assert policy["spec"]["policyTypes"] == ["Ingress"]
+    (operator,) = [p for p in policies if not p["metadata"]["name"].endswith("-engines")]
+    (deployment,) = of_kind(rendered["namespaces"], "Deployment")
+    assert operator["spec"]["podSelector"]["matchLabels"].items() <= \
+        deployment["spec"]["template"]["metadata"]["labels"].items()
+    # cluster scope: no namespace to put engine policies in, the operator's own only
+    assert [p["metadata"]["name"] for p in of_kind(rendered["cluster"], "NetworkPolicy")] == ["specinfer"]

@@ -83,6 +83,20 @@ def test_operator_image_runs_as_a_numeric_non_root_user():
 
 
 @pytest.mark.parametrize("dockerfile", [p for p in DOCKERFILES if p.name.startswith("runtime-")], ids=lambda p: p.name)
+def test_runtime_image_runs_as_the_numeric_non_root_user_the_pods_use(dockerfile):
+    """Engine pods run restricted (runAsNonRoot, runAsUser RUNTIME_UID): the image's USER must be that uid,
+    numeric, set after the last step that needs root, and HOME must be the emptyDir the pod mounts."""
+    from specinfer.operator.render.deployment import HOME_DIR, RUNTIME_UID
+
+    final = stages(dockerfile.read_text())[-1]
+    users = [line.split()[1] for line in final if line.startswith("USER ")]
+    assert users and users[-1] == f"{RUNTIME_UID}:{RUNTIME_UID}", f"{dockerfile.name}: USER {RUNTIME_UID}:{RUNTIME_UID}"
+    assert not any(line.startswith(("RUN ", "COPY ", "ADD ")) for line in final[final.index(f"USER {users[-1]}"):])
+    assert f"--uid {RUNTIME_UID}" in " ".join(final), "the user exists in /etc/passwd (getpass.getuser() needs it)"
+    assert f"ENV HOME={HOME_DIR}" in final
+
+
+@pytest.mark.parametrize("dockerfile", [p for p in DOCKERFILES if p.name.startswith("runtime-")], ids=lambda p: p.name)
 def test_runtime_image_installs_specinfer_without_moving_vllm_dependencies(dockerfile):
     installs = [line for line in stages(dockerfile.read_text())[-1] if "pip install" in line]
     assert installs and all("--no-deps" in line for line in installs), \

@@ -7,6 +7,7 @@ import copy
 
 import pytest
 
+from specinfer.api.status import EffectiveConfig
 from specinfer.operator.compare import covers
 from specinfer.operator.conditions import ConditionUpdate, set_conditions
 from specinfer.operator.config import OperatorConfig
@@ -32,6 +33,15 @@ class FakeKube:
     def __init__(self) -> None:
         self.writes: list[tuple[str, str]] = []
         self.version = 100
+        self.objects: dict[str, dict] = {}   # path -> what a GET answers (objects the cache does not hold)
+        self.gets: list[str] = []
+
+    async def get(self, path, *, accept=None, **query):
+        self.gets.append(path)
+        found = self.objects.get(path)
+        if found is not None and accept is not None:  # metadata only
+            return {"metadata": copy.deepcopy(found["metadata"])}
+        return copy.deepcopy(found)
 
     async def apply(self, manifest, *, subresource=None):
         self.version += 1
@@ -136,8 +146,8 @@ def test_a_stuck_surge_rollout_suggests_replace():
     assert surge.failed and surge.reason == "ProgressDeadlineExceeded"
     assert surge.message.startswith('ReplicaSet "llama-7c9" has timed out progressing.')
     assert "no room for a surge pod" in surge.message and "spec.updateStrategy: Replace" in surge.message
-    status = workload_status(resource=RESOURCE, effective={"configHash": "h"}, rollout=surge, desired_replicas=1,
-                             now="2027-01-01T00:00:00Z")
+    status = workload_status(resource=RESOURCE, effective=EffectiveConfig(method="eagle3", config_hash="h"),
+                             rollout=surge, desired_replicas=1, now="2027-01-01T00:00:00Z").to_json()
     conditions = {c["type"]: c for c in status["conditions"]}
     assert "spec.updateStrategy: Replace" in conditions["Progressing"]["message"]
     assert (conditions["Progressing"]["status"], conditions["Degraded"]["status"]) == ("False", "True")
@@ -157,8 +167,8 @@ def test_condition_transition_time_moves_only_on_status_change():
     first = set_conditions(None, [ConditionUpdate("Ready", "False", "A", "a")], generation=1, now="t1")
     same = set_conditions(first, [ConditionUpdate("Ready", "False", "B", "b")], generation=2, now="t2")
     flipped = set_conditions(same, [ConditionUpdate("Ready", "True", "C", "c")], generation=2, now="t3")
-    assert [c["lastTransitionTime"] for c in (first[0], same[0], flipped[0])] == ["t1", "t1", "t3"]
-    assert same[0]["observedGeneration"] == 2
+    assert [c.last_transition_time for c in (first[0], same[0], flipped[0])] == ["t1", "t1", "t3"]
+    assert same[0].observed_generation == 2
 
 
 def test_covers_ignores_server_defaults_but_not_edits():

@@ -39,9 +39,10 @@ def _policy_minutes(strategy: str) -> list[dict]:
 
     from specinfer.bench.scenarios import SCENARIOS, run
     from specinfer.bench.tuner import PolicyController, tuning_input
+    from specinfer.operator.tuner.policy import DraftConfig
 
     scenario = replace(SCENARIOS["collapse"], update_strategy=strategy)
-    engine = run(scenario, {"numSpeculativeTokens": 3, "schedule": None},
+    engine = run(scenario, DraftConfig(num_speculative_tokens=3),
                  PolicyController(tuning_input(scenario)), seed=7, substeps=3)
     assert engine.restarts >= 1  # the collapse forces a rollout either way
     return engine.minutes

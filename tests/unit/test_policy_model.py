@@ -6,13 +6,11 @@ import random
 
 import pytest
 
-from specinfer.operator.tuner.acceptance import estimate_from, expected_tokens, extrapolated_prefix
-from specinfer.operator.tuner.cost import CostModel
-from specinfer.operator.tuner.goodput import (MAX_RANGES, Model, best_dense, config_from_dense, dense_ks,
-                                              limit_ranges)
-from specinfer.operator.tuner.observation import parse_observation
-from specinfer.operator.tuner.synthetic import synthetic_observation
-from specinfer.operator.tuner.tuning import CostPrior, parse_tuning
+from specinfer.bench.observations import synthetic_observation
+from specinfer.operator.tuner.policy import OFF, CostPrior, DraftConfig, TuningInput
+from specinfer.operator.tuner.policy.acceptance import estimate_from, expected_tokens, extrapolated_prefix
+from specinfer.operator.tuner.policy.cost import CostModel
+from specinfer.operator.tuner.policy.goodput import MAX_RANGES, Model, best_dense, limit_ranges
 from specinfer.runtime.methods.schedule import schedule_problems
 from specinfer.runtime.sim.model import COST_MODELS, acceptance_profile
 
@@ -29,10 +27,10 @@ def truth(batch_size: int, k: int) -> float:
 
 
 def observation(k: int, schedule=None, batches=None, signals="specinfer", rng=None):
-    return parse_observation(synthetic_observation(
+    return synthetic_observation(
         time=600.0, window_seconds=60.0, method="eagle3", num_speculative_tokens=k, schedule=schedule,
         applied_since=0.0, batch_sizes=batches or {4: 1.0}, prefix=CHAT.prefix_probs(k), step_time=truth,
-        signals=signals, rng=rng))
+        signals=signals, rng=rng)
 
 
 def test_acceptance_from_plugin_series_is_exact():
@@ -95,40 +93,41 @@ def _true_model(k_max: int) -> Model:
 
 
 def test_best_k_falls_with_batch_size_and_respects_bounds():
-    spec = parse_tuning({"method": "eagle3", "kMin": 2, "kMax": 6, "maxBatchSize": 256})
+    spec = TuningInput(method="eagle3", k_min=2, k_max=6, max_batch_size=256)
     dense = best_dense(_true_model(6), spec, [0] * 257, [(8, 1.0)])
     assert dense[1] >= dense[64] >= dense[256]
     assert all(k == 0 or 2 <= k <= 6 for k in dense[1:])
-    config = config_from_dense(dense)
-    assert schedule_problems(config["schedule"], config["numSpeculativeTokens"]) == []
-    assert dense_ks(config, 256) == dense
+    config = DraftConfig.from_dense(dense)
+    assert schedule_problems(config.schedule, config.num_speculative_tokens) == []
+    assert config.dense(256) == dense
 
 
 def test_k_zero_only_when_allowed():
     costly = CostPrior(floor=0.01, compute_per_token=1e-3, draft_pass=0.01)  # compute-bound at once
     cost = CostModel.from_state(None, costly, "sequential")
     model = Model(CHAT.prefix_probs(8), cost, cost.multipliers())
-    allowed = best_dense(model, parse_tuning({"method": "eagle3", "maxBatchSize": 64}), [0] * 65, [(32, 1.0)])
-    forbidden = best_dense(model, parse_tuning({"method": "eagle3", "maxBatchSize": 64, "allowDisable": False}),
+    allowed = best_dense(model, TuningInput(method="eagle3", max_batch_size=64), [0] * 65, [(32, 1.0)])
+    forbidden = best_dense(model, TuningInput(method="eagle3", max_batch_size=64, allow_disable=False),
                            [0] * 65, [(32, 1.0)])
     assert allowed[64] == 0
     assert min(forbidden[1:]) >= 1
 
 
 def test_single_k_when_schedules_are_not_allowed():
-    spec = parse_tuning({"method": "eagle3", "maxBatchSize": 64, "allowSchedule": False})
+    spec = TuningInput(method="eagle3", max_batch_size=64, allow_schedule=False)
     dense = best_dense(_true_model(8), spec, [0] * 65, [(4, 1.0)])
     assert len(set(dense[1:])) == 1
 
 
 def test_configs_from_dense():
-    assert config_from_dense([0, 0, 0]) == {"numSpeculativeTokens": 0, "schedule": None}
-    assert config_from_dense([0, 3, 3]) == {"numSpeculativeTokens": 3, "schedule": None}
-    assert config_from_dense([0, 4, 2, 0]) == {"numSpeculativeTokens": 4, "schedule": [[1, 1, 4], [2, 2, 2], [3, 3, 0]]}
+    assert DraftConfig.from_dense([0, 0, 0]) == OFF
+    assert DraftConfig.from_dense([0, 3, 3]) == DraftConfig(num_speculative_tokens=3)
+    assert DraftConfig.from_dense([0, 4, 2, 0]).to_json() == {"numSpeculativeTokens": 4,
+                                                              "schedule": [[1, 1, 4], [2, 2, 2], [3, 3, 0]]}
 
 
 def test_schedules_are_capped_to_a_readable_number_of_ranges():
     dense = [0] + [16 - b // 8 for b in range(1, 129)]
     merged = limit_ranges(_true_model(16), dense, MAX_RANGES)
-    assert len(config_from_dense(merged)["schedule"]) <= MAX_RANGES
+    assert len(DraftConfig.from_dense(merged).schedule) <= MAX_RANGES
     assert set(merged[1:]) <= set(dense[1:])

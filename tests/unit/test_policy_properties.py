@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
-from specinfer.operator.tuner.goodput import dense_ks
-from specinfer.operator.tuner.policy import decide
-from specinfer.operator.tuner.synthetic import synthetic_observation
+from specinfer.bench.observations import synthetic_observation
+from specinfer.operator.tuner.policy import DraftConfig, Observation, TuningInput, decide, tuning_from_json
 from specinfer.runtime.methods.schedule import schedule_problems
 
 pytestmark = pytest.mark.unit
@@ -52,7 +53,7 @@ bounds = st.fixed_dictionaries({
 })
 
 
-def window(world: dict, now: float, *, k: int, schedule=None, since: float = 0.0, rng=None, **kwargs) -> dict:
+def window(world: dict, now: float, *, k: int, schedule=None, since: float = 0.0, rng=None, **kwargs) -> Observation:
     return synthetic_observation(
         time=now, window_seconds=60.0, method="eagle3", num_speculative_tokens=k, schedule=schedule,
         applied_since=since, batch_sizes=world["batches"], prefix=prefix_from(world["conditional"]),
@@ -62,19 +63,20 @@ def window(world: dict, now: float, *, k: int, schedule=None, since: float = 0.0
 @SETTINGS
 @given(world=worlds, tuning=bounds)
 def test_decisions_stay_within_the_bounds(world, tuning):
-    tuning = dict(tuning)
-    decision, state = decide(window(world, 120.0, k=world["k"]), tuning, None, 120.0)
-    if decision["guard"] == "invalidTuning":
+    try:
+        spec = tuning_from_json(tuning)
+    except ValidationError:
         return  # bounds the method cannot meet (e.g. kMin above MTP's limit) are refused, not acted on
-    for config in (decision["config"], (decision["recommendation"] or {}).get("config")):
+    decision, state = decide(window(world, 120.0, k=world["k"]), spec, None, 120.0)
+    for config in (decision.config, decision.recommendation.config if decision.recommendation else None):
         if config is None:
             continue
-        k, schedule = config["numSpeculativeTokens"], config["schedule"]
+        k, schedule = config.num_speculative_tokens, config.schedule
         if k == 0:
             assert schedule is None
-            assert tuning["allowDisable"] or decision["action"] == "keep"
+            assert tuning["allowDisable"] or decision.action == "keep"
             continue
-        ks = set(dense_ks(config, tuning["maxBatchSize"])[1:])
+        ks = set(config.dense(tuning["maxBatchSize"])[1:])
         allowed = set(range(tuning["kMin"], tuning["kMax"] + 1)) | ({0} if tuning["allowDisable"] else set())
         assert ks <= allowed, (ks, allowed)
         if schedule:
@@ -84,43 +86,44 @@ def test_decisions_stay_within_the_bounds(world, tuning):
 
 
 corruptions = st.sampled_from(["nan-step", "inf-accepted", "negative-drafts", "stale", "rollout",
-                               "missing-steps", "settling", "nan-distribution", "over-accepted"])
+                               "nan-steps", "settling", "nan-distribution", "over-accepted"])
 
 
-def corrupt(observation: dict, how: str, now: float) -> None:
+def corrupt(observation: Observation, how: str, now: float) -> Observation:
+    accepted = observation.accepted_per_position
     if how == "nan-step":
-        observation["steps"]["meanSeconds"] = math.nan
-    elif how == "inf-accepted":
-        observation["acceptance"]["acceptedPerPosition"][0] = math.inf
-    elif how == "negative-drafts":
-        observation["acceptance"]["drafts"] = -5.0
-    elif how == "stale":
-        observation["scrapeTime"] = now - 3600
-    elif how == "rollout":
-        observation["rolloutInProgress"] = True
-    elif how == "missing-steps":
-        del observation["steps"]
-    elif how == "settling":
-        observation["applied"]["since"] = now - 10
-    elif how == "nan-distribution":
-        observation["batchSize"]["distribution"][0][1] = math.nan
-    elif how == "over-accepted":
-        observation["acceptance"]["acceptedPerPosition"][0] = observation["acceptance"]["drafts"] * 5 + 100
+        return replace(observation, step_mean_seconds=math.nan)
+    if how == "inf-accepted":
+        return replace(observation, accepted_per_position=(math.inf, *accepted[1:]))
+    if how == "negative-drafts":
+        return replace(observation, drafts=-5.0)
+    if how == "stale":
+        return replace(observation, scrape_time=now - 3600)
+    if how == "rollout":
+        return replace(observation, rollout_in_progress=True)
+    if how == "nan-steps":
+        return replace(observation, sequence_steps=math.nan)
+    if how == "settling":
+        return replace(observation, applied=replace(observation.applied, since=now - 10))
+    if how == "nan-distribution":
+        (size, _), *rest = observation.batch_size_distribution
+        return replace(observation, batch_size_distribution=((size, math.nan), *rest))
+    assert how == "over-accepted"
+    return replace(observation, accepted_per_position=(observation.drafts * 5 + 100, *accepted[1:]))
 
 
 @SETTINGS
 @given(world=worlds, how=corruptions, warm=st.booleans())
 def test_never_acts_on_invalid_data(world, how, warm):
-    tuning = {"method": "eagle3", "maxBatchSize": 256, "confirmations": 1, "cooldownSeconds": 60}
+    tuning = TuningInput(method="eagle3", max_batch_size=256, confirmations=1, cooldown_seconds=60)
     state = None
     if warm:  # a policy with memory, one window away from acting
-        _, state = decide(window(world, 60.0, k=world["k"]), {**tuning, "minGain": 100.0}, None, 60.0)
-    observation = window(world, 120.0, k=world["k"])
-    corrupt(observation, how, 120.0)
+        _, state = decide(window(world, 60.0, k=world["k"]), tuning.model_copy(update={"min_gain": 100.0}), None, 60.0)
+    observation = corrupt(window(world, 120.0, k=world["k"]), how, 120.0)
     decision, new_state = decide(observation, tuning, state, 120.0)
-    assert decision["action"] == "keep"
-    assert decision["config"] is None
-    assert decision["guard"] in {"invalidData", "staleData", "rolloutInProgress", "settling"}
+    assert decision.action == "keep"
+    assert decision.config is None
+    assert decision.guard in {"invalidData", "staleData", "rolloutInProgress", "settling"}
     if state is not None:
         assert new_state == state  # nothing learned from it either
 
@@ -131,21 +134,21 @@ def test_no_flip_flop_under_stationary_noise(world, seed, noise):
     """Closed loop on a fixed world with noisy counters and timings: at most a couple of changes,
     and never back to a config it left (A -> B -> A)."""
     rng = random.Random(seed)
-    tuning = {"method": "eagle3", "maxBatchSize": 256, "cooldownSeconds": 300, "restartSeconds": 60}
-    config = {"numSpeculativeTokens": world["k"], "schedule": None}
+    tuning = TuningInput(method="eagle3", max_batch_size=256, cooldown_seconds=300, restart_seconds=60)
+    config = DraftConfig(num_speculative_tokens=world["k"])
     since, state, history, reasons = 0.0, None, [config], []
     for tick in range(1, 61):
         now = 60.0 * tick + 60.0
-        observation = window(world, now, k=config["numSpeculativeTokens"], schedule=config["schedule"],
+        observation = window(world, now, k=config.num_speculative_tokens, schedule=config.schedule,
                              since=since, rng=rng, timing_noise=noise)
         decision, state = decide(observation, tuning, state, now)
-        if decision["action"] != "keep":
-            config, since = decision["config"], now + 60.0
+        if decision.is_change:
+            config, since = decision.config, now + 60.0
             history.append(config)
-            reasons.append(f"{tick}: {decision['action']}: {decision['reason']}")
-            if decision["action"] == "disable":
+            reasons.append(f"{tick}: {decision.action}: {decision.reason}")
+            if decision.action == "disable":
                 return  # the world made speculation useless; nothing left to flip
-    dense = [tuple(dense_ks(c, 256)) for c in history]
+    dense = [tuple(c.dense(256)) for c in history]
     rollbacks = sum(1 for i in range(2, len(dense)) if dense[i] == dense[i - 2])
     assert len(history) - 1 <= 3, (world["batches"], reasons)
     assert rollbacks <= 1, (world["batches"], reasons)  # one rollback may return to a config; oscillation may not

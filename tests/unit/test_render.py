@@ -104,11 +104,11 @@ def test_applied_tuning_from_status_is_rendered():
     tuned = resource()
     tuned["status"] = {"tuning": {"applied": {"numSpeculativeTokens": 6}}}
     rendering = render(tuned, OperatorConfig())
-    assert rendering.effective_status()["numSpeculativeTokens"] == 6
+    assert rendering.effective_status().num_speculative_tokens == 6
     assert deployment(rendering)["spec"]["template"]["metadata"]["labels"]["specinfer.io/k"] == "6"
     off = resource()
     off["status"] = {"tuning": {"applied": {"numSpeculativeTokens": 0}}}
-    assert render(off, OperatorConfig()).effective_status()["method"] == "none"
+    assert render(off, OperatorConfig()).effective_status().method == "none"
 
 
 def test_applied_tuning_that_no_longer_fits_is_reported():

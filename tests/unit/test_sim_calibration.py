@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from specinfer.runtime.sim.model import COST_MODELS, acceptance_profile, draft_scale
-from specinfer.runtime.sim.steady_state import steady_state
+from tests.sim_steady_state import steady_state
 
 pytestmark = pytest.mark.unit
 

@@ -13,7 +13,7 @@ from specinfer.runtime.telemetry.series import (
     batch_size_range,
     bucket_lookup,
 )
-from specinfer.runtime.telemetry.wheel_stats import StepRequest, build_step, vllm_from_wheel
+from specinfer.bench.wheel_stats import StepRequest, build_step, vllm_from_wheel
 
 pytestmark = pytest.mark.unit
 

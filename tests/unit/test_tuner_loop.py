@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from specinfer.api.status import SpeculativeInferenceStatus
+from specinfer.api.timestamps import rfc3339
 from specinfer.operator.tuner import prometheus as prom
 from specinfer.operator.tuner.loop import FIELD_MANAGER, TuningLoop
-from specinfer.operator.tuner.observe import rfc3339
 from specinfer.operator.tuner.queries import build_queries
 from specinfer.operator.tuner.settings import TunerSettings
 from tests.unit.test_tuner_observe import NOW, merge, vllm_answers
@@ -41,6 +42,12 @@ def resource(name: str, *, mode: str = "auto", k: int = 3) -> dict:
     return body
 
 
+def assert_status_model(status: dict) -> None:
+    """Every key the loop writes is a field of the status model, with a value of its type: the API
+    server would prune an unknown key in silence (a typo would lose data without an error)."""
+    assert SpeculativeInferenceStatus.model_validate(status).to_json() == status
+
+
 class FakeKube:
     def __init__(self):
         self.patches: list[tuple[str, dict, list]] = []
@@ -48,6 +55,7 @@ class FakeKube:
 
     async def request(self, method, path, *, query=None, body=None, content_type=None, verb=None):
         assert method == "PATCH"
+        assert_status_model(body["status"])
         self.patches.append((path, copy.deepcopy(body), query))
         return copy.deepcopy(body)
 

@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from specinfer.operator.tuner.observation import observation_problems, parse_observation
 from specinfer.operator.tuner.observe import Target, index_results, observe
-from specinfer.operator.tuner.policy import decide
+from specinfer.operator.tuner.policy import AppliedConfig, DraftConfig, StepSample, TuningInput, decide
+from specinfer.operator.tuner.policy.observation import observation_problems
 from specinfer.operator.tuner.queries import BATCH_QUANTILES, LabelMapping, build_queries
 
 pytestmark = pytest.mark.unit
@@ -50,8 +50,7 @@ def merge(*answers: dict) -> dict:
 
 
 def target(name: str, *, k: int = 3, since: float = NOW - 3600, rollout: bool = False) -> Target:
-    return Target("ns", name, {"method": "eagle3", "numSpeculativeTokens": k, "schedule": None, "since": since},
-                  rollout)
+    return Target("ns", name, AppliedConfig("eagle3", DraftConfig(num_speculative_tokens=k), since), rollout)
 
 
 def test_every_query_groups_by_the_configured_labels_and_does_not_depend_on_resources():
@@ -72,19 +71,19 @@ def test_observation_from_vllm_series_is_valid_and_recovers_acceptance():
     indexed = index_results(answers, LABELS)
     result = observe(target("a"), indexed[("ns", "a")], labels=LABELS, now=NOW, window_seconds=WINDOW)
     assert result.missing is None and result.signals == "vllm"
-    obs = parse_observation(result.observation)
+    obs = result.observation
     assert observation_problems(obs, NOW, 180) == []
     assert obs.accepted_per_position == pytest.approx((4000.0, 3000.0, 2250.0))
     assert obs.drafts_per_position is None and obs.step_samples is None
     assert obs.batch_size_mean == pytest.approx(4.0)
     assert obs.ttft_p99_seconds is None  # NaN from histogram_quantile is "unknown", not a number
     metrics = result.metrics
-    assert metrics["perPositionAcceptance"] == [0.8, 0.6, 0.45]
-    assert metrics["acceptanceRate"] == pytest.approx((0.8 + 0.6 + 0.45) / 3, abs=1e-4)
-    assert metrics["meanAcceptedLength"] == pytest.approx(2.85)
-    assert metrics["tokensPerSecond"] == pytest.approx(5000 * 2.85 / WINDOW, rel=1e-3)
+    assert metrics.per_position_acceptance == [0.8, 0.6, 0.45]
+    assert metrics.acceptance_rate == pytest.approx((0.8 + 0.6 + 0.45) / 3, abs=1e-4)
+    assert metrics.mean_accepted_length == pytest.approx(2.85)
+    assert metrics.tokens_per_second == pytest.approx(5000 * 2.85 / WINDOW, rel=1e-3)
     other = observe(target("b"), indexed[("ns", "b")], labels=LABELS, now=NOW, window_seconds=WINDOW)
-    assert other.observation["batchSize"]["mean"] == pytest.approx(40.0)
+    assert other.observation.batch_size_mean == pytest.approx(40.0)
 
 
 def test_plugin_series_give_unbiased_denominators_and_step_samples():
@@ -101,15 +100,14 @@ def test_plugin_series_give_unbiased_denominators_and_step_samples():
                      window_seconds=WINDOW)
     assert result.signals == "specinfer"
     observation = result.observation
-    assert observation["acceptance"]["draftsPerPosition"] == drafts_per_pos
-    samples = observation["steps"]["byBatchSize"]
-    assert samples == [{"batchSize": 3.0, "k": 3, "count": 1000.0, "meanSeconds": 0.008},
-                       {"batchSize": 40.0, "k": 1, "count": 500.0, "meanSeconds": 0.024}]
+    assert observation.drafts_per_position == tuple(drafts_per_pos)
+    assert observation.step_samples == (StepSample(batch_size=3.0, k=3, count=1000.0, mean_seconds=0.008),
+                                        StepSample(batch_size=40.0, k=1, count=500.0, mean_seconds=0.024))
     # engine-time shares: 8 s at batch 3, 12 s at batch 40
-    assert observation["batchSize"]["distribution"] == [[3, 0.4], [40, 0.6]]
+    assert observation.batch_size_distribution == ((3, 0.4), (40, 0.6))
     # position i over its own draft count, not over all drafts (which biases it low under a schedule)
-    assert result.metrics["perPositionAcceptance"] == [0.8, 0.75, 0.75]
-    assert observation_problems(parse_observation(observation), NOW, 180) == []
+    assert result.metrics.per_position_acceptance == [0.8, 0.75, 0.75]
+    assert observation_problems(observation, NOW, 180) == []
 
 
 def test_missing_series_say_which_and_how_to_fix():
@@ -138,8 +136,8 @@ def test_k_zero_needs_no_speculation_series():
         del answers[key]
     result = observe(target("a", k=0), index_results(answers, LABELS)[("ns", "a")], labels=LABELS, now=NOW,
                      window_seconds=WINDOW)
-    assert result.observation["acceptance"] == {"drafts": 0.0, "acceptedPerPosition": []}
-    assert "acceptanceRate" not in result.metrics
+    assert (result.observation.drafts, result.observation.accepted_per_position) == (0.0, ())
+    assert result.metrics.acceptance_rate is None
 
 
 def test_idle_quantiles_are_dropped_from_the_distribution():
@@ -148,15 +146,15 @@ def test_idle_quantiles_are_dropped_from_the_distribution():
                                  for q, v in zip(BATCH_QUANTILES, (0, 0, 2, 2, 6))]
     result = observe(target("a"), index_results(answers, LABELS)[("ns", "a")], labels=LABELS, now=NOW,
                      window_seconds=WINDOW)
-    assert result.observation["batchSize"]["distribution"] == [[2, pytest.approx(2 / 3, abs=1e-5)],
-                                                               [6, pytest.approx(1 / 3, abs=1e-5)]]
-    assert math.isclose(result.observation["batchSize"]["mean"], 10 / 3, rel_tol=1e-4)
+    assert result.observation.batch_size_distribution == ((2, pytest.approx(2 / 3, abs=1e-5)),
+                                                          (6, pytest.approx(1 / 3, abs=1e-5)))
+    assert math.isclose(result.observation.batch_size_mean, 10 / 3, rel_tol=1e-4)
 
 
 def test_the_policy_accepts_the_built_observation():
     answers = vllm_answers("ns", "a", drafts=20000)
     result = observe(target("a"), index_results(answers, LABELS)[("ns", "a")], labels=LABELS, now=NOW,
                      window_seconds=WINDOW)
-    decision, state = decide(result.observation, {"method": "eagle3", "maxBatchSize": 64}, None, NOW)
-    assert decision["guard"] not in ("invalidData", "staleData"), decision["reason"]
-    assert state["acceptance"] is not None  # it learnt from the observation
+    decision, state = decide(result.observation, TuningInput(method="eagle3", max_batch_size=64), None, NOW)
+    assert decision.guard not in ("invalidData", "staleData"), decision.reason
+    assert state.acceptance is not None  # it learnt from the observation

@@ -7,11 +7,13 @@ import base64
 import pytest
 from prometheus_api_client.exceptions import PrometheusApiClientException
 
+from specinfer.api.timestamps import parse_rfc3339
 from specinfer.operator.tuner import prometheus as prom
+from specinfer.operator.tuner.policy import DraftConfig
 from specinfer.operator.tuner.queries import Query
-from specinfer.operator.tuner.target import (TargetError, observed_applied, parse_time, read_target,
-                                             rollout_in_progress, tuning_input)
-from specinfer.operator.tuner.tuning import parse_tuning
+from specinfer.operator.tuner.settings import PolicyDefaults
+from specinfer.runtime.sim.model import cost_model
+from specinfer.operator.tuner.target import TargetError, observed_applied, read_target, rollout_in_progress, tuning_input
 from tests.unit.test_tuner_loop import NOW, resource
 
 pytestmark = pytest.mark.unit
@@ -21,28 +23,28 @@ def test_spec_tuning_maps_onto_the_policy_input():
     body = resource("a")
     body["spec"]["tuning"].update(minNumSpeculativeTokens=2, maxNumSpeculativeTokens=5, minSamples=300,
                                   slo={"p99TimePerOutputTokenSeconds": 0.05})
-    data = tuning_input(read_target(body).spec, {"cooldownSeconds": 20, "kMax": 99})
-    assert (data["kMin"], data["kMax"], data["allowDisable"]) == (2, 5, False)  # the spec's bounds win
-    assert data["minDrafts"] == 300 and data["slo"]["perTokenP99Seconds"] == 0.05
-    assert data["cooldownSeconds"] == 20 and data["maxBatchSize"] == 256
-    assert data["costPrior"]["floorSeconds"] > 0  # simulator: its preset's roofline
-    spec = parse_tuning(data)  # the policy accepts it as is
-    assert spec.allowed_ks() == [2, 3, 4, 5]
+    defaults = PolicyDefaults.model_validate({"cooldownSeconds": 20, "kMax": 99})
+    data = tuning_input(read_target(body).spec, defaults)
+    assert (data.k_min, data.k_max, data.allow_disable) == (2, 5, False)  # the spec's bounds win
+    assert data.min_drafts == 300 and data.slo.per_token_p99_seconds == 0.05
+    assert data.cooldown_seconds == 20 and data.max_batch_size == 256
+    preset = cost_model(read_target(body).spec.runtime.simulator.cost_model)
+    assert data.cost_prior.floor == preset.floor_s != PolicyDefaults().cost_prior.floor  # the simulated hardware's
+    assert data.allowed_ks() == [2, 3, 4, 5]
     body["spec"]["tuning"].pop("minNumSpeculativeTokens")
-    assert tuning_input(read_target(body).spec)["allowDisable"] is True
+    assert tuning_input(read_target(body).spec).allow_disable is True
 
 
 def test_downtime_fraction_follows_the_update_strategy():
     body = resource("a")
     surge = tuning_input(read_target(body).spec)
-    assert surge["downtimeFraction"] == 0.0  # no capacity lost: payback asks for nothing beyond minGain
+    assert surge.downtime_fraction == 0.0  # no capacity lost: payback asks for nothing beyond minGain
     body["spec"]["updateStrategy"] = "Replace"
     replace = tuning_input(read_target(body).spec)
-    assert replace["downtimeFraction"] == 1.0  # restartSeconds of full capacity, whatever the replica count
-    assert parse_tuning(replace).downtime_fraction == 1.0
+    assert replace.downtime_fraction == 1.0  # restartSeconds of full capacity, whatever the replica count
     # an operator-wide value (tuning.policy) still wins, as it did before the field existed
-    assert tuning_input(read_target(body).spec, {"downtimeFraction": 0.25})["downtimeFraction"] == 0.25
-    assert parse_tuning(surge).downtime_fraction == 0.0
+    defaults = PolicyDefaults.model_validate({"downtimeFraction": 0.25})
+    assert tuning_input(read_target(body).spec, defaults).downtime_fraction == 0.25
 
 
 def test_method_none_cannot_be_tuned():
@@ -55,18 +57,19 @@ def test_method_none_cannot_be_tuned():
 def test_applied_config_and_since_come_from_status_and_the_last_rollout():
     body = resource("a")
     target = read_target(body)
-    applied = observed_applied(target, created=NOW - 7200)
-    assert applied == {"method": "eagle3", "numSpeculativeTokens": 3, "schedule": None, "since": NOW - 3600}
-    assert not rollout_in_progress(target, applied)
+    applied = observed_applied(target)
+    assert (applied.method, applied.config, applied.since) == ("eagle3", DraftConfig(num_speculative_tokens=3),
+                                                               NOW - 3600)
+    assert not rollout_in_progress(target, applied.config)
     body["status"]["tuning"] = {"applied": {"method": "eagle3", "numSpeculativeTokens": 5,
                                             "schedule": [{"minBatchSize": 1, "maxBatchSize": 8, "numSpeculativeTokens": 5},
                                                          {"minBatchSize": 9, "maxBatchSize": 256, "numSpeculativeTokens": 0}],
                                             "since": "2027-01-15T08:30:00Z"}}
     target = read_target(body)
     applied = observed_applied(target)
-    assert applied["numSpeculativeTokens"] == 5 and applied["schedule"] == [[1, 8, 5], [9, 256, 0]]
-    assert applied["since"] == parse_time("2027-01-15T08:30:00Z")  # later than the rollout's completion
-    assert rollout_in_progress(target, applied)  # status.effective still shows K=3: not rolled out yet
+    assert applied.config == DraftConfig(num_speculative_tokens=5, schedule=((1, 8, 5), (9, 256, 0)))
+    assert applied.since == parse_rfc3339("2027-01-15T08:30:00Z")  # later than the rollout's completion
+    assert rollout_in_progress(target, applied.config)  # status.effective still shows K=3: not rolled out yet
 
 
 def test_secret_gives_a_bearer_token_or_basic_auth():

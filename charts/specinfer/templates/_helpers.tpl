@@ -58,10 +58,20 @@ profiles:
 modelCache:
   persistentVolumeClaim: {{ . | quote }}
 {{- end }}
-{{- with .Values.prometheus.url }}
 prometheus:
+  {{- with .Values.prometheus.url }}
   url: {{ . | quote }}
+  {{- end }}
+  {{- with .Values.prometheus.allowedUrls }}
+  allowedUrls:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  authSecrets: {{ .Values.prometheus.authSecrets }}
+{{- with .Values.runtime.allowedImages }}
+allowedImages:
+  {{- toYaml . | nindent 2 }}
 {{- end }}
+engineSecrets: {{ .Values.runtime.engineSecrets | quote }}
 {{- if or .Values.cost.accelerators .Values.cost.products }}
 cost:
   currency: {{ .Values.cost.currency | quote }}

@@ -5,7 +5,7 @@ The CRD (crds/specinfer.io_speculativeinferences.yaml) is generated from these m
 CEL cannot express.
 """
 
-from specinfer.api.effective import EffectiveSpeculation, effective_spec, effective_speculation
+from specinfer.api.effective import EffectiveSpeculation, effective_spec, effective_speculation, speculation_of
 from specinfer.api.parse import InvalidSpecError, parse_resource, parse_runtime_config, parse_spec
 from specinfer.api.resource import (
     API_VERSION,
@@ -43,4 +43,5 @@ __all__ = [
     "ScheduleRange", "Simulator", "SimulatorPhase", "SpeculationChoice", "Speculation", "SpeculativeInference",
     "SpeculativeInferenceSpec", "SpeculativeInferenceStatus", "Tuning", "TuningStatus",
     "effective_spec", "effective_speculation", "parse_resource", "parse_runtime_config", "parse_spec",
+    "speculation_of",
 ]

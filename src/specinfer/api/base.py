@@ -23,7 +23,8 @@ from pydantic_core import PydanticCustomError
 Name = Annotated[str, Field(min_length=1, max_length=253)]
 ShortText = Annotated[str, Field(min_length=1, max_length=128)]
 ModelId = Annotated[str, Field(min_length=1, max_length=256)]
-Text = Annotated[str, Field(max_length=4096)]
+MAX_TEXT = 4096
+Text = Annotated[str, Field(max_length=MAX_TEXT)]
 Url = Annotated[str, Field(min_length=1, max_length=2048, pattern=r"^https?://")]
 # Kubernetes' own name rules for values the operator copies into pod specs: without them a spec
 # passes admission and the Deployment is refused later (found by tests/integration/test_fuzz_dryrun.py).

@@ -1,8 +1,9 @@
 """The configuration that actually runs: spec + the tuner's applied choice (status.tuning.applied).
 
-The operator renders from `effective_spec(...)` and writes it into the pod's RuntimeConfig;
-status.effective is `effective_speculation(...)` in JSON. Tuned values never touch the
-resource's spec (GitOps tools see no drift).
+The operator merges them once with `effective_spec(...)` (validated: a tuner bug cannot render a
+config the API would refuse), renders from the result and writes it into the pod's RuntimeConfig;
+`speculation_of(...)` derives what that spec runs (status.effective, the --speculative-config JSON)
+without validating again. Tuned values never touch the resource's spec (GitOps tools see no drift).
 """
 
 from __future__ import annotations
@@ -24,15 +25,6 @@ class EffectiveSpeculation:
     speculative_config: dict[str, Any] | None   # exact --speculative-config JSON; None: omit the flag
     engine_args: tuple[str, ...] = ()    # catalogue pins for this method on this accelerator
     env: Mapping[str, str] = field(default_factory=dict)
-
-    def status_json(self) -> dict[str, Any]:
-        """camelCase for status.effective (the operator adds configHash)."""
-        out: dict[str, Any] = {"method": self.method, "numSpeculativeTokens": self.num_speculative_tokens}
-        if self.schedule:
-            out["schedule"] = [
-                {"minBatchSize": s, "maxBatchSize": e, "numSpeculativeTokens": k} for s, e, k in self.schedule
-            ]
-        return out
 
 
 def _choice(applied: SpeculationChoice | Mapping[str, Any] | None) -> SpeculationChoice | None:
@@ -70,23 +62,29 @@ def effective_spec(
     return SpeculativeInferenceSpec.model_validate(merged)
 
 
-def effective_speculation(
-    spec: SpeculativeInferenceSpec, applied: SpeculationChoice | Mapping[str, Any] | None = None
-) -> EffectiveSpeculation:
-    """Method, K, schedule, --speculative-config and catalogue pins that the pods run."""
-    merged = effective_spec(spec, applied)
-    speculation, accelerator = merged.speculation, merged.hardware.accelerator
+def speculation_of(spec: SpeculativeInferenceSpec) -> EffectiveSpeculation:
+    """Method, K, schedule, --speculative-config and catalogue pins that a parsed spec runs (an unset K
+    is the catalogue's default). Pass the `effective_spec` to include the tuner's choice."""
+    speculation, accelerator = spec.speculation, spec.hardware.accelerator
     method = get_method(speculation.method)
     support = method.accelerators[accelerator]
+    k = speculation.num_speculative_tokens
     schedule = (
         [(r.min_batch_size, r.max_batch_size, r.num_speculative_tokens) for r in speculation.schedule]
         if speculation.schedule else None
     )
     return EffectiveSpeculation(
         method=method.name,
-        num_speculative_tokens=speculation.num_speculative_tokens or 0,
+        num_speculative_tokens=method.default_k(accelerator) if k is None else k,
         schedule=schedule,
         speculative_config=method.speculative_config(speculation, accelerator),
         engine_args=support.engine_args if method.vllm_method else (),
         env=dict(support.env),
     )
+
+
+def effective_speculation(
+    spec: SpeculativeInferenceSpec, applied: SpeculationChoice | Mapping[str, Any] | None = None
+) -> EffectiveSpeculation:
+    """What the pods run with `applied` merged over `spec` (validated once)."""
+    return speculation_of(effective_spec(spec, applied))

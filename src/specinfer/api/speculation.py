@@ -31,6 +31,16 @@ class DraftModel(ApiModel):
     revision: ShortText | None = None
     """Branch, tag or commit of the draft weights (vLLM `speculative_config.revision`)."""
 
+    rules = (
+        Rule(
+            cel="!self.name.startsWith('-')",
+            message="spec.speculation.draftModel.name must not start with '-': vLLM would read it as a "
+            "command-line flag",
+            check=lambda d: not d.name.startswith("-"),
+            field="name",
+        ),
+    )
+
 
 class ScheduleRange(ApiModel):
     """One inclusive batch-size range of vLLM's Dynamic SD schedule and the draft length used in it."""

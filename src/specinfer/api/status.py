@@ -1,19 +1,25 @@
-"""`status`: what the operator (issue 4) and the tuning loop (issue 7) report.
+"""`status`: what the reconciler and the tuning loop report.
 
-Status models ignore unknown fields when reading (an older operator may read a status
-written by a newer one); the CRD still prunes anything not declared here.
+Both writers build these models and apply their JSON (`status_patch`), so a misspelt key cannot
+reach the API server (which would prune it in silence). Status models ignore unknown fields when
+reading (an older operator may read a status written by a newer one); the CRD still prunes
+anything not declared here.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field
 
-from specinfer.api.base import Name, ShortText, StatusModel, Text
+from specinfer.api.base import MAX_TEXT, Name, ShortText, StatusModel, Text
 from specinfer.api.speculation import K_CEILING, MAX_SCHEDULE_RANGES, MethodName
 
 ConditionType = Literal["Ready", "Progressing", "Degraded", "Tuned", "TuningDegraded"]
+ConditionStatus = Literal["True", "False", "Unknown"]
+# keep: nothing to do or a guard held; recommend: a change the policy chose but did not apply
+# (observe mode); the others change the running config.
+DecisionAction = Literal["keep", "recommend", "setK", "setSchedule", "disable", "reenable", "rollback"]
 Timestamp = Annotated[str, Field(max_length=64)]  # RFC 3339
 MAX_HISTORY = 20
 
@@ -21,9 +27,11 @@ MAX_HISTORY = 20
 class Condition(StatusModel):
     """A kstatus condition (metav1.Condition shape)."""
 
+    MAX_MESSAGE: ClassVar[int] = MAX_TEXT
+
     type: ShortText
     """Ready, Progressing, Degraded, Tuned or TuningDegraded."""
-    status: Literal["True", "False", "Unknown"]
+    status: ConditionStatus
     """Condition status."""
     reason: ShortText | None = None
     """CamelCase reason, e.g. InvalidSpec, RolloutInProgress, PrometheusUnreachable."""
@@ -87,8 +95,9 @@ class Decision(StatusModel):
 
     time: Timestamp | None = None
     """When it was taken."""
-    action: ShortText
-    """hold, apply, recommend, rollback, ..."""
+    action: DecisionAction
+    """keep (nothing to do, or a guard held: see reason), recommend (a change chosen but not applied:
+    observe mode), setK, setSchedule, disable, reenable or rollback."""
     reason: Text | None = None
     """Why."""
     predicted_gain: float | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import Field
@@ -14,6 +15,8 @@ from specinfer.api.workload import SecretKeyRef
 # restart with a model reload, which an operator should opt into ("auto"), while
 # "off" would hide the very insight the product exists for.
 DEFAULT_TUNING_MODE = "observe"
+# scheme://user[:password]@host: userinfo before the first '/', '?' or '#'
+URL_WITH_CREDENTIALS = "^[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#]*@"
 
 
 class Slo(ApiModel):
@@ -31,7 +34,19 @@ class PrometheusSource(ApiModel):
     url: Url | None = None
     """Prometheus base URL, e.g. http://prometheus.monitoring:9090."""
     auth_secret_ref: SecretKeyRef | None = None
-    """Secret with a bearer token under `key`, or keys `username` and `password` for basic auth."""
+    """Secret with a bearer token under `key`, or keys `username` and `password` for basic auth. The operator
+    reads it only when its configuration allows (prometheus.authSecrets) and the Secret carries the label
+    specinfer.io/prometheus-auth=true; the URL must be in the configuration's allowlist."""
+
+    rules = (
+        Rule(
+            cel=f"!has(self.url) || !self.url.matches('{URL_WITH_CREDENTIALS}')",
+            message="spec.tuning.prometheus.url must not carry credentials (user:password@host): they would show "
+            "in status, Events and logs; put them in a Secret and name it in spec.tuning.prometheus.authSecretRef",
+            check=lambda p: p.url is None or not re.match(URL_WITH_CREDENTIALS, p.url),
+            field="url",
+        ),
+    )
 
 
 class Tuning(ApiModel):

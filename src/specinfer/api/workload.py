@@ -20,6 +20,7 @@ from specinfer.api.base import (
     ShortText,
     Text,
 )
+from specinfer.api.engine_flags import ExtraArg
 from specinfer.runtime.methods import ACCELERATORS
 from specinfer.runtime.sim.model import COST_MODELS, WORKLOADS
 
@@ -27,13 +28,6 @@ AcceleratorName = Literal[tuple(ACCELERATORS)]  # type: ignore[valid-type]
 WorkloadName = Literal[WORKLOADS]  # type: ignore[valid-type]
 CostModelName = Literal[tuple(sorted(COST_MODELS))]  # type: ignore[valid-type]
 QuantityValue = Annotated[int, Field(ge=0)] | Quantity
-
-# vLLM flags the operator sets from typed fields; setting them in extraArgs would fight the spec.
-OWNED_FLAGS = (
-    "--speculative-config", "-sc", "--spec-method", "--spec-model", "--spec-tokens",
-    "--port", "--tensor-parallel-size", "-tp", "--served-model-name", "--model", "--revision",
-)
-
 
 class SecretKeyRef(ApiModel):
     """A key in a Secret in the resource's namespace."""
@@ -54,7 +48,19 @@ class Model(ApiModel):
     served_model_name: Name | None = None
     """Model name clients send in OpenAI requests (vLLM --served-model-name); defaults to `name`."""
     hub_token_secret_ref: SecretKeyRef | None = None
-    """Secret holding a Hugging Face token for gated or private weights (exported as HF_TOKEN)."""
+    """Secret holding a Hugging Face token for gated or private weights (exported as HF_TOKEN); with the
+    operator's default engineSecrets policy the Secret must carry the label specinfer.io/engine-secret=true."""
+
+    # These values are `vllm serve` arguments: one starting with '-' would be read as a flag (issue 15).
+    rules = tuple(
+        Rule(
+            cel=f"!has(self.{field}) || !self.{field}.startsWith('-')",
+            message=f"spec.model.{field} must not start with '-': vLLM would read it as a command-line flag",
+            check=lambda m, attr=attr: not (getattr(m, attr) or "").startswith("-"),
+            field=field,
+        )
+        for field, attr in (("name", "name"), ("revision", "revision"), ("servedModelName", "served_model_name"))
+    )
 
 
 class Toleration(ApiModel):
@@ -114,6 +120,11 @@ class Hardware(ApiModel):
     )
 
 
+# Variables the engine reads credentials from (huggingface_hub: HF_TOKEN, HUGGING_FACE_HUB_TOKEN; vLLM 0.33's
+# envs.py: VLLM_API_KEY): a literal value would sit in the Deployment for every reader of it.
+CREDENTIAL_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "VLLM_API_KEY")
+
+
 class EnvVarSource(ApiModel):
     """Where an environment variable's value comes from."""
 
@@ -139,6 +150,12 @@ class EnvVar(ApiModel):
             message="spec.runtime.env: set either value or valueFrom, not both",
             check=lambda e: not (e.value is not None and e.value_from is not None),
         ),
+        Rule(
+            cel=f"!has(self.value) || !(self.name in {list(CREDENTIAL_ENV)!r})",
+            message="spec.runtime.env: a credential variable (" + ", ".join(CREDENTIAL_ENV) + ") must come from a "
+            "Secret (valueFrom.secretKeyRef), never a literal value that anyone reading the Deployment sees",
+            check=lambda e: e.value is None or e.name not in CREDENTIAL_ENV,
+        ),
     )
 
 
@@ -158,6 +175,9 @@ class SimulatorPhase(ApiModel):
     """Workload profile of this phase (drives acceptance rates)."""
     duration_seconds: float = Field(gt=0, le=86400)
     """Phase length in simulated seconds; after the last phase the run loops to the first."""
+    acceptance_collapsed: bool = False
+    """Fault injection: the drafter is broken in this phase (as with a draft/target tokenizer mismatch or an
+    attention-backend bug): the first draft token is accepted 2% of the time. For testing alerts and the tuner."""
 
 
 class Simulator(ApiModel):
@@ -184,8 +204,9 @@ class Runtime(ApiModel):
     """vllm runs the real engine; simulator runs specinfer's GPU-free stand-in with the same API and metrics."""
     image: Text | None = None
     """Container image override; default from the operator's hardware profile for the accelerator."""
-    extra_args: list[Text] | None = Field(default=None, max_length=64)
-    """Extra `vllm serve` arguments. Flags the spec owns (--speculative-config, --port, ...) are refused."""
+    extra_args: list[ExtraArg] | None = Field(default=None, max_length=64)
+    """Extra `vllm serve` arguments. Flags the spec owns (--speculative-config, --port, ...) are refused in every
+    spelling vLLM accepts (`_` for `-`, dotted sub-keys, unambiguous prefixes, --config FILE)."""
     env: list[EnvVar] | None = Field(default=None, max_length=64)
     """Extra environment variables for the engine container."""
     resources: Resources | None = None
@@ -202,13 +223,6 @@ class Runtime(ApiModel):
             "remove it or set engine: simulator",
             check=lambda r: r.simulator is None or r.engine == "simulator",
             field="simulator",
-        ),
-        Rule(
-            cel=f"!has(self.extraArgs) || self.extraArgs.all(a, !(a.split('=')[0] in {list(OWNED_FLAGS)!r}))",
-            message="spec.runtime.extraArgs must not set flags the spec owns (--speculative-config, --port, "
-            "--tensor-parallel-size, --served-model-name, ...): use the typed fields",
-            check=lambda r: not any(a.split("=")[0] in OWNED_FLAGS for a in r.extra_args or []),
-            field="extraArgs",
         ),
         Rule(
             cel="!has(self.env) || self.env.all(e, self.env.exists_one(f, f.name == e.name))",

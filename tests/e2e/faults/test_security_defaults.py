@@ -46,20 +46,24 @@ class EchoingPrometheus:
         self.server.server_close()
 
 
-def secret(name: str, data: dict[str, str]) -> dict:
-    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name},
+def secret(name: str, data: dict[str, str], labels: dict[str, str]) -> dict:
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "labels": labels},
             "data": {key: base64.b64encode(value.encode()).decode() for key, value in data.items()}}
 
 
 def test_planted_secrets_never_leak(ns, tmp_path):
     hub_token, prom_token = f"hf_PLANTED{uuid.uuid4().hex}", f"PLANTED{uuid.uuid4().hex}"
     prometheus = EchoingPrometheus()
-    operator = Operator(ns.kubeconfig, ns.name, tmp_path).start()
+    operator = Operator(ns.kubeconfig, ns.name, tmp_path)
+    # issue 15: the Secrets opt in by label, the admin allows this Prometheus and auth Secrets
+    operator.configure(prometheus={"allowedUrls": [prometheus.url], "authSecrets": True})
+    operator.start()
     try:
         body = resource("secretive", tuning={"mode": "auto", "intervalSeconds": 5, "prometheus": {
             "url": prometheus.url, "authSecretRef": {"name": "prom-auth", "key": "token"}}})
         body["spec"]["model"]["hubTokenSecretRef"] = {"name": "hf-token", "key": "token"}
-        ns.apply(secret("hf-token", {"token": hub_token}), secret("prom-auth", {"token": prom_token}), body)
+        ns.apply(secret("hf-token", {"token": hub_token}, {"specinfer.io/engine-secret": "true"}),
+                 secret("prom-auth", {"token": prom_token}, {"specinfer.io/prometheus-auth": "true"}), body)
         wait_for(lambda: ns.converged("secretive"), timeout=60, what="Ready", alive=operator.assert_alive,
                  why=lambda: ns.why)
         degraded = wait_for(lambda: condition(ns.si("secretive"), "TuningDegraded").get("reason") and
@@ -78,6 +82,8 @@ def test_planted_secrets_never_leak(ns, tmp_path):
         for place, text in places.items():
             for token in (hub_token, prom_token):
                 assert token not in text, f"a planted secret leaked into the {place}"
+        assert "got Authorization" not in places["status"], "the answer's body reached status (issue 15)"
+        assert degraded["reason"] == "PrometheusAuthFailed" and "HTTP 401" in degraded["message"]
         env = ns.deployment("secretive")["spec"]["template"]["spec"]["containers"][0]["env"]
         hf = next(e for e in env if e["name"] == "HF_TOKEN")
         assert hf == {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}}

@@ -1,10 +1,10 @@
-"""Operator upgrade: the previous build's operator -> this one, with unchanged specs -> zero pod restarts.
+"""Operator upgrade: the last released operator -> this one, with unchanged specs -> zero pod restarts.
 
-The previous build is the last commit before HEAD that changed the product (operator/, src/specinfer/,
-runtime/), or SPECINFER_UPGRADE_FROM=<rev>. It is checked out with `git worktree` into a temporary
-folder and run from its own sources (PYTHONPATH ahead of this checkout's editable install). Then it
-is stopped and the current operator takes over the same resources: it must not replace any pod or
-ReplicaSet (a changed rendering of an unchanged spec would roll every GPU pod of every workload).
+The last release is the newest `v*` tag reachable from HEAD (`git describe`), or
+SPECINFER_UPGRADE_FROM=<rev>. It is checked out with `git worktree` into a temporary folder and run
+from its own sources (PYTHONPATH ahead of this checkout's editable install). Then it is stopped and
+the current operator takes over the same resources: it must not replace any pod or ReplicaSet (a
+changed rendering of an unchanged spec would roll every GPU pod of every workload).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from faults_harness import REPO, Operator, resource, wait_for
 
 pytestmark = pytest.mark.e2e
 
-PRODUCT_PATHS = ("operator", "src/specinfer", "runtime")
 # import name -> folder of the tree (pyproject.toml's package-dir)
 PACKAGE_DIRS = {"operator": "operator", "runtime": "runtime", "bench": "bench"}
 
@@ -28,21 +27,23 @@ def git(*args: str) -> str:
     return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, check=True).stdout.strip()
 
 
-def previous_build() -> str:
+def last_release() -> str:
     chosen = os.environ.get("SPECINFER_UPGRADE_FROM")
     if chosen:
         return git("rev-parse", chosen)
-    commits = git("log", "-2", "--format=%H", "HEAD", "--", *PRODUCT_PATHS).split()
-    if len(commits) < 2:
-        pytest.skip("no earlier build in this repository's history")
-    return commits[1]
+    found = subprocess.run(["git", "-C", str(REPO), "describe", "--tags", "--abbrev=0", "--match", "v[0-9]*", "HEAD"],
+                           capture_output=True, text=True)
+    if found.returncode != 0:
+        pytest.fail("no release tag (v*) in this clone's history: the upgrade test starts from the last release "
+                    f"(git fetch --tags, or set SPECINFER_UPGRADE_FROM): {found.stderr.strip()}")
+    return git("rev-parse", f"{found.stdout.strip()}^{{commit}}")
 
 
 @pytest.fixture(scope="module")
 def old_build(tmp_path_factory):
-    """A worktree of the previous build whose `specinfer` package maps like the installed one."""
-    revision = previous_build()
-    tree = tmp_path_factory.mktemp("previous-build") / "tree"
+    """A worktree of the last release whose `specinfer` package maps like the installed one."""
+    revision = last_release()
+    tree = tmp_path_factory.mktemp("last-release") / "tree"
     git("worktree", "add", "--detach", str(tree), revision)
     try:
         package = tree / "src" / "specinfer"
@@ -54,7 +55,7 @@ def old_build(tmp_path_factory):
         git("worktree", "remove", "--force", str(tree))
 
 
-def test_previous_build_really_is_imported(old_build):
+def test_the_last_release_really_is_imported(old_build):
     revision, tree = old_build
     env = {**os.environ, "PYTHONPATH": str(tree / "src")}
     where = subprocess.run([sys.executable, "-c", "import specinfer.operator.render as r; print(r.__file__)"],
@@ -65,7 +66,7 @@ def test_previous_build_really_is_imported(old_build):
 def test_upgrade_with_unchanged_specs_restarts_no_pod(ns, old_build, tmp_path_factory):
     revision, tree = old_build
     workdir = tmp_path_factory.mktemp("upgrade")
-    old = Operator(ns.kubeconfig, ns.name, workdir, name="previous",
+    old = Operator(ns.kubeconfig, ns.name, workdir, name="release",
                    argv=[sys.executable, "-c", "from specinfer.cli import main; main()", "operator"],
                    env={"PYTHONPATH": str(tree / "src")})
     old.start()
@@ -74,11 +75,11 @@ def test_upgrade_with_unchanged_specs_restarts_no_pod(ns, old_build, tmp_path_fa
         ns.apply(resource("plain"), resource("scaled", k=4, replicas=2),
                  resource("tuned", replicas=2, tuning={"mode": "auto", "intervalSeconds": 5}))
         for name in names:
-            wait_for(lambda name=name: ns.converged(name), timeout=60, what=f"{name} Ready under the previous build",
+            wait_for(lambda name=name: ns.converged(name), timeout=60, what=f"{name} Ready under the last release",
                      alive=old.assert_alive, why=lambda: ns.why)
         ns.write_tuner_applied("tuned", {"numSpeculativeTokens": 6, "since": "2026-01-01T00:00:00Z"})
         wait_for(lambda: (ns.converged("tuned") or {}).get("status", {}).get("effective", {})
-                 .get("numSpeculativeTokens") == 6, timeout=60, what="tuned K=6 rolled out by the previous build",
+                 .get("numSpeculativeTokens") == 6, timeout=60, what="tuned K=6 rolled out by the last release",
                  alive=old.assert_alive, why=lambda: ns.why)
         before = {name: ns.snapshot(name) for name in names}
     finally:

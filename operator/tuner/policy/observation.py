@@ -1,10 +1,10 @@
-"""The observation window the policy decides from, parsed and checked before any maths.
+"""The observation window the policy decides from, and every reason not to trust it.
 
-The tuning loop builds one observation per resource per tick from Prometheus (rates over a
-window). It arrives as a plain JSON-serialisable dict (camelCase, documented in docs/tuner.md);
-this module turns it into typed objects and lists every reason not to trust it: missing or
-non-finite numbers, a stale scrape, a window that straddles a config change. The policy never
-acts on an observation with problems -- it keeps the current config and says why.
+The tuning loop builds one `Observation` per resource per tick from Prometheus (rates over a
+window, operator/tuner/observe.py). `observation_problems` lists every reason not to trust it:
+non-finite numbers, a stale scrape, counters that disagree. The policy never acts on an
+observation with problems -- it keeps the current config and says why. `parse_observation` reads
+the JSON form documented in docs/tuner.md (the stable interface of `decide_json`).
 """
 
 from __future__ import annotations
@@ -13,6 +13,10 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pydantic import ValidationError
+
+from .config import DraftConfig
+
 # Which telemetry the numbers came from: our stat-logger plugin's unbiased series (per-position
 # draft counts, step time by batch size and K) or only vLLM's standard series.
 SIGNALS_SPECINFER = "specinfer"
@@ -20,23 +24,16 @@ SIGNALS_VLLM = "vllm"
 
 
 class ObservationError(ValueError):
-    """The observation dict cannot even be read (wrong types, missing sections)."""
+    """The observation's JSON form cannot even be read (wrong types, missing sections)."""
 
 
 @dataclass(frozen=True)
 class AppliedConfig:
-    """What the engine runs now. numSpeculativeTokens 0 means speculation is off."""
+    """What the engine runs now (K = 0: speculation off) and since when (epoch seconds)."""
 
     method: str
-    num_speculative_tokens: int
-    schedule: tuple[tuple[int, int, int], ...] | None
+    config: DraftConfig
     since: float
-
-    def to_config(self) -> dict[str, Any]:
-        return {
-            "numSpeculativeTokens": self.num_speculative_tokens,
-            "schedule": [list(entry) for entry in self.schedule] if self.schedule else None,
-        }
 
 
 @dataclass(frozen=True)
@@ -107,18 +104,16 @@ def _section(data: dict, key: str) -> dict:
     return value
 
 
-def _schedule(value: Any) -> tuple[tuple[int, int, int], ...] | None:
-    if value in (None, []):
-        return None
+def _applied_config(applied: dict) -> DraftConfig:
     try:
-        return tuple((int(a), int(b), int(c)) for a, b, c in value)
-    except (TypeError, ValueError) as error:
-        raise ObservationError(f"observation.applied.schedule must be [[start, end, K], ...]: {error}") from error
+        return DraftConfig(num_speculative_tokens=int(_number(applied, "numSpeculativeTokens", "observation.applied")),
+                           schedule=applied.get("schedule"))
+    except (TypeError, ValueError, ValidationError) as error:
+        raise ObservationError(f"observation.applied must be {{numSpeculativeTokens, schedule: [[start, end, K], ...]}}: "
+                               f"{error}") from error
 
 
 def _trim_idle_positions(values: tuple[float, ...] | None, k: int) -> tuple[float, ...] | None:
-    """Positions past the applied K that counted nothing are leftovers of the previous pods' series
-    (Prometheus keeps them until they go stale): drop them. Non-zero ones stay and are flagged."""
     if values is None or len(values) <= k:
         return values
     extra = values[k:]
@@ -126,7 +121,7 @@ def _trim_idle_positions(values: tuple[float, ...] | None, k: int) -> tuple[floa
 
 
 def parse_observation(data: dict) -> Observation:
-    """Typed view of the observation dict; raises ObservationError naming the field when unreadable."""
+    """The JSON form (docs/tuner.md) as an Observation; raises ObservationError naming the field when unreadable."""
     if not isinstance(data, dict):
         raise ObservationError("the observation must be a JSON object")
     applied = _section(data, "applied")
@@ -145,8 +140,7 @@ def parse_observation(data: dict) -> Observation:
             rollout_in_progress=bool(data.get("rolloutInProgress", False)),
             applied=AppliedConfig(
                 method=str(applied.get("method", "")),
-                num_speculative_tokens=int(_number(applied, "numSpeculativeTokens", "observation.applied")),
-                schedule=_schedule(applied.get("schedule")),
+                config=_applied_config(applied),
                 since=_number(applied, "since", "observation.applied"),
             ),
             drafts=_number(acceptance, "drafts", "observation.acceptance"),
@@ -172,7 +166,13 @@ def parse_observation(data: dict) -> Observation:
         if isinstance(error, ObservationError):
             raise
         raise ObservationError(f"observation has a malformed field: {error!r}") from error
-    k = observation.applied.num_speculative_tokens
+    return trim_idle_positions(observation)
+
+
+def trim_idle_positions(observation: Observation) -> Observation:
+    """Positions past the applied K that counted nothing are leftovers of the previous pods' series
+    (Prometheus keeps them until they go stale): drop them. Non-zero ones stay and are flagged."""
+    k = observation.applied.config.num_speculative_tokens
     return replace(observation,
                    accepted_per_position=_trim_idle_positions(observation.accepted_per_position, k),
                    drafts_per_position=_trim_idle_positions(observation.drafts_per_position, k))
@@ -218,11 +218,12 @@ def observation_problems(obs: Observation, now: float, max_staleness_seconds: fl
     age = now - obs.scrape_time
     if age > max_staleness_seconds:
         problems.append(f"the newest scrape is {age:.0f}s old (limit {max_staleness_seconds:.0f}s): stale data")
-    if obs.applied.num_speculative_tokens > 0:
-        if len(obs.accepted_per_position) > obs.applied.num_speculative_tokens:
+    k = obs.applied.config.num_speculative_tokens
+    if k > 0:
+        if len(obs.accepted_per_position) > k:
             problems.append(
                 f"acceptance has {len(obs.accepted_per_position)} positions but the applied K is "
-                f"{obs.applied.num_speculative_tokens}: the series belong to another config"
+                f"{k}: the series belong to another config"
             )
         if obs.drafts > 0 and not obs.accepted_per_position:
             problems.append("acceptance.acceptedPerPosition is empty although drafts were made")

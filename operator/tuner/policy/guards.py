@@ -6,12 +6,12 @@ these; the guard's name is reported in the decision so status and metrics can sa
 
 from __future__ import annotations
 
-from .goodput import dense_ks
+from .inputs import TuningInput
 from .observation import Observation
 from .state import PolicyState
-from .tuning import TuningSpec
 
-# Guard names as they appear in decisions (`decision["guard"]`).
+# Guard names as they appear in decisions (`Decision.guard`).
+INVALID_TUNING = "invalidTuning"
 INVALID_DATA = "invalidData"
 STALE_DATA = "staleData"
 ROLLOUT = "rolloutInProgress"
@@ -33,16 +33,16 @@ def rollout_guard(obs: Observation) -> str | None:
     return None
 
 
-def samples_guard(obs: Observation, spec: TuningSpec) -> str | None:
+def samples_guard(obs: Observation, spec: TuningInput) -> str | None:
     """Enough drafts (when speculating) and engine steps in the window to trust the rates."""
     if obs.sequence_steps < spec.min_steps:
         return f"only {obs.sequence_steps:.0f} request-steps in the window (need {spec.min_steps:.0f})"
-    if obs.applied.num_speculative_tokens > 0 and obs.drafts < spec.min_drafts and obs.drafts > 0:
+    if not obs.applied.config.off and obs.drafts < spec.min_drafts and obs.drafts > 0:
         return f"only {obs.drafts:.0f} drafts in the window (need {spec.min_drafts:.0f})"
     return None
 
 
-def collapse_detected(first_position: float | None, obs: Observation, spec: TuningSpec) -> bool:
+def collapse_detected(first_position: float | None, obs: Observation, spec: TuningInput) -> bool:
     """Acceptance near zero on plenty of drafts: the drafter is broken (backend bug, bad upgrade)."""
     return (
         first_position is not None
@@ -51,7 +51,7 @@ def collapse_detected(first_position: float | None, obs: Observation, spec: Tuni
     )
 
 
-def cooldown_guard(state: PolicyState, spec: TuningSpec, now: float) -> str | None:
+def cooldown_guard(state: PolicyState, spec: TuningInput, now: float) -> str | None:
     if state.last_change_at is None:
         return None
     waited = now - state.last_change_at
@@ -60,7 +60,7 @@ def cooldown_guard(state: PolicyState, spec: TuningSpec, now: float) -> str | No
     return None
 
 
-def budget_guard(state: PolicyState, spec: TuningSpec, now: float, *, reserve: int) -> str | None:
+def budget_guard(state: PolicyState, spec: TuningInput, now: float, *, reserve: int) -> str | None:
     """Restarts in the past hour; ordinary changes keep `reserve` restarts back for a rollback."""
     used = state.restarts_within(now)
     if used + reserve >= spec.max_restarts_per_hour:
@@ -69,7 +69,7 @@ def budget_guard(state: PolicyState, spec: TuningSpec, now: float, *, reserve: i
     return None
 
 
-def required_gain(spec: TuningSpec, *, slo_violated: bool, noise: float = 0.0) -> tuple[float, str]:
+def required_gain(spec: TuningInput, *, slo_violated: bool, noise: float = 0.0) -> tuple[float, str]:
     """The gain a change must promise: the hysteresis threshold, the restart's payback, and the
     model's own noise.
 
@@ -87,14 +87,14 @@ def required_gain(spec: TuningSpec, *, slo_violated: bool, noise: float = 0.0) -
     return needed, name + (" (SLO violated, hysteresis waived)" if slo_violated else "")
 
 
-def threshold_guard(gain: float, spec: TuningSpec, *, slo_violated: bool, noise: float = 0.0) -> str | None:
+def threshold_guard(gain: float, spec: TuningInput, *, slo_violated: bool, noise: float = 0.0) -> str | None:
     needed, name = required_gain(spec, slo_violated=slo_violated, noise=noise)
     if gain < needed:
         return f"predicted gain {gain:+.1%} is below the {name} of {needed:.1%}"
     return None
 
 
-def confirmation_guard(state: PolicyState, spec: TuningSpec) -> str | None:
+def confirmation_guard(state: PolicyState, spec: TuningInput) -> str | None:
     """The gain must clear the threshold in `confirmations` consecutive windows (noise rejection)."""
     if state.confirmations < spec.confirmations:
         return f"gain seen in {state.confirmations} of {spec.confirmations} consecutive windows needed"
@@ -105,16 +105,16 @@ def rejected_guard(state: PolicyState, candidate: list[int], max_batch_size: int
     """A config rolled back recently is not retried until its hold expires -- nor one that runs the
     same K at the batch sizes where it was measured worse (schedule boundaries jitter with noise)."""
     for entry in state.rejected:
-        if entry["until"] <= now:
+        if entry.until <= now:
             continue
-        rejected = dense_ks(entry["config"], max_batch_size)
-        sizes = entry.get("batchSizes") or range(1, max_batch_size + 1)
+        rejected = entry.config.dense(max_batch_size)
+        sizes = entry.batch_sizes or range(1, max_batch_size + 1)
         if all(candidate[b] == rejected[b] for b in sizes if b < len(candidate)):
-            return f"a config running the same K here was rolled back; retry hold ends in {entry['until'] - now:.0f}s"
+            return f"a config running the same K here was rolled back; retry hold ends in {entry.until - now:.0f}s"
     return None
 
 
-def collapse_hold_guard(state: PolicyState, spec: TuningSpec, now: float) -> str | None:
+def collapse_hold_guard(state: PolicyState, spec: TuningInput, now: float) -> str | None:
     if state.collapsed_at is None:
         return None
     held = now - state.collapsed_at
@@ -124,9 +124,10 @@ def collapse_hold_guard(state: PolicyState, spec: TuningSpec, now: float) -> str
     return None
 
 
-def slo_violated(obs: Observation, spec: TuningSpec) -> bool:
-    per_token = spec.per_token_p99_slo is not None and obs.per_token_p99_seconds is not None \
-        and obs.per_token_p99_seconds > spec.per_token_p99_slo
-    ttft = spec.ttft_p99_slo is not None and obs.ttft_p99_seconds is not None \
-        and obs.ttft_p99_seconds > spec.ttft_p99_slo
+def slo_violated(obs: Observation, spec: TuningInput) -> bool:
+    slo = spec.slo
+    per_token = slo.per_token_p99_seconds is not None and obs.per_token_p99_seconds is not None \
+        and obs.per_token_p99_seconds > slo.per_token_p99_seconds
+    ttft = slo.ttft_p99_seconds is not None and obs.ttft_p99_seconds is not None \
+        and obs.ttft_p99_seconds > slo.ttft_p99_seconds
     return bool(per_token or ttft)

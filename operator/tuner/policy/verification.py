@@ -10,71 +10,78 @@ not roll a good change back.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
 from . import guards
-from .decisions import describe, make_decision
+from .config import DraftConfig
 from .cost import CELL_MEMORY
-from .goodput import Model, dense_ks, same_config, sequence_speed
+from .decision import Decision, ModelSummary, Signals
+from .goodput import Distribution, Model, sequence_speed
+from .inputs import TuningInput
 from .observation import Observation
-from .state import PolicyState
-from .tuning import TuningSpec
+from .state import DEFAULT_NOISE, Calibration, PolicyState, Rejection
 
 CALIBRATION_WEIGHT = 0.3  # per window, for the measured/modelled speed ratio
-DEFAULT_NOISE = 0.01  # relative window-to-window noise of measured speed until observed
 MAX_VERIFY_WINDOWS = 8
 MIN_DIFFERING_SHARE = 0.5  # a window verifies a change only where the change alters K
 
 
-def calibrate(st: PolicyState, obs: Observation, model: Model, current: dict, dense, distribution,
-               max_batch_size: int) -> None:
+def calibrate(st: PolicyState, obs: Observation, model: Model, current: DraftConfig, dense: Sequence[int],
+              distribution: Distribution, max_batch_size: int) -> None:
     """Smoothed ratio of measured to modelled speed for the applied config: the baseline a change
     is verified against, steadier than one window's noisy step times."""
     ratio = obs.measured_speed / max(sequence_speed(model, dense, distribution), 1e-9)
     if not 0.2 < ratio < 5.0:
         return
-    if st.calibration and same_config(st.calibration["config"], current, max_batch_size):
-        previous = st.calibration["value"]
+    if st.calibration and st.calibration.config.same_as(current, max_batch_size):
+        previous = st.calibration.value
         value = (1 - CALIBRATION_WEIGHT) * previous + CALIBRATION_WEIGHT * ratio
-        spread = (1 - CALIBRATION_WEIGHT) * st.calibration.get("variance", DEFAULT_NOISE**2) \
-            + CALIBRATION_WEIGHT * (ratio / previous - 1) ** 2
+        spread = (1 - CALIBRATION_WEIGHT) * st.calibration.variance + CALIBRATION_WEIGHT * (ratio / previous - 1) ** 2
     else:
         value, spread = ratio, DEFAULT_NOISE**2
-    st.calibration = {"config": current, "value": value, "variance": spread}
+    st.calibration = Calibration(config=current, value=value, variance=spread)
+
+
+def measured_noise(st: PolicyState) -> float:
+    """Relative window-to-window noise of measured speed (1% until observed)."""
+    return math.sqrt(st.calibration.variance) if st.calibration else DEFAULT_NOISE
 
 
 def model_noise(st: PolicyState) -> float:
     """Two standard errors of a prediction, from the window-to-window noise of measured speed
     averaged over the windows a step-time cell remembers (quiet engines: ~1%, no effect)."""
-    variance = st.calibration.get("variance", DEFAULT_NOISE**2) if st.calibration else DEFAULT_NOISE**2
-    return 2 * math.sqrt(variance / (CELL_MEMORY + 1))
+    return 2 * measured_noise(st) / math.sqrt(CELL_MEMORY + 1)
 
 
-def differing_share(distribution, before: list[int], after: list[int], max_batch_size: int) -> float:
+def differing_share(distribution: Distribution, before: Sequence[int], after: Sequence[int],
+                    max_batch_size: int) -> float:
     """Share of engine time spent at batch sizes where two configs draft a different K."""
     total = sum(fraction for _, fraction in distribution) or 1.0
     return sum(fraction for size, fraction in distribution
                if before[min(max(size, 1), max_batch_size)] != after[min(max(size, 1), max_batch_size)]) / total
 
 
-def verify(obs: Observation, spec: TuningSpec, st: PolicyState, model: Model, distribution, now: float,
-            signals: str, summary: dict) -> tuple[dict, dict] | None:
-    """Accumulate realised gain for the pending change; roll back or accept once enough windows passed."""
+def verify(obs: Observation, spec: TuningInput, st: PolicyState, model: Model, distribution: Distribution,
+           now: float, signals: Signals, summary: ModelSummary) -> Decision | None:
+    """Accumulate realised gain for the pending change; roll back or accept once enough windows passed.
+
+    None: nothing to say this tick (verification ended or cannot judge); the optimiser decides."""
     pending = st.pending
     assert pending is not None
-    if not same_config(obs.applied.to_config(), pending.config, spec.max_batch_size):
+    if not obs.applied.config.same_as(pending.config, spec.max_batch_size):
         if now - pending.at > 2 * spec.cooldown_seconds + spec.restart_seconds:
             st.pending = None  # never applied (observe mode, or someone changed the spec): stop waiting
             return None
-        return make_decision("keep", f"waiting for {describe(pending.config)} to be applied", guard=guards.VERIFYING,
-                         signals=signals, model=summary), st.to_dict()
+        return Decision(action="keep", reason=f"waiting for {pending.config.describe()} to be applied",
+                        guard=guards.VERIFYING, signals=signals, model=summary)
     if pending.batch_mean > 0 and not 0.5 <= obs.batch_size_mean / pending.batch_mean <= 2.0:
         # The load moved too far to judge the change by: the optimiser decides afresh instead.
         st.pending = None
         return None
-    previous_dense = dense_ks(pending.previous, spec.max_batch_size)
-    changed_dense = dense_ks(pending.config, spec.max_batch_size)
+    previous_dense = pending.previous.dense(spec.max_batch_size)
+    changed_dense = pending.config.dense(spec.max_batch_size)
     if differing_share(distribution, previous_dense, changed_dense, spec.max_batch_size) < MIN_DIFFERING_SHARE:
         # At today's batch sizes the new and the old config draft the same K: this window says
         # nothing about the change, only about the model's error at a load it has not seen. Judging
@@ -90,26 +97,26 @@ def verify(obs: Observation, spec: TuningSpec, st: PolicyState, model: Model, di
     pending.windows += 1
     realised = pending.measured_tokens / pending.expected_tokens - 1 if pending.expected_tokens > 0 else 0.0
     # Noisy step times need more windows and a wider margin before a rollback is justified.
-    noise = math.sqrt(st.calibration.get("variance", DEFAULT_NOISE**2)) if st.calibration else DEFAULT_NOISE
+    noise = measured_noise(st)
     needed = min(MAX_VERIFY_WINDOWS, max(spec.confirmations, math.ceil((2 * noise / spec.rollback_tolerance) ** 2)))
     margin = 2 * noise * math.sqrt(1 / pending.windows + CALIBRATION_WEIGHT / (2 - CALIBRATION_WEIGHT))
     if pending.windows < needed:
-        return make_decision("keep", f"verifying {describe(pending.config)}: realised {realised:+.1%} so far "
-                         f"(predicted {pending.predicted_gain:+.1%})", guard=guards.VERIFYING, signals=signals,
-                         realisedGain=round(realised, 4), model=summary), st.to_dict()
+        return Decision(action="keep", reason=f"verifying {pending.config.describe()}: realised {realised:+.1%} so far "
+                        f"(predicted {pending.predicted_gain:+.1%})", guard=guards.VERIFYING, signals=signals,
+                        realised_gain=round(realised, 4), model=summary)
     st.pending = None
     st.realised_gain = realised
     if realised >= -(spec.rollback_tolerance + margin):
         return None  # accepted; carry on optimising from here
     held = guards.budget_guard(st, spec, now, reserve=0)
-    reason = (f"{describe(pending.config)} realised {realised:+.1%} against a predicted "
-              f"{pending.predicted_gain:+.1%}: rolling back to {describe(pending.previous)}")
+    reason = (f"{pending.config.describe()} realised {realised:+.1%} against a predicted "
+              f"{pending.predicted_gain:+.1%}: rolling back to {pending.previous.describe()}")
     if held:
-        return make_decision("keep", f"{reason} is due but {held}", guard=guards.RESTART_BUDGET, signals=signals,
-                         realisedGain=round(realised, 4), model=summary), st.to_dict()
-    st.rejected = [r for r in st.rejected if r["until"] > now] + [
-        {"config": pending.config, "until": now + spec.reject_hold_seconds,
-         "batchSizes": sorted({min(b, spec.max_batch_size) for b, _ in distribution})}]
+        return Decision(action="keep", reason=f"{reason} is due but {held}", guard=guards.RESTART_BUDGET,
+                        signals=signals, realised_gain=round(realised, 4), model=summary)
+    st.rejected = [r for r in st.rejected if r.until > now] + [
+        Rejection(config=pending.config, until=now + spec.reject_hold_seconds,
+                  batch_sizes=sorted({min(b, spec.max_batch_size) for b, _ in distribution}))]
     st.record_change(now)
-    return make_decision("rollback", reason, config=pending.previous, gain=-realised, signals=signals,
-                     realisedGain=round(realised, 4), model=summary), st.to_dict()
+    return Decision(action="rollback", reason=reason, config=pending.previous, predicted_gain=round(-realised, 4),
+                    signals=signals, realised_gain=round(realised, 4), model=summary)

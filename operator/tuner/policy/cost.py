@@ -14,13 +14,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from specinfer.runtime.methods.schedule import effective_k
 
-from .observation import Observation
-from .tuning import CostPrior
+from .inputs import CostPrior
+
+if TYPE_CHECKING:
+    from .observation import Observation
 
 KNEE_SHIFTS = (4.0, 2.0, 1.0, 0.5, 0.25)  # compute slope x this: the knee earlier, as believed, later
 TERMS = 4 + len(KNEE_SHIFTS)
@@ -74,11 +77,12 @@ class CostModel:
     cells: dict[str, list]  # key -> [term vector, mean seconds, weight]
 
     @staticmethod
-    def from_state(data: dict | None, prior: CostPrior, drafting: str) -> "CostModel":
-        return CostModel(prior, drafting, {k: list(v) for k, v in ((data or {}).get("cells") or {}).items()})
+    def from_state(data: dict[str, Any] | None, prior: CostPrior, drafting: str) -> CostModel:
+        cells = (data or {}).get("cells") or {}
+        return CostModel(prior, drafting, {k: [list(x), float(s), float(w)] for k, (x, s, w) in cells.items()})
 
-    def to_state(self) -> dict:
-        return {"cells": {key: [[float(f"{v:.6g}") for v in x], float(f"{seconds:.6g}"), round(weight, 4)]
+    def to_state(self) -> dict[str, Any]:
+        return {"cells": {key: ([float(f"{v:.6g}") for v in x], float(f"{seconds:.6g}"), round(weight, 4))
                           for key, (x, seconds, weight) in self.cells.items()}}
 
     def add(self, key: str, x: Sequence[float], seconds: float, count: float) -> None:
@@ -185,7 +189,7 @@ class CostModel:
         # in theta, so the pooled mean is the request-step-weighted mean of the term vectors
         # (weights from the current estimate of T).
         theta = self.multipliers()
-        applied = obs.applied
+        applied = obs.applied.config
         mix = []
         for size, fraction in obs.batch_distribution():
             x = terms(self.prior, size, effective_k(size, applied.num_speculative_tokens, applied.schedule), self.drafting)

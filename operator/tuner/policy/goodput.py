@@ -2,8 +2,7 @@
 
 At a fixed batch size the K that maximises goodput also minimises per-token latency (both are
 E_K/T(B,K)), so the per-batch-size choice needs no trade-off; the schedule is that choice over
-every batch size up to maxBatchSize, compressed into vLLM's Dynamic SD ranges. A config is the
-plain dict {"numSpeculativeTokens": K, "schedule": [[start, end, k], ...] | None}; K = 0 is off.
+every batch size up to maxBatchSize, compressed into vLLM's Dynamic SD ranges (`DraftConfig`).
 """
 
 from __future__ import annotations
@@ -13,41 +12,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from specinfer.runtime.methods.schedule import compress, effective_k
+from specinfer.runtime.methods.schedule import compress
 
 from .acceptance import expected_tokens
 from .cost import CostModel
-from .tuning import TuningSpec
+from .inputs import TuningInput
 
 TABLE_BATCH = 1024  # step times up to this batch size are computed once per decision, vectorised
 MAX_RANGES = 8  # a schedule a person can read (the API allows 32); merging costs a fraction of a percent
 KEEP_TOLERANCE = 0.01  # within 1% of the best, a batch size keeps its current K (no churn from noise)
 Distribution = Sequence[tuple[int, float]]
-
-
-def dense_ks(config: dict, max_batch_size: int) -> list[int]:
-    """Index b -> effective K at batch size b (index 0 unused), vLLM semantics."""
-    k = int(config.get("numSpeculativeTokens") or 0)
-    schedule = config.get("schedule") or None
-    return [0] + [effective_k(b, k, schedule) for b in range(1, max_batch_size + 1)]
-
-
-def config_from_dense(dense: Sequence[int]) -> dict:
-    """Smallest config that runs `dense`: off, a single K, or K = max plus a schedule."""
-    ks = list(dense[1:])
-    top = max(ks) if ks else 0
-    if top == 0:
-        return {"numSpeculativeTokens": 0, "schedule": None}
-    if all(k == top for k in ks):
-        return {"numSpeculativeTokens": top, "schedule": None}
-    return {"numSpeculativeTokens": top, "schedule": [list(entry) for entry in compress(list(dense))]}
-
-
-def same_config(a: dict | None, b: dict | None, max_batch_size: int) -> bool:
-    """Equal when the engine would run the same K at every batch size."""
-    if a is None or b is None:
-        return a is b
-    return dense_ks(a, max_batch_size) == dense_ks(b, max_batch_size)
 
 
 @dataclass(frozen=True)
@@ -91,12 +65,9 @@ def sequence_speed(model: Model, dense: Sequence[int], distribution: Distributio
     return goodput(model, dense, distribution) / running if running > 0 else 0.0
 
 
-def per_token_seconds(model: Model, dense: Sequence[int], distribution: Distribution) -> float:
-    speed = sequence_speed(model, dense, distribution)
-    return 1.0 / speed if speed > 0 else float("inf")
 
 
-def best_dense(model: Model, spec: TuningSpec, current: Sequence[int], distribution: Distribution) -> list[int]:
+def best_dense(model: Model, spec: TuningInput, current: Sequence[int], distribution: Distribution) -> list[int]:
     """The best K at each batch size within the method's and the spec's bounds.
 
     With schedules allowed every batch size picks its own K; otherwise one K for all, chosen on

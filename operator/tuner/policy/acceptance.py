@@ -9,31 +9,29 @@ draft counts remove the bias, and without them we correct it from the batch-size
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from specinfer.runtime.methods.schedule import effective_k
 
-from .observation import Observation
+if TYPE_CHECKING:
+    from .observation import Observation
 
 TAIL_DECAY = 0.97  # extra decay per extrapolated position: conservative beyond what was observed
 MIN_POSITION_WEIGHT = 50.0  # drafts needed at a position before its estimate counts
 StepTime = Callable[[int, int], float]
 
 
-@dataclass(frozen=True)
-class AcceptanceEstimate:
-    prefix: tuple[float, ...]  # observed positions only
-    weights: tuple[float, ...]  # effective draft counts behind each position
-    biased: bool = False  # vLLM-only series under a schedule and no batch distribution to correct it
+class AcceptanceEstimate(BaseModel):
+    """Prefix acceptance per observed position and the effective draft counts behind each."""
 
-    def to_dict(self) -> dict:
-        return {"prefix": list(self.prefix), "weights": list(self.weights)}
+    model_config = ConfigDict(frozen=True)
 
-    @staticmethod
-    def from_dict(data: dict | None) -> "AcceptanceEstimate | None":
-        if not data:
-            return None
-        return AcceptanceEstimate(tuple(data["prefix"]), tuple(data["weights"]))
+    prefix: tuple[float, ...]
+    weights: tuple[float, ...]
+    # vLLM-only series under a schedule and no batch distribution to correct them (not remembered)
+    biased: bool = Field(default=False, exclude=True)
 
 
 def _drafting_share(obs: Observation, step_time: StepTime | None) -> list[float]:
@@ -42,7 +40,7 @@ def _drafting_share(obs: Observation, step_time: StepTime | None) -> list[float]
     The mix is a share of engine time; a batch size b makes b drafts per step and 1/T(b, k) steps
     per second, so it weighs f(b)*b/T(b, k(b)) (T from the current cost estimate when given).
     """
-    applied = obs.applied
+    applied = obs.applied.config
     positions = len(obs.accepted_per_position)
     weights = []
     for size, fraction in obs.batch_distribution():
@@ -62,7 +60,8 @@ def estimate_from(obs: Observation, step_time: StepTime | None = None) -> Accept
     if obs.drafts_per_position is not None:
         denominators = list(obs.drafts_per_position)
     else:
-        varying = bool(obs.applied.schedule) and len({k for *_, k in obs.applied.schedule if k > 0}) > 1
+        schedule = obs.applied.config.schedule
+        varying = bool(schedule) and len({k for *_, k in schedule or () if k > 0}) > 1
         biased = varying and obs.batch_size_distribution is None
         denominators = [obs.drafts * share for share in _drafting_share(obs, step_time)]
     prefix: list[float] = []
@@ -77,10 +76,11 @@ def estimate_from(obs: Observation, step_time: StepTime | None = None) -> Accept
         previous = value
     if not prefix:
         return None
-    return AcceptanceEstimate(tuple(prefix), tuple(weights), biased)
+    return AcceptanceEstimate(prefix=tuple(prefix), weights=tuple(weights), biased=biased)
 
 
-def blend(memory: AcceptanceEstimate | None, fresh: AcceptanceEstimate | None, forget: float) -> AcceptanceEstimate | None:
+def blend(memory: AcceptanceEstimate | None, fresh: AcceptanceEstimate | None,
+          forget: float) -> AcceptanceEstimate | None:
     """Count-weighted average of the remembered and the new estimate; memory weights decay by `forget`
     at the positions this window measured.
 
@@ -108,7 +108,7 @@ def blend(memory: AcceptanceEstimate | None, fresh: AcceptanceEstimate | None, f
         prefix.append(value)
         weights.append(total)
         previous = value
-    return AcceptanceEstimate(tuple(prefix), tuple(weights), fresh.biased)
+    return AcceptanceEstimate(prefix=tuple(prefix), weights=tuple(weights), biased=fresh.biased)
 
 
 def extrapolated_prefix(estimate: AcceptanceEstimate, k_max: int) -> list[float]:

@@ -1,10 +1,11 @@
 """Observations built from known engine truth, with counter and timing noise.
 
 The benchmark's closed loop and the policy's tests both need observations whose ground truth is
-known: acceptance per position, step time T(B, K), the batch-size mix. This builds exactly the
-dict the tuning loop builds from Prometheus -- with our plugin's unbiased series
-(`signals="specinfer"`) or only vLLM's standard ones (`signals="vllm"`) -- so the policy is
-exercised through its public interface. Pure: randomness comes from the caller's Random.
+known: acceptance per position, step time T(B, K), the batch-size mix. This builds the same
+`Observation` the tuning loop builds from Prometheus (operator/tuner/observe.py) -- with our
+plugin's unbiased series (`signals="specinfer"`) or only vLLM's standard ones (`signals="vllm"`) --
+so the policy is exercised through its public interface. Pure: randomness comes from the caller's
+Random.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import math
 import random
 from collections.abc import Callable, Mapping, Sequence
 
+from specinfer.operator.tuner.policy import AppliedConfig, DraftConfig, Observation, StepSample
 from specinfer.runtime.methods.schedule import effective_k
 
 StepTime = Callable[[int, int], float]
@@ -50,8 +52,8 @@ def synthetic_observation(
     rollout_in_progress: bool = False,
     per_token_p99_seconds: float | None = None,
     ttft_p99_seconds: float | None = None,
-) -> dict:
-    """One window's observation dict. `batch_sizes` maps batch size -> fraction of engine time.
+) -> Observation:
+    """One window's observation. `batch_sizes` maps batch size -> fraction of engine time.
 
     `busy_fraction` is the share of the window the engine was decoding (restarts, idle time).
     """
@@ -83,28 +85,32 @@ def synthetic_observation(
                 accepted_per_pos[i] += accepted
             step_tokens += sum(prefix[:k])
         tokens += seq_steps * step_tokens
-        samples.append({"batchSize": size, "k": k, "count": round(steps, 3),
-                        "meanSeconds": seconds * _jitter(rng, timing_noise)})
+        samples.append(StepSample(batch_size=float(size), k=k, count=round(steps, 3),
+                                  mean_seconds=seconds * _jitter(rng, timing_noise)))
     # Prefix acceptance is nested: the sampled counts must not rise with position.
     for i in range(1, positions):
         accepted_per_pos[i] = min(accepted_per_pos[i], accepted_per_pos[i - 1])
     mean_step = busy_sequence_seconds / sequence_steps if sequence_steps else 0.0
-    distribution = [[size, fraction / total_fraction] for size, fraction in sorted(batch_sizes.items()) if fraction > 0]
-    mean_batch = sum(size * fraction for size, fraction in distribution)
-    observation = {
-        "time": time,
-        "windowSeconds": window_seconds,
-        "scrapeTime": time - scrape_age,
-        "rolloutInProgress": rollout_in_progress,
-        "applied": {"method": method, "numSpeculativeTokens": k_top,
-                    "schedule": [list(e) for e in schedule] if schedule else None, "since": applied_since},
-        "acceptance": {"drafts": drafts, "acceptedPerPosition": accepted_per_pos if k_top else []},
-        "steps": {"count": sequence_steps, "meanSeconds": mean_step * _jitter(rng, timing_noise),
-                  "generatedTokens": tokens},
-        "batchSize": {"mean": mean_batch, "distribution": distribution},
-        "latency": {"perTokenP99Seconds": per_token_p99_seconds, "ttftP99Seconds": ttft_p99_seconds},
-    }
-    if signals == "specinfer":
-        observation["acceptance"]["draftsPerPosition"] = drafts_per_pos if k_top else []
-        observation["steps"]["byBatchSize"] = samples
-    return observation
+    distribution = tuple((size, fraction / total_fraction) for size, fraction in sorted(batch_sizes.items())
+                         if fraction > 0)
+    plugin = signals == "specinfer"
+    return Observation(
+        time=time,
+        window_seconds=window_seconds,
+        scrape_time=time - scrape_age,
+        rollout_in_progress=rollout_in_progress,
+        applied=AppliedConfig(method=method, config=DraftConfig(num_speculative_tokens=k_top,
+                                                                schedule=tuple(map(tuple, schedule or ())) or None),
+                              since=applied_since),
+        drafts=drafts,
+        accepted_per_position=tuple(accepted_per_pos) if k_top else (),
+        drafts_per_position=(tuple(drafts_per_pos) if k_top else ()) if plugin else None,
+        sequence_steps=sequence_steps,
+        step_mean_seconds=mean_step * _jitter(rng, timing_noise),
+        generated_tokens=tokens,
+        step_samples=tuple(samples) if plugin else None,
+        batch_size_mean=sum(size * fraction for size, fraction in distribution),
+        batch_size_distribution=distribution,
+        per_token_p99_seconds=per_token_p99_seconds,
+        ttft_p99_seconds=ttft_p99_seconds,
+    )

@@ -1,0 +1,223 @@
+"""The tuning policy: (observation, tuning input, state, now) -> (decision, new state). Pure, no I/O.
+
+Order of reasoning each tick:
+  1. distrust: NaN, stale or mixed-config data, or a rollout in progress -> keep;
+  2. learn: fold acceptance and step latencies into the model (state);
+  3. protect: acceptance collapse -> disable (Degraded); a change being verified -> accumulate
+     realised gain and roll back when the new config measures worse than the old one would;
+  4. optimise: best K per batch size (0 included) -> config; predicted goodput gain;
+  5. hold unless every guard passes (samples, cooldown, budget, threshold, confirmations).
+`decide_json` is the same over the JSON forms documented in docs/tuner.md (the stable interface).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from . import guards
+from .acceptance import AcceptanceEstimate, blend, estimate_from, expected_tokens, extrapolated_prefix
+from .config import OFF, DraftConfig
+from .cost import CostModel
+from .decision import DEGRADED_COLLAPSE, Decision, Degradation, ModelSummary, Recommendation, Signals, action_for
+from .goodput import Distribution, Model, best_dense, coverage_gain, goodput, sequence_speed
+from .inputs import TuningInput, tuning_from_json
+from .observation import Observation, ObservationError, observation_problems, parse_observation, settling_problem
+from .state import PendingChange, PolicyState
+from .verification import calibrate, model_noise, verify
+
+ACCEPTANCE_FORGET = 0.5  # per window: follows a workload shift within ~3 windows
+COST_FORGET = 0.995  # per window: cells not seen again fade over hours (step cost hardly drifts)
+LOW_LOAD_SHARE = 0.25  # mean batch at most this share of maxBatchSize: a restart costs little now
+LOOKAHEAD = 4  # judge a schedule up to this many times the largest batch size seen in the window
+
+
+def decide(observation: Observation, tuning: TuningInput, state: PolicyState | None,
+           now: float) -> tuple[Decision, PolicyState]:
+    """One tick of the policy. Never raises on untrustworthy observations: it keeps and says why.
+
+    `state` is not modified; the returned state replaces it."""
+    st = state.model_copy(deep=True) if state is not None else PolicyState()
+    obs = observation
+    problems = observation_problems(obs, now, tuning.max_staleness_seconds)
+    if problems:
+        guard = guards.STALE_DATA if any("stale" in p for p in problems) else guards.INVALID_DATA
+        return _keep("holding: " + "; ".join(problems), guard, obs.signals), st
+    held = guards.rollout_guard(obs) or settling_problem(obs)
+    if held:
+        return _keep(held, guards.ROLLOUT if obs.rollout_in_progress else guards.SETTLING, obs.signals), st
+    return _decide_on_valid(obs, tuning, st, now), st
+
+
+def decide_json(observation: Any, tuning: Any, state: Any, now: float) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`decide` over the JSON forms of docs/tuner.md; unreadable input is a keep naming the field."""
+    st = PolicyState.from_json(state)
+    try:
+        spec = tuning_from_json(tuning if isinstance(tuning, dict) else {})
+    except (ValidationError, ValueError, TypeError) as error:
+        return _keep(f"invalid tuning input: {_first_error(error)}", guards.INVALID_TUNING, None).to_json(), st.to_json()
+    try:
+        obs = parse_observation(observation)
+    except ObservationError as error:
+        return _keep(f"unreadable observation: {error}", guards.INVALID_DATA, None).to_json(), st.to_json()
+    decision, new_state = decide(obs, spec, st, now)
+    return decision.to_json(), new_state.to_json()
+
+
+def _first_error(error: Exception) -> str:
+    if isinstance(error, ValidationError):
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        return f"{where}: {first['msg']}" if where else first["msg"].removeprefix("Value error, ")
+    return str(error)
+
+
+def _keep(reason: str, guard: str | None, signals: Signals | str | None, **extra: Any) -> Decision:
+    return Decision(action="keep", reason=reason, guard=guard, signals=signals, **extra)
+
+
+def _learn(obs: Observation, spec: TuningInput,
+           st: PolicyState) -> tuple[CostModel, AcceptanceEstimate | None, AcceptanceEstimate | None]:
+    if st.method != spec.method:  # a different drafter: nothing remembered applies
+        st.method, st.cost, st.acceptance = spec.method, None, None
+    cost = CostModel.from_state(st.cost, spec.cost_prior, spec.drafting)
+    cost.decay(COST_FORGET)
+    cost.learn(obs)
+    theta = cost.multipliers()
+    fresh = estimate_from(obs, lambda size, k: cost.step_time(size, k, theta))
+    memory = blend(st.acceptance, fresh, ACCEPTANCE_FORGET)
+    st.cost = cost.to_state()
+    st.acceptance = memory
+    return cost, fresh, memory
+
+
+def _decide_on_valid(obs: Observation, spec: TuningInput, st: PolicyState, now: float) -> Decision:
+    signals: Signals = "specinfer" if obs.signals == "specinfer" else "vllm"
+    short_of_samples = guards.samples_guard(obs, spec)
+    if short_of_samples:
+        return _keep(short_of_samples, guards.INSUFFICIENT_SAMPLES, signals)
+    cost, fresh, memory = _learn(obs, spec, st)
+    if fresh is not None and fresh.biased:
+        signals = "vllm-biased"
+    current = obs.applied.config
+
+    # Collapse: acceptance near zero on plenty of drafts -> speculation off, Degraded.
+    if fresh is not None and guards.collapse_detected(fresh.prefix[0], obs, spec):
+        return _disable_after_collapse(obs, spec, st, now, signals, fresh.prefix[0])
+
+    # After a collapse, stay off until the hold ends, then probe the old config once.
+    if st.collapsed_at is not None:
+        held = guards.collapse_hold_guard(st, spec, now)
+        if held:
+            return _keep(held, guards.COLLAPSE_HOLD, signals,
+                         degraded=Degradation(reason=DEGRADED_COLLAPSE, message=held))
+        if memory is None and st.collapsed_config:
+            return _probe_after_collapse(spec, st, now, signals)
+    if memory is None:
+        return _keep("no acceptance measured yet for this method: nothing to predict from",
+                     guards.NO_ACCEPTANCE_DATA, signals)
+    model = Model(extrapolated_prefix(memory, spec.k_max), cost, cost.multipliers())
+    distribution = obs.batch_distribution()
+    current_dense = current.dense(spec.max_batch_size)
+    summary = _model_summary(model, spec, obs, current_dense, distribution)
+
+    # Verification of the last change: realised vs what the previous config would do now.
+    if st.pending is not None:
+        outcome = verify(obs, spec, st, model, distribution, now, signals, summary)
+        if outcome is not None:
+            return outcome
+
+    calibrate(st, obs, model, current, current_dense, distribution, spec.max_batch_size)
+    best_dense_ks = best_dense(model, spec, current_dense, distribution)
+    best = DraftConfig.from_dense(best_dense_ks)
+    current_goodput = goodput(model, current_dense, distribution)
+    gain = goodput(model, best_dense_ks, distribution) / current_goodput - 1 if current_goodput > 0 else 0.0
+    cover = coverage_gain(model, best_dense_ks, current_dense, LOOKAHEAD * max(b for b, _ in distribution))
+    recommendation = Recommendation(config=best, predicted_gain=round(gain, 4), coverage_gain=round(cover, 4))
+    common: dict[str, Any] = {"signals": signals, "recommendation": recommendation, "model": summary}
+    if best.same_as(current, spec.max_batch_size):
+        st.confirmations = 0
+        return Decision(action="keep", reason=f"{current.describe()} is already the best config", **common)
+
+    slo = guards.slo_violated(obs, spec)
+    noise = model_noise(st)
+    held_by = guards.threshold_guard(gain, spec, slo_violated=slo, noise=noise)
+    low_load = obs.batch_size_mean <= spec.max_batch_size * LOW_LOAD_SHARE and gain >= -0.005
+    ahead = ""
+    if held_by and low_load and not guards.threshold_guard(cover, spec, slo_violated=False, noise=noise):
+        # A restart is cheapest while load is low: take a schedule that already fits the batch
+        # sizes to come, rather than restart at peak (docs/tuner.md, "Looking ahead").
+        held_by, gain = None, max(gain, 0.0)
+        ahead = f"; over all batch sizes {cover:+.1%}, restarting now while load is low"
+    st.confirmations = 0 if held_by else st.confirmations + 1
+    checks = [
+        (guards.BELOW_THRESHOLD, held_by),
+        (guards.RECENTLY_REJECTED, guards.rejected_guard(st, best_dense_ks, spec.max_batch_size, now)),
+        (guards.COOLDOWN, guards.cooldown_guard(st, spec, now)),
+        (guards.RESTART_BUDGET, guards.budget_guard(st, spec, now, reserve=1)),
+        (guards.CONFIRMING, guards.confirmation_guard(st, spec)),
+    ]
+    for name, why in checks:
+        if why:
+            return Decision(action="keep", reason=f"best is {best.describe()} ({gain:+.1%}) but {why}", guard=name,
+                            predicted_gain=round(gain, 4), **common)
+    calibration = st.calibration.value if st.calibration else 1.0
+    observed = {min(b, spec.max_batch_size) for b, _ in distribution}
+    changes_here = any(best_dense_ks[b] != current_dense[b] for b in observed)
+    # Nothing to verify when the change leaves the K of today's batch sizes alone (look-ahead).
+    st.pending = PendingChange(at=now, config=best, previous=current, predicted_gain=gain,
+                               calibration=calibration, prefix=[float(p) for p in model.prefix],
+                               theta=[float(t) for t in model.theta],
+                               batch_mean=obs.batch_size_mean) if changes_here else None
+    st.collapsed_at = None
+    st.collapsed_config = None
+    st.record_change(now)
+    reason = (f"{current.describe()} -> {best.describe()}: predicted goodput {gain:+.1%} at the observed "
+              f"batch sizes (mean {obs.batch_size_mean:.1f})" + ahead + ("; p99 latency SLO violated" if slo else ""))
+    return Decision(action=action_for(current, best), reason=reason, config=best, predicted_gain=round(gain, 4),
+                    **common)
+
+
+def _disable_after_collapse(obs: Observation, spec: TuningInput, st: PolicyState, now: float, signals: Signals,
+                            first_position: float) -> Decision:
+    reason = (f"acceptance collapsed: {first_position:.1%} of first draft tokens accepted "
+              f"(limit {spec.collapse_acceptance:.0%}) over {obs.drafts:.0f} drafts")
+    degraded = Degradation(reason=DEGRADED_COLLAPSE, message=reason)
+    st.pending = None
+    held = guards.budget_guard(st, spec, now, reserve=0)
+    if held:
+        return _keep(f"{reason}; {held}", guards.RESTART_BUDGET, signals, degraded=degraded)
+    st.collapsed_at, st.collapsed_config = now, obs.applied.config
+    st.acceptance = None  # the broken drafter's numbers say nothing about a fixed one
+    st.record_change(now)
+    return Decision(action="disable", reason=reason + "; speculation off until the hold expires", config=OFF,
+                    signals=signals, degraded=degraded)
+
+
+def _probe_after_collapse(spec: TuningInput, st: PolicyState, now: float, signals: Signals) -> Decision:
+    """The collapse hold is over: turn the old config back on once; collapse detection guards it."""
+    for name, why in ((guards.COOLDOWN, guards.cooldown_guard(st, spec, now)),
+                      (guards.RESTART_BUDGET, guards.budget_guard(st, spec, now, reserve=1))):
+        if why:
+            return _keep(f"collapse hold over, re-enabling is due but {why}", name, signals)
+    config = st.collapsed_config
+    assert config is not None
+    st.collapsed_at = None
+    st.collapsed_config = None
+    st.record_change(now)
+    return Decision(action="reenable", reason=f"collapse hold over: probing {config.describe()} again (collapse "
+                    "detection switches it off if acceptance is still near zero)", config=config, signals=signals)
+
+
+def _model_summary(model: Model, spec: TuningInput, obs: Observation, dense: list[int],
+                   distribution: Distribution) -> ModelSummary:
+    off = goodput(model, [0] * len(dense), distribution)
+    return ModelSummary(
+        acceptance_prefix=[round(p, 4) for p in model.prefix],
+        expected_tokens={str(k): round(expected_tokens(model.prefix, k), 3) for k in range(0, spec.k_max + 1)},
+        step_cost_multipliers=[round(float(t), 3) for t in model.theta],
+        predicted_speed=round(sequence_speed(model, dense, distribution), 3),
+        measured_speed=round(obs.measured_speed, 3),
+        speedup_vs_no_speculation=round(goodput(model, dense, distribution) / off, 4) if off > 0 else 1.0,
+    )

@@ -1,0 +1,77 @@
+"""The policy's output: a decision (action, config, why, which guard held) and what its model believes.
+
+Its JSON form (`Decision.to_json()`, camelCase) is the docs' stable interface (docs/tuner.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+from .config import DraftConfig
+
+Action = Literal["keep", "setK", "setSchedule", "disable", "reenable", "rollback"]
+CHANGES: tuple[Action, ...] = ("setK", "setSchedule", "disable", "reenable", "rollback")
+Signals = Literal["specinfer", "vllm", "vllm-biased"]
+DEGRADED_COLLAPSE = "AcceptanceCollapsed"
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(frozen=True, alias_generator=to_camel, populate_by_name=True)
+
+
+class Degradation(_Out):
+    """Surface as the TuningDegraded condition (e.g. AcceptanceCollapsed)."""
+
+    reason: str
+    message: str
+
+
+class Recommendation(_Out):
+    """The best config whatever the guards say (what observe mode shows)."""
+
+    config: DraftConfig
+    predicted_gain: float
+    coverage_gain: float
+
+
+class ModelSummary(_Out):
+    """What the model believes, for status and for people debugging a decision."""
+
+    acceptance_prefix: list[float]
+    expected_tokens: dict[str, float]
+    step_cost_multipliers: list[float]
+    predicted_speed: float
+    measured_speed: float
+    # predicted goodput of the applied config over that of no speculation, at the observed batch sizes
+    speedup_vs_no_speculation: float
+
+
+class Decision(_Out):
+    action: Action
+    reason: str
+    config: DraftConfig | None = None  # the full config to render, for every action but keep
+    predicted_gain: float = 0.0
+    guard: str | None = None  # the guard that held (keep only)
+    signals: Signals | None = None
+    degraded: Degradation | None = None
+    recommendation: Recommendation | None = None
+    realised_gain: float | None = None
+    model: ModelSummary | None = None
+
+    @property
+    def is_change(self) -> bool:
+        return self.action in CHANGES
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, mode="json")
+
+
+def action_for(current: DraftConfig, best: DraftConfig) -> Action:
+    if best.off:
+        return "disable"
+    if current.off:
+        return "reenable"
+    return "setSchedule" if best.schedule else "setK"

@@ -1,0 +1,103 @@
+"""The tuning input: method constraints, the spec's bounds, SLOs and guard settings.
+
+The tuning loop builds it from the resource's typed spec (`operator/tuner/target.py`); the JSON
+form (camelCase keys, docs/tuner.md) is read only at the edges -- the operator-wide defaults in
+the operator configuration and `decide_json` -- where `tuning_from_json` also intersects the
+bounds with the method catalogue's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.alias_generators import to_camel
+
+from specinfer.runtime.methods import UnknownMethodError, get_method
+
+Drafting = Literal["sequential", "parallel", "none"]
+
+
+class _Input(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True)
+
+
+class CostPrior(_Input):
+    """A roofline prior for the step time T(B, K) (seconds), before any latency is observed.
+
+    T = roof(B*(K+1)) + kvPerSequence*B + draftPass*P + draftToken*B*K, where
+    roof(n) = (floor^p + (computePerToken*n)^p)^(1/p) is the smooth knee between the memory-bound
+    floor and the compute-bound slope, and P the draft passes per step (K sequential, 1 parallel,
+    0 for n-gram/suffix). Defaults: an 8B model in bf16 on one H100 with an EAGLE head. The online
+    fit scales each term; the prior only decides what is believed about never-observed K.
+    """
+
+    floor: float = Field(default=0.007, gt=0, alias="floorSeconds")
+    compute_per_token: float = Field(default=5.5e-5, ge=0, alias="computePerTokenSeconds")
+    knee_sharpness: float = Field(default=3.0, gt=0)
+    kv_per_sequence: float = Field(default=3e-5, ge=0, alias="kvPerSequenceSeconds")
+    draft_pass: float = Field(default=0.00085, ge=0, alias="draftPassSeconds")
+    draft_token: float = Field(default=6e-6, ge=0, alias="draftTokenSeconds")
+    strength: float = Field(default=0.05, gt=0)  # weight of the prior against the data (per term, relative)
+
+
+class Slo(_Input):
+    per_token_p99_seconds: float | None = Field(default=None, gt=0)
+    ttft_p99_seconds: float | None = Field(default=None, gt=0, alias="ttftP99Seconds")
+
+
+class TuningInput(_Input):
+    method: str = Field(min_length=1)
+    drafting: Drafting = "sequential"
+    k_min: int = Field(default=1, ge=1)
+    k_max: int = Field(default=8, ge=1)
+    max_batch_size: int = Field(default=256, ge=1)
+    allow_schedule: bool = True
+    allow_disable: bool = True
+    slo: Slo = Slo()
+    # The floor of the hysteresis: model error beyond the measured noise. Restart cost and noise have
+    # their own terms (guards.required_gain), so with surge rollouts (no capacity lost) 2% is enough;
+    # 5% left 2-3% of goodput unclaimed at high load in `specinfer bench tuner`.
+    min_gain: float = Field(default=0.02, ge=0)
+    cooldown_seconds: float = Field(default=600.0, ge=0)
+    max_restarts_per_hour: int = Field(default=6, ge=1)
+    min_drafts: float = Field(default=2000.0, ge=0)
+    min_steps: float = Field(default=500.0, ge=0)
+    max_staleness_seconds: float = Field(default=180.0, gt=0)
+    collapse_acceptance: float = Field(default=0.05, ge=0, le=1)
+    collapse_hold_seconds: float = Field(default=3600.0, ge=0)
+    rollback_tolerance: float = Field(default=0.03, ge=0)
+    restart_seconds: float = Field(default=60.0, ge=0)
+    downtime_fraction: float = Field(default=1.0, ge=0, le=1)
+    payback_seconds: float = Field(default=1800.0, gt=0)
+    confirmations: int = Field(default=2, ge=1)
+    reject_hold_seconds: float = Field(default=3600.0, ge=0)
+    cost_prior: CostPrior = CostPrior()
+
+    @model_validator(mode="after")
+    def _bounds(self) -> TuningInput:
+        if self.k_min > self.k_max:
+            raise ValueError(f"kMin={self.k_min} and kMax={self.k_max} leave no K for method {self.method!r}; "
+                             "the bounds must satisfy 1 <= kMin <= kMax within the method's limits")
+        return self
+
+    def allowed_ks(self) -> list[int]:
+        """Candidate K per batch size: 0 (no drafting) when allowed, then kMin..kMax."""
+        ks = list(range(self.k_min, self.k_max + 1))
+        return ([0] + ks) if self.allow_disable else ks
+
+
+def tuning_from_json(data: Mapping[str, Any]) -> TuningInput:
+    """The JSON edge: camelCase keys (docs/tuner.md); the method's drafting style and K limits come
+    from the catalogue when it knows the method, and the given bounds are intersected with them,
+    never widened. Raises pydantic's ValidationError naming the field."""
+    values = dict(data)
+    try:
+        method = get_method(str(values.get("method")))
+    except UnknownMethodError:
+        return TuningInput.model_validate(values)  # an unknown method must carry its own limits
+    values.setdefault("drafting", method.drafting)
+    values["kMin"] = max(int(values.get("kMin", method.k_min)), method.k_min, 1)
+    values["kMax"] = min(int(values.get("kMax", method.k_max)), method.k_max)
+    return TuningInput.model_validate(values)

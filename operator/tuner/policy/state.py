@@ -1,0 +1,99 @@
+"""The policy's memory between ticks.
+
+The tuning loop stores it as JSON in `status.tuning.policyState` (so an operator restart or a
+failover forgets nothing) and hands it back next tick; None starts fresh. Everything a guard needs
+-- when the last change was issued, the restarts of the past hour, the change being verified,
+configs recently rolled back, a collapse -- is here, so the policy itself stays a pure function.
+The JSON shape is the one version 1 stored, so states written by earlier releases still load.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .acceptance import AcceptanceEstimate
+from .config import DraftConfig
+
+STATE_VERSION = 1
+RESTART_WINDOW_SECONDS = 3600.0
+DEFAULT_NOISE = 0.01  # relative window-to-window noise of measured speed until observed
+
+# A cost cell: the prior's term vector at (batch size, K), the remembered mean step time, its weight.
+CostCell = tuple[list[float], float, float]
+
+
+class _State(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, extra="ignore", validate_assignment=False)
+
+
+class PendingChange(_State):
+    """A change issued and not yet verified: realised gain is compared with `predicted_gain`."""
+
+    at: float
+    config: DraftConfig
+    previous: DraftConfig
+    predicted_gain: float
+    calibration: float  # measured / modelled speed of the previous config when the change was decided
+    prefix: list[float] = Field(default_factory=list)  # the model as it was then: acceptance ...
+    theta: list[float] = Field(default_factory=list)  # ... and step-cost multipliers
+    batch_mean: float = 0.0  # load when deciding: verification needs comparable load
+    measured_tokens: float = 0.0
+    expected_tokens: float = 0.0  # what the previous config would have produced in the same busy time
+    windows: int = 0
+
+
+class Rejection(_State):
+    """A config rolled back: not retried until `until`, nor one with the same K at `batch_sizes`."""
+
+    config: DraftConfig
+    until: float
+    batch_sizes: list[int] = Field(default_factory=list, alias="batchSizes")
+
+
+class Calibration(_State):
+    """Smoothed ratio of measured to modelled speed for `config`, and its window-to-window variance."""
+
+    config: DraftConfig
+    value: float
+    variance: float = DEFAULT_NOISE**2
+
+
+class PolicyState(_State):
+    version: int = STATE_VERSION
+    method: str | None = None
+    cost: dict[str, dict[str, CostCell]] | None = None  # {"cells": {key: cell}} (cost.CostModel)
+    acceptance: AcceptanceEstimate | None = None
+    changes: list[float] = Field(default_factory=list)  # times changes were issued (restart budget)
+    last_change_at: float | None = None
+    pending: PendingChange | None = None
+    realised_gain: float | None = None
+    collapsed_at: float | None = None
+    collapsed_config: DraftConfig | None = None
+    confirmations: int = 0
+    rejected: list[Rejection] = Field(default_factory=list)
+    calibration: Calibration | None = None
+
+    def restarts_within(self, now: float, seconds: float = RESTART_WINDOW_SECONDS) -> int:
+        """Changes issued in the `seconds` before `now` (each one restarted the pods)."""
+        return sum(1 for t in self.changes if now - seconds < t <= now)
+
+    def record_change(self, now: float) -> None:
+        self.changes = [t for t in self.changes if now - t < RESTART_WINDOW_SECONDS] + [now]
+        self.last_change_at = now
+        self.confirmations = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+    @staticmethod
+    def from_json(data: Any) -> PolicyState:
+        """A state from its JSON form; None, another version or anything unreadable starts afresh
+        (the guards make a fresh state cautious)."""
+        if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
+            return PolicyState()
+        try:
+            return PolicyState.model_validate(data)
+        except ValidationError:
+            return PolicyState()
