@@ -8,7 +8,7 @@ PIP := $(VENV)/bin/pip
 SPECINFER := $(VENV)/bin/specinfer
 PYTEST_ARGS ?=
 
-.PHONY: help setup venv system-deps binaries vllm-wheel demo test test-unit test-integration test-e2e crds clean
+.PHONY: help setup venv system-deps binaries vllm-wheel demo test test-unit test-integration test-e2e lint crds clean
 
 help:
 	@echo "make demo              run the main job: local control plane + operator + simulator, tuned live"
@@ -57,6 +57,14 @@ test-unit: venv binaries
 
 test-integration: setup
 	$(PY) -m pytest tests -m "integration or e2e" $(PYTEST_ARGS)
+
+# Layer contracts (import-linter), types (mypy, strict on the pure layers) and style (ruff); static
+# tools read build/import-view, the package as Python imports it (tools/import_view.py).
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(PY) tools/import_view.py >/dev/null
+	cd build/import-view && PYTHONPATH=. ../../$(VENV)/bin/lint-imports --config ../../pyproject.toml
+	cd build/import-view && MYPYPATH=. ../../$(VENV)/bin/mypy --config-file ../../pyproject.toml -p specinfer
 
 # Regenerates crds/ from the API models and copies every CRD into the Helm chart.
 crds: venv
