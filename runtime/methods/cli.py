@@ -37,15 +37,19 @@ def methods_table() -> str:
                 notes.append(f"  {method.name} on {accelerator}: {caveat}")
             if support.engine_args:
                 notes.append(f"  {method.name} on {accelerator}: adds `{' '.join(support.engine_args)}`")
-    caps = [f"  {a.name}: K <= {a.max_k}" for a in ACCELERATORS.values() if a.max_k < 1 << 10]
+    engines = [
+        f"  {a.name}: {a.engine.label}, Model Runner {a.default_model_runner.upper()}"
+        + (f", K <= {a.max_k} ({a.max_k_reason})" if a.max_k is not None else "")
+        for a in ACCELERATORS.values()
+    ]
     return "\n".join([*lines, "", "yes* = supported with caveats; - = not supported:", *notes,
-                      "accelerator caps:", *caps])
+                      "engines (release, default model runner, K cap):", *engines])
 
 
 @click.command("methods")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of method objects.")
 def methods_command(as_json: bool) -> None:
-    """List speculative-decoding methods, their K bounds and hardware support (vLLM 0.33)."""
+    """List speculative-decoding methods, their K bounds, hardware support and engine releases."""
     if as_json:
         click.echo(json.dumps([method.to_dict() for method in all_methods()], indent=2))
     else:
