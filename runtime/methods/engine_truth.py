@@ -5,7 +5,7 @@ dropped, CUDA graphs downgraded) or refuses them when it starts (FLy and synthet
 bounds). Admission refuses what the spec itself gets wrong (src/specinfer/api/); the tuner
 policy can ask the same questions of a candidate before it recommends it. Every verdict carries
 the source line it follows (`SourceLine`, checked against both wheels by
-tests/contract/test_engine_truth.py).
+tests/contract/test_vllm_engine_rules.py).
 
 Not knowable here: MTP's K must be at most the model's MTP layer count or a multiple of it
 (EngineRelease.mtp_k_multiple_of_layers) -- the layer count is in the checkpoint's config.json,

@@ -1,6 +1,6 @@
 """Engine truth (runtime/methods/engine_truth.py): what vLLM really runs, and what admission refuses because of it.
 
-The rules themselves are checked against both wheels in tests/contract/test_engine_truth.py; here the
+The rules themselves are checked against both wheels in tests/contract/test_vllm_engine_rules.py; here the
 functions are held to those rules, and parse_spec to the functions.
 """
 
