@@ -7,6 +7,7 @@ import json
 import click
 
 from specinfer.runtime.methods import ACCELERATORS, all_methods
+from specinfer.runtime.methods.engine_truth import schedule_support
 
 
 def _k_range(method) -> str:
@@ -43,7 +44,21 @@ def methods_table() -> str:
         for a in ACCELERATORS.values()
     ]
     return "\n".join([*lines, "", "yes* = supported with caveats; - = not supported:", *notes,
-                      "engines (release, default model runner, K cap):", *engines])
+                      "engines (release, default model runner, K cap):", *engines,
+                      "Dynamic SD schedule not kept by vLLM (refused at admission):", *_unscheduled()])
+
+
+def _unscheduled() -> list[str]:
+    """Method x accelerator pairs whose schedule vLLM drops or crashes on, grouped by what happens."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for method in all_methods():
+        for accelerator in method.accelerators:
+            verdict = schedule_support(method.name, accelerator)
+            if method.speculates and not verdict.honoured:
+                release = ACCELERATORS[accelerator].engine.label
+                key = (method.name, f"{release} {verdict.effect} ({verdict.source})")
+                groups.setdefault(key, []).append(accelerator)
+    return [f"  {method} on {', '.join(accelerators)}: {effect}" for (method, effect), accelerators in groups.items()]
 
 
 @click.command("methods")
