@@ -20,7 +20,13 @@ from specinfer.runtime.methods.accelerators import (
     UnknownAcceleratorError,
     get_accelerator,
 )
-from specinfer.runtime.methods.cost_presets import COST_MODELS, DEFAULT_COST_MODEL, CostModel, cost_model, restart_seconds
+from specinfer.runtime.methods.cost_presets import (
+    COST_MODELS,
+    DEFAULT_COST_MODEL,
+    CostModel,
+    cost_model,
+    restart_seconds,
+)
 from specinfer.runtime.methods.engines import RELEASES, EngineRelease
 from specinfer.runtime.methods.registry import (
     MethodSpec,

@@ -31,7 +31,8 @@ class AdvancedField:
     method_specific: bool = False
 
 
-def _f(kind: ValueKind, doc: str, *, minimum=None, maximum=None, choices=(), method_specific=False) -> AdvancedField:
+def _f(kind: ValueKind, doc: str, *, minimum: float | None = None, maximum: float | None = None,
+       choices: tuple[str, ...] = (), method_specific: bool = False) -> AdvancedField:
     return AdvancedField(kind, doc, minimum, maximum, tuple(choices), method_specific)
 
 

@@ -6,11 +6,11 @@ import json
 
 import click
 
-from specinfer.runtime.methods import ACCELERATORS, all_methods
+from specinfer.runtime.methods import ACCELERATORS, MethodSpec, all_methods
 from specinfer.runtime.methods.engine_truth import schedule_support
 
 
-def _k_range(method) -> str:
+def _k_range(method: MethodSpec) -> str:
     return "0" if method.k_max == 0 else f"{method.k_min}-{method.k_max} ({method.k_default})"
 
 

@@ -44,7 +44,9 @@ class SpeculationLike(Protocol):
     advanced: _Advanced | None
 
 
-def build_speculative_config(method: MethodSpec, speculation: SpeculationLike, accelerator: str) -> dict[str, Any] | None:
+def build_speculative_config(
+    method: MethodSpec, speculation: SpeculationLike, accelerator: str
+) -> dict[str, Any] | None:
     if method.vllm_method is None:
         return None
     k = speculation.num_speculative_tokens

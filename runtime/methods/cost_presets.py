@@ -40,7 +40,7 @@ class CostModel:
             return 0.0
         tokens = batch_size * (k + 1)
         p = self.knee_sharpness
-        roofline = (self.floor_s**p + (self.compute_per_token_s * tokens) ** p) ** (1.0 / p)
+        roofline: float = (self.floor_s**p + (self.compute_per_token_s * tokens) ** p) ** (1.0 / p)
         return roofline + self.kv_per_seq_s * batch_size
 
     def draft_time(self, batch_size: int, k: int, drafting: DraftingStyle, *, draft_scale: float = 1.0) -> float:

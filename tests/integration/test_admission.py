@@ -120,8 +120,10 @@ SEMANTIC_ONLY = [
     ({"speculation": {"advanced": {"draft_tensor_parallel_size": 2}}, "hardware": {"accelerator": "cpu", "count": 2}},
      "spec.speculation.advanced.draft_tensor_parallel_size must be 1 or the target's tensor parallel size 1"),
     # K unset: FLy's window is checked against the method's default K
-    ({"speculation": {"numSpeculativeTokens": None, "advanced": {"rejection_sample_method": "fly", "fly_window_size": 3}}},
-     "spec.speculation.advanced.fly_window_size must be smaller than the draft length K (3), got 3; K 3 is the default"),
+    ({"speculation": {"numSpeculativeTokens": None,
+                      "advanced": {"rejection_sample_method": "fly", "fly_window_size": 3}}},
+     "spec.speculation.advanced.fly_window_size must be smaller than the draft length K (3), got 3; "
+     "K 3 is the default"),
     ({"speculation": {"schedule": [{"minBatchSize": 1, "maxBatchSize": 8, "numSpeculativeTokens": 4}]},
       "runtime": {"extraArgs": ["--data-parallel-size", "2"]}},
      "spec.speculation.schedule would not be in force: vLLM 0.33.0 drops the schedule with data parallelism > 1"),

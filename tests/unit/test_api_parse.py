@@ -106,7 +106,8 @@ def test_cpu_tensor_parallel_size_is_one_whatever_the_count():
     assert "tensor parallel size 1" in str(refusal(cpu))
     from specinfer.runtime.argv import vllm_argv
 
-    served = parse_spec(spec(**EAGLE3, advanced={"draft_tensor_parallel_size": 1}, hardware={"accelerator": "cpu", "count": 2}))
+    served = parse_spec(spec(**EAGLE3, advanced={"draft_tensor_parallel_size": 1},
+                             hardware={"accelerator": "cpu", "count": 2}))
     argv = vllm_argv(served)
     assert argv[argv.index("--tensor-parallel-size") + 1] == "1"  # what validation assumed is what runs
     gpu = spec(**EAGLE3, advanced={"draft_tensor_parallel_size": 2}, hardware={"accelerator": "nvidia", "count": 2})

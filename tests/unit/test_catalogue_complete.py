@@ -20,7 +20,15 @@ import yaml
 
 from specinfer.devcluster.fake_nodes import node_manifest
 from specinfer.operator.hardware import runtime_image
-from specinfer.runtime.methods import ACCELERATORS, WORKLOADS, Accelerator, MethodSpec, all_methods, get_accelerator, get_method
+from specinfer.runtime.methods import (
+    ACCELERATORS,
+    WORKLOADS,
+    Accelerator,
+    MethodSpec,
+    all_methods,
+    get_accelerator,
+    get_method,
+)
 from specinfer.runtime.methods.workloads import SimulatorProfile
 from specinfer.runtime.sim.engine import Engine
 from specinfer.runtime.sim.settings import SimulatorSettings

@@ -111,7 +111,8 @@ def test_synthetic_acceptance_bounds_k():
     assert [p.field for p in k_problems("nvidia", 3, {**synthetic, "synthetic_acceptance_length": 4.5})] \
         == ["synthetic_acceptance_length"]
     assert not k_problems("nvidia", 3, {**synthetic, "synthetic_acceptance_length": 4.0})
-    assert all(p.source is not None for p in k_problems("nvidia", 1, {**synthetic, "synthetic_acceptance_rates": [0.1, 0.2]}))
+    problems = k_problems("nvidia", 1, {**synthetic, "synthetic_acceptance_rates": [0.1, 0.2]})
+    assert problems and all(p.source is not None for p in problems)
 
 
 # -- admission: what the spec itself gets wrong -------------------------------------------------------

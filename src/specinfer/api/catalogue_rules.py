@@ -113,7 +113,8 @@ def _fly_source() -> str:
 
 def fly_rules() -> list[Rule]:
     """FLy verification bounds on an explicit K (parse_spec checks the default K too)."""
-    fly = "has(self.advanced) && has(self.advanced.rejection_sample_method) && self.advanced.rejection_sample_method == 'fly'"
+    fly = ("has(self.advanced) && has(self.advanced.rejection_sample_method) && "
+           "self.advanced.rejection_sample_method == 'fly'")
     return [
         Rule(
             cel=f"!({fly}) || !has(self.numSpeculativeTokens) || self.numSpeculativeTokens >= 2",
@@ -127,8 +128,9 @@ def fly_rules() -> list[Rule]:
         Rule(
             cel=f"!({fly}) || !has(self.advanced.fly_window_size) || !has(self.numSpeculativeTokens) || "
             "self.advanced.fly_window_size < self.numSpeculativeTokens",
-            message="spec.speculation.advanced.fly_window_size must be smaller than spec.speculation.numSpeculativeTokens "
-            "(vLLM refuses a FLy window of K or more): lower fly_window_size or raise numSpeculativeTokens",
+            message="spec.speculation.advanced.fly_window_size must be smaller than "
+            "spec.speculation.numSpeculativeTokens (vLLM refuses a FLy window of K or more): lower fly_window_size "
+            "or raise numSpeculativeTokens",
             check=lambda s: s.advanced is None or s.advanced.rejection_sample_method != "fly"
             or s.advanced.fly_window_size is None or s.num_speculative_tokens is None
             or s.advanced.fly_window_size < s.num_speculative_tokens,
@@ -283,8 +285,8 @@ def schedule_rules() -> list[Rule]:
             f"{_names(refused)}: {method.name} runs on vLLM's Model Runner {'/'.join(sorted(runners))}, whose "
             f"{method.name} drafter cannot follow a schedule ({'; '.join(effects)}): remove the schedule "
             "(numSpeculativeTokens alone is in force) or choose a method whose drafter follows it",
-            check=lambda s, m=method.name, on=tuple(refused): s.speculation.method != m or s.speculation.schedule is None
-            or s.hardware.accelerator not in on,
+            check=lambda s, m=method.name, on=tuple(refused): s.speculation.method != m
+            or s.speculation.schedule is None or s.hardware.accelerator not in on,
             field="speculation.schedule",
         ))
     return rules

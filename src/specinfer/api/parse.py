@@ -88,7 +88,7 @@ def semantic_problems(spec: SpeculativeInferenceSpec) -> list[tuple[str, str]]:
     speculation, accelerator = spec.speculation, spec.hardware.accelerator
     method = get_method(speculation.method)
     release = get_accelerator(accelerator).engine
-    advanced = speculation.advanced.model_dump(exclude_none=True) if speculation.advanced else {}
+    advanced: dict[str, Any] = speculation.advanced.model_dump(exclude_none=True) if speculation.advanced else {}
     base = "spec.speculation.advanced"
     tp = spec.hardware.tensor_parallel()
     draft_tp = advanced.get("draft_tensor_parallel_size")
