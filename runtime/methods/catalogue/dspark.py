@@ -3,11 +3,11 @@
 The draft model is optional: DeepSeek-V4 checkpoints carry DSpark stages and vLLM then
 reuses the target checkpoint. vLLM implements DSpark only in Model Runner V2
 (vllm/config/vllm.py, _get_v1_model_runner_unsupported_features), which needs Triton; the
-CPU platform has none and runs V1 only, so DSpark is not offered on CPU (registration
+CPU platform has none and runs V1 only, so DSpark is offered where V2 runs (registration
 checks that against runs_on).
 """
 
-from specinfer.runtime.methods.accelerators import AcceleratorSupport, everywhere
+from specinfer.runtime.methods.accelerators import ACCELERATORS, AcceleratorSupport, everywhere
 from specinfer.runtime.methods.registry import MethodSpec, register
 from specinfer.runtime.methods.workloads import SimulatorProfile
 
@@ -21,12 +21,13 @@ DSPARK = register(MethodSpec(
     k_max=31,
     k_default=7,  # block size of the published Qwen3 drafts (deepseek-ai/dspark_qwen3_8b_block7)
     summary="parallel drafter with Markov + confidence heads; pairs with enable_adaptive_verification",
-    accelerators={
+    accelerators={  # every platform that can run Model Runner V2 (not the CPU)
         name: support
         for name, support in everywhere(
-            amd=AcceleratorSupport(caveats=("DFlash-style drafter: if acceptance is low, try --attention-backend TRITON_ATTN",)),
+            amd=AcceleratorSupport(
+                caveats=("DFlash-style drafter: if acceptance is low, try --attention-backend TRITON_ATTN",)),
         ).items()
-        if name != "cpu"
+        if "v2" in ACCELERATORS[name].model_runners
     },
     advanced_fields=("parallel_drafting", "enable_adaptive_verification", "dspark_draft_topk"),
     runs_on=("v2",),
