@@ -35,9 +35,9 @@ class HardwareProfile(BaseModel):
     """Node label that spec.hardware.product is matched against (e.g. nvidia.com/gpu.product)."""
     tolerations: list[dict[str, object]] = Field(default_factory=list)
     """Tolerations for the taints device nodes usually carry."""
-    shm_size: str = "16Gi"
+    shm_size: str
     """/dev/shm size (memory-backed emptyDir): tensor-parallel workers exchange tensors through it."""
-    startup_seconds: int = Field(default=1800, ge=60)
+    startup_seconds: int = Field(ge=60)
     """How long the startup probe waits for the model to load before the pod is restarted."""
     model_cache_size: str | None = "256Gi"
     """sizeLimit of the model cache emptyDir (None: unlimited, which lets one pod fill the node's disk);
