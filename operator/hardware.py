@@ -39,10 +39,10 @@ class HardwareProfile(BaseModel):
     """/dev/shm size (memory-backed emptyDir): tensor-parallel workers exchange tensors through it."""
     startup_seconds: int = Field(ge=60)
     """How long the startup probe waits for the model to load before the pod is restarted."""
-    model_cache_size: str | None = "256Gi"
+    model_cache_size: str | None
     """sizeLimit of the model cache emptyDir (None: unlimited, which lets one pod fill the node's disk);
     the operator config can mount a PVC instead."""
-    read_only_root_filesystem: bool = True
+    read_only_root_filesystem: bool
     """The engine container's root filesystem is read-only; vLLM writes to HOME, /tmp, /dev/shm and the model
     cache, which are emptyDirs (issue 15). Off where the platform stack's run-time writes are unverified."""
 
