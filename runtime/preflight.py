@@ -24,13 +24,13 @@ def visible_devices(accelerator: str) -> int | None:
     if device is None:
         return None
     try:
-        import torch  # noqa: PLC0415  (heavy; only in the pod)
+        import torch
     except ImportError:
         return None
     if device == "cuda":
         return int(torch.cuda.device_count())
     try:
-        import torch_npu  # noqa: F401, PLC0415
+        import torch_npu  # noqa: F401
     except ImportError:
         return None
     return int(torch.npu.device_count())  # type: ignore[attr-defined]

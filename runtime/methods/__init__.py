@@ -13,6 +13,7 @@ vLLM releases and their differences, `engine_truth` the rules that change what t
 `schedule` the Dynamic SD schedule semantics, `workloads` and `cost_presets` the simulator's data.
 """
 
+from specinfer.runtime.methods import catalogue  # importing it registers every method (and accelerator)
 from specinfer.runtime.methods.accelerators import (
     ACCELERATORS,
     Accelerator,
@@ -38,12 +39,12 @@ from specinfer.runtime.methods.registry import (
     register,
 )
 from specinfer.runtime.methods.workloads import WORKLOADS, SimulatorProfile
-from specinfer.runtime.methods import catalogue as _catalogue  # noqa: F401,E402  (registers every method)
 
 METHOD_NAMES: tuple[str, ...] = tuple(method.name for method in all_methods())
 
 __all__ = [
     "ACCELERATORS",
+    "catalogue",
     "COST_MODELS",
     "DEFAULT_COST_MODEL",
     "METHOD_NAMES",

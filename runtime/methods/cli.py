@@ -30,7 +30,7 @@ def methods_table() -> str:
             cells.append("-" if support is None else ("yes*" if support.caveats or support.engine_args else "yes"))
         rows.append(cells)
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
     notes = []
     for method in all_methods():
         for accelerator, support in method.accelerators.items():

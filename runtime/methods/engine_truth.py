@@ -175,7 +175,7 @@ def k_problems(accelerator: str, k: int, advanced: Mapping[str, Any] | None) -> 
         if isinstance(rates, list) and len(rates) != k:
             found.append(EngineProblem("synthetic_acceptance_rates", f"needs one rate per draft position ({k}), "
                                        f"got {len(rates)}", release.synthetic_rates_per_position))
-        if isinstance(rates, list) and any(later > earlier for earlier, later in zip(rates, rates[1:])):
+        if isinstance(rates, list) and any(later > earlier for earlier, later in zip(rates, rates[1:], strict=False)):
             found.append(EngineProblem("synthetic_acceptance_rates", "must be non-increasing",
                                        release.synthetic_rates_non_increasing, depends_on_k=False))
         if isinstance(length, (int, float)) and not 1 <= length <= k + 1:

@@ -51,4 +51,4 @@ class SimulatorProfile:
         return found
 
 
-NO_DRAFTS = SimulatorProfile(acceptance={workload: () for workload in WORKLOADS})
+NO_DRAFTS = SimulatorProfile(acceptance=dict.fromkeys(WORKLOADS, ()))

@@ -53,7 +53,7 @@ def wheel_path(release: EngineRelease = VLLM_0_33_0) -> Path:
     return wheels[0]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _zip(release: EngineRelease) -> zipfile.ZipFile:
     return zipfile.ZipFile(wheel_path(release))
 

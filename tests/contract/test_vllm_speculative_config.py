@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
-from functools import lru_cache
+from functools import cache
 
 import pytest
 
@@ -25,7 +25,7 @@ SPECULATIVE = "vllm/config/speculative.py"
 BY_RELEASE = pytest.mark.parametrize("release", RELEASES, ids=lambda release: release.label)
 
 
-@lru_cache(maxsize=None)
+@cache
 def module(path: str, release: EngineRelease) -> ast.Module:
     return ast.parse(read_source(path, release))
 

@@ -131,8 +131,8 @@ SEMANTIC_ONLY = [
 
 
 @pytest.mark.parametrize(("patch", "message"), SEMANTIC_ONLY,
-                         ids=["draft-tp", "synthetic", "tuning-min", "extra-args-abbreviation", "extra-args-short-prefix",
-                              "cpu-draft-tp", "fly-default-k", "schedule-dp"])
+                         ids=["draft-tp", "synthetic", "tuning-min", "extra-args-abbreviation",
+                              "extra-args-short-prefix", "cpu-draft-tp", "fly-default-k", "schedule-dp"])
 def test_what_cel_cannot_express_passes_admission_and_fails_parse_spec(custom_objects, patch, message):
     """These reach the operator, which reports Ready=False/InvalidSpec with parse_spec's message."""
     from specinfer.api import InvalidSpecError, parse_spec

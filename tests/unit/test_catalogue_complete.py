@@ -25,7 +25,9 @@ from specinfer.runtime.methods import (
     WORKLOADS,
     Accelerator,
     MethodSpec,
+    accelerators,
     all_methods,
+    catalogue,
     get_accelerator,
     get_method,
 )
@@ -115,6 +117,15 @@ def test_the_simulator_plays_every_method_on_every_workload(method):
         engine = Engine(SimulatorSettings(method=method.name, drafting=method.drafting, num_speculative_tokens=k,
                                           workload=workload))
         assert len(engine.profile(workload).prefix_probs(k)) == k
+
+
+@pytest.mark.parametrize(("package", "helpers"), [(catalogue, set()), (accelerators, {"model", "registry"})],
+                         ids=["methods", "accelerators"])
+def test_every_module_in_a_room_directory_is_registered(package, helpers):
+    """A module missing from MODULES would never register: its method or accelerator would silently not exist."""
+    folder = Path(package.__file__).parent
+    modules = {path.stem for path in folder.glob("*.py") if path.stem != "__init__"} - helpers
+    assert modules == set(package.MODULES)
 
 
 def test_the_simulator_refuses_a_method_the_catalogue_does_not_know_when_it_is_built():

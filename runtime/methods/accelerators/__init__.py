@@ -7,6 +7,8 @@ the operator's hardware profiles, `specinfer render --accelerator` and the K cap
 are all derived from this registry.
 """
 
+import importlib
+
 from specinfer.runtime.methods.accelerators.model import (
     PLAIN,
     Accelerator,
@@ -22,9 +24,14 @@ from specinfer.runtime.methods.accelerators.registry import (
     get_accelerator,
     register_accelerator,
 )
-from specinfer.runtime.methods.accelerators import nvidia, amd, ascend, cpu  # noqa: F401,E402  (registers, in enum order)
+
+# One module per family; importing it registers it. This order is the order of the CRD's enum
+# (an import list would be re-sorted by the linter).
+MODULES = ("nvidia", "amd", "ascend", "cpu")
+for _module in MODULES:
+    importlib.import_module(f"{__name__}.{_module}")
 
 __all__ = [
-    "ACCELERATORS", "PLAIN", "Accelerator", "AcceleratorSupport", "ModelRunner", "PodDefaults", "RefusedValue",
-    "UnknownAcceleratorError", "everywhere", "get_accelerator", "register_accelerator",
+    "ACCELERATORS", "MODULES", "PLAIN", "Accelerator", "AcceleratorSupport", "ModelRunner", "PodDefaults",
+    "RefusedValue", "UnknownAcceleratorError", "everywhere", "get_accelerator", "register_accelerator",
 ]

@@ -98,7 +98,8 @@ def advanced_key_rules() -> list[Rule]:
     return [
         Rule(
             cel="!has(self.advanced) || self.method != 'none'",
-            message="spec.speculation.advanced has no effect with method none: remove it or choose a speculative method",
+            message="spec.speculation.advanced has no effect with method none: remove it or choose a speculative "
+            "method",
             check=lambda s: s.advanced is None or s.method != "none",
             field="advanced",
         ),
@@ -162,7 +163,8 @@ def method_support_rules() -> list[Rule]:
             message=f"spec.speculation.method {method.name} is not supported on spec.hardware.accelerator "
             f"{_names(unsupported)} ({why}): choose accelerator {supported} or another method "
             "(specinfer methods lists them)",
-            check=lambda s, m=method.name, u=tuple(unsupported): s.speculation.method != m or s.hardware.accelerator not in u,
+            check=lambda s, m=method.name, u=tuple(unsupported): s.speculation.method != m
+            or s.hardware.accelerator not in u,
             field="hardware.accelerator",
         ))
     return rules
@@ -202,7 +204,8 @@ def tuning_bound_rules() -> list[Rule]:
         rules.append(Rule(
             cel=f"self.speculation.method != '{method.name}' || !has(self.tuning.maxNumSpeculativeTokens) || "
             f"self.tuning.maxNumSpeculativeTokens <= {method.k_max}",
-            message=f"spec.tuning.maxNumSpeculativeTokens must be at most {method.k_max} for method {method.name}: lower it",
+            message=f"spec.tuning.maxNumSpeculativeTokens must be at most {method.k_max} for method {method.name}: "
+            "lower it",
             check=lambda s, m=method.name, high=method.k_max: s.speculation.method != m
             or s.tuning.max_num_speculative_tokens is None
             or s.tuning.max_num_speculative_tokens <= high,
