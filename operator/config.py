@@ -27,8 +27,9 @@ from specinfer.operator.access import PrometheusAccess, base_url_parts, without_
 from specinfer.operator.errors import ConfigError
 from specinfer.operator.hardware import DEFAULT_PROFILES, HardwareProfile
 from specinfer.operator.tuner.settings import TunerSettings
+from specinfer.runtime.methods import ACCELERATORS
 
-Accelerator = Literal["nvidia", "amd", "ascend", "cpu"]
+Accelerator = Literal[tuple(ACCELERATORS)]  # type: ignore[valid-type]
 FIELD_MANAGER = "specinfer-operator"
 CONFIG_ENV = "SPECINFER_OPERATOR_CONFIG"
 

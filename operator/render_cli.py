@@ -11,6 +11,7 @@ import yaml
 from specinfer.api import InvalidSpecError
 from specinfer.operator.config import load_config
 from specinfer.operator.errors import ConfigError
+from specinfer.runtime.methods import ACCELERATORS
 
 EXIT_INVALID = 2
 
@@ -45,7 +46,7 @@ def _resources(text: str) -> list[dict[str, Any]]:
 @click.command("render")
 @click.option("-f", "--filename", "filename", required=True, type=click.File("r"),
               help="file with one or more SpeculativeInference resources ('-' for stdin)")
-@click.option("--accelerator", type=click.Choice(["nvidia", "amd", "ascend", "cpu"]), default=None,
+@click.option("--accelerator", type=click.Choice(list(ACCELERATORS)), default=None,
               help="override spec.hardware.accelerator (preview the same resource on other hardware)")
 @click.option("--config", "config_file", default=None, envvar="SPECINFER_OPERATOR_CONFIG",
               help="operator configuration YAML (images, hardware profile overrides), as the Helm chart mounts it")

@@ -11,10 +11,8 @@ ENGINE_HOST = "0.0.0.0"  # the pod's Service and Prometheus reach vLLM from outs
 
 
 def tensor_parallel_size(spec: SpeculativeInferenceSpec) -> int:
-    hardware = spec.hardware
-    if hardware.tensor_parallel_size is not None:
-        return hardware.tensor_parallel_size
-    return 1 if hardware.accelerator == "cpu" else hardware.count
+    """The accelerator's rule (runtime/methods/accelerators/), the same one validation uses."""
+    return spec.hardware.tensor_parallel()
 
 
 def served_model_name(spec: SpeculativeInferenceSpec) -> str:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from specinfer.api import SpeculativeInferenceSpec
 from specinfer.runtime.argv import tensor_parallel_size
 from specinfer.runtime.config import MisconfigurationError
-from specinfer.runtime.methods import get_method
+from specinfer.runtime.methods import get_accelerator, get_method
 
 DeviceCounter = Callable[[str], "int | None"]
 
@@ -16,24 +16,24 @@ DeviceCounter = Callable[[str], "int | None"]
 def visible_devices(accelerator: str) -> int | None:
     """Devices torch sees for this accelerator family; None when torch (or its backend) is absent.
 
-    vLLM images carry torch, so in a pod this is a real check; elsewhere it is skipped.
-    ROCm builds of torch report AMD GPUs through torch.cuda as well.
+    vLLM images carry torch, so in a pod this is a real check; elsewhere it is skipped. The
+    accelerator's `torch_device` says where torch reports them (ROCm builds report AMD GPUs
+    through torch.cuda; Ascend needs torch_npu); an accelerator with none (CPU) is not counted.
     """
-    if accelerator == "cpu":
+    device = get_accelerator(accelerator).torch_device
+    if device is None:
         return None
     try:
-        import torch  # noqa: PLC0415  (heavy; only in the pod)
+        import torch
     except ImportError:
         return None
-    if accelerator in ("nvidia", "amd"):
+    if device == "cuda":
         return int(torch.cuda.device_count())
-    if accelerator == "ascend":
-        try:
-            import torch_npu  # noqa: F401, PLC0415
-        except ImportError:
-            return None
-        return int(torch.npu.device_count())  # type: ignore[attr-defined]
-    return None
+    try:
+        import torch_npu  # noqa: F401
+    except ImportError:
+        return None
+    return int(torch.npu.device_count())  # type: ignore[attr-defined]
 
 
 def preflight(spec: SpeculativeInferenceSpec, *, engine_binary: bool = True,

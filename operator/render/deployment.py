@@ -65,7 +65,7 @@ def _resources(workload: Workload) -> dict[str, Any]:
     requests = {key: str(value) for key, value in ((user.requests or {}) if user else {}).items()}
     limits = {key: str(value) for key, value in ((user.limits or {}) if user else {}).items()}
     device = workload.profile.device_resource
-    if device and spec.hardware.accelerator != "cpu":
+    if device:
         # extended resources are whole devices, requested == limit
         requests[device] = limits[device] = str(spec.hardware.count)
     out: dict[str, Any] = {}

@@ -20,8 +20,7 @@ from specinfer.api.timestamps import parse_rfc3339
 from specinfer.operator.tuner.convert import config_of
 from specinfer.operator.tuner.policy import AppliedConfig, CostPrior, DraftConfig, TuningInput
 from specinfer.operator.tuner.settings import PolicyDefaults
-from specinfer.runtime.methods import get_method
-from specinfer.runtime.sim.model import cost_model, draft_scale, restart_seconds
+from specinfer.runtime.methods import cost_model, draft_scale, get_method, restart_seconds
 
 
 class TargetError(ValueError):

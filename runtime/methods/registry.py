@@ -1,10 +1,14 @@
 """The method catalogue: one `MethodSpec` per speculative-decoding method, registered by name.
 
-Follows the registry pattern of vLLM's ReasoningParserManager: each method lives in its
-own module and registers itself; a duplicate name is a programming error; an unknown
-name is answered with the list of known ones, so a typo in a resource explains itself.
-The CRD's CEL rules, `parse_spec`, the operator's rendering and `specinfer methods` all
-read this one table.
+Follows the registry pattern of vLLM's ReasoningParserManager: each method lives in its own
+module (runtime/methods/catalogue/) and registers itself; a duplicate name is a programming
+error; an unknown name is answered with the list of known ones, so a typo in a resource explains
+itself. A method module is the one room for that method: vLLM name, draft-model rule and its
+hint texts, K bounds, drafting style, per-accelerator support and pins, the `advanced` fields
+only it takes, its engine facts and its simulator profile. `register` refuses an incomplete or
+inconsistent one, so nothing downstream (CRD rules, rendering, the simulator) meets a gap at run
+time. The CRD's CEL rules, `parse_spec`, the operator's rendering, the simulator and
+`specinfer methods` all read this one table.
 """
 
 from __future__ import annotations
@@ -13,12 +17,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from specinfer.runtime.methods.accelerators import ACCELERATORS, AcceleratorSupport, max_k_on
+from specinfer.runtime.methods.accelerators import ACCELERATORS, AcceleratorSupport, ModelRunner, get_accelerator
+from specinfer.runtime.methods.advanced import ADVANCED_FIELDS
+from specinfer.runtime.methods.cost_presets import DraftingStyle
+from specinfer.runtime.methods.engines import EngineRelease
+from specinfer.runtime.methods.workloads import SimulatorProfile
 
-if TYPE_CHECKING:  # the API models import this module; avoid the cycle at runtime
-    from specinfer.api.spec import Speculation
+if TYPE_CHECKING:
+    from specinfer.runtime.methods.config_builder import SpeculationLike
 
-DraftingStyle = Literal["sequential", "parallel", "none"]
 DraftModelRule = Literal["required", "optional", "forbidden"]
 
 
@@ -31,7 +38,7 @@ class UnknownMethodError(KeyError):
 
 @dataclass(frozen=True)
 class MethodSpec:
-    """What the project knows about one method, pinned to vLLM 0.33.0."""
+    """What the project knows about one method."""
 
     name: str                         # spec name, e.g. "draftModel"
     vllm_method: str | None           # SpeculativeConfig.method, None for "none"
@@ -41,7 +48,18 @@ class MethodSpec:
     k_max: int
     k_default: int
     summary: str
+    simulator: SimulatorProfile       # how runtime/sim plays it (acceptance per workload, draft cost)
     accelerators: Mapping[str, AcceleratorSupport] = field(default_factory=dict)
+    # what admission says about the draft model: for required/optional methods, what to set
+    # spec.speculation.draftModel.name to; for forbidden ones, why there is none
+    draft_hint: str | None = None
+    no_draft_reason: str | None = None
+    # method-specific `speculation.advanced` fields (advanced.py marks them) this method takes
+    advanced_fields: tuple[str, ...] = ()
+    # vLLM model runners that can run it: V2 lacks suffix, V1 lacks dspark (tests/contract/ checks both)
+    runs_on: tuple[ModelRunner, ...] = ("v2", "v1")
+    # engine release label -> vLLM method name, where a release spells it differently from vllm_method
+    vllm_method_by_release: Mapping[str, str] = field(default_factory=dict)
     # extra SpeculativeConfig keys this method always sets (e.g. defaults we pin)
     fixed_config: Mapping[str, Any] = field(default_factory=dict)
 
@@ -53,17 +71,27 @@ class MethodSpec:
     def accepts_draft_model(self) -> bool:
         return self.draft_model != "forbidden"
 
+    @property
+    def speculates(self) -> bool:
+        return self.vllm_method is not None
+
+    def vllm_method_on(self, release: EngineRelease) -> str | None:
+        """The SpeculativeConfig.method string in this engine release."""
+        if self.vllm_method is None:
+            return None
+        return self.vllm_method_by_release.get(release.label, self.vllm_method)
+
     def supports(self, accelerator: str) -> bool:
         return accelerator in self.accelerators
 
     def k_max_on(self, accelerator: str) -> int:
-        """Largest K this method may use on `accelerator` (Ascend caps K+1 at 16)."""
-        return min(self.k_max, max_k_on(accelerator))
+        """Largest K this method may use on `accelerator` (capped where the platform caps K)."""
+        return get_accelerator(accelerator).cap_k(self.k_max)
 
     def default_k(self, accelerator: str) -> int:
         return min(self.k_default, self.k_max_on(accelerator))
 
-    def speculative_config(self, speculation: Speculation, accelerator: str) -> dict[str, Any] | None:
+    def speculative_config(self, speculation: SpeculationLike, accelerator: str) -> dict[str, Any] | None:
         """The exact JSON object for vLLM's `--speculative-config` (None: run without speculation).
 
         K defaults to the catalogue default (capped for the accelerator). An effective K of 0
@@ -85,22 +113,61 @@ class MethodSpec:
             "k_max": self.k_max,
             "k_default": self.k_default,
             "summary": self.summary,
-            "accelerators": {name: support.to_dict() for name, support in self.accelerators.items()},
+            "advanced_fields": list(self.advanced_fields),
+            "model_runners": list(self.runs_on),
+            "accelerators": {
+                name: {**support.to_dict(), "engine": get_accelerator(name).engine.label}
+                for name, support in self.accelerators.items()
+            },
         }
+
+
+def method_problems(spec: MethodSpec) -> list[str]:
+    """Every reason `spec` is incomplete or contradicts the accelerators and engine facts."""
+    found: list[str] = []
+    unknown = set(spec.accelerators) - set(ACCELERATORS)
+    if unknown:
+        found.append(f"names unknown accelerators {sorted(unknown)}; known: {list(ACCELERATORS)}")
+    if not spec.k_min <= spec.k_default <= spec.k_max:
+        found.append(f"k_default {spec.k_default} outside [{spec.k_min}, {spec.k_max}]")
+    if spec.speculates == (spec.k_max == 0):
+        found.append("a method with a vLLM method drafts (k_max >= 1); one without does not (k_max 0)")
+    if spec.draft_model == "required" and not spec.draft_hint:
+        found.append("a method that requires a draft model needs draft_hint (what to set draftModel.name to)")
+    if spec.draft_model == "forbidden" and not spec.no_draft_reason:
+        found.append("a method that forbids a draft model needs no_draft_reason (why it has none)")
+    for key in spec.advanced_fields:
+        if key not in ADVANCED_FIELDS:
+            found.append(f"advanced field {key!r} is not offered (runtime/methods/advanced.py)")
+        elif not ADVANCED_FIELDS[key].method_specific:
+            found.append(f"advanced field {key!r} applies to every method: do not list it")
+    if not spec.runs_on:
+        found.append("runs_on names no model runner")
+    found += [f"simulator profile: {problem}" for problem in spec.simulator.problems(drafts=spec.speculates)]
+    for name in spec.accelerators:
+        if name not in ACCELERATORS:
+            continue
+        accelerator = ACCELERATORS[name]
+        vllm_name = spec.vllm_method_on(accelerator.engine)
+        if vllm_name is not None and not accelerator.engine.has_method(vllm_name):
+            found.append(f"claims accelerator {name}, whose engine {accelerator.engine.label} has no method "
+                         f"{vllm_name!r}")
+        if not set(spec.runs_on) & set(accelerator.model_runners):
+            found.append(f"claims accelerator {name}, which runs model runner {'/'.join(accelerator.model_runners)} "
+                         f"only, but the method runs on {'/'.join(spec.runs_on)}")
+    return found
 
 
 _REGISTRY: dict[str, MethodSpec] = {}
 
 
 def register(spec: MethodSpec) -> MethodSpec:
-    """Add a method to the catalogue; a second method with the same name is refused."""
+    """Add a method to the catalogue; a duplicate or incomplete method is refused."""
     if spec.name in _REGISTRY:
         raise ValueError(f"method {spec.name!r} is already registered")
-    unknown = set(spec.accelerators) - set(ACCELERATORS)
-    if unknown:
-        raise ValueError(f"method {spec.name!r} names unknown accelerators {sorted(unknown)}; known: {list(ACCELERATORS)}")
-    if not spec.k_min <= spec.k_default <= spec.k_max:
-        raise ValueError(f"method {spec.name!r}: k_default {spec.k_default} outside [{spec.k_min}, {spec.k_max}]")
+    problems = method_problems(spec)
+    if problems:
+        raise ValueError(f"method {spec.name!r}: " + "; ".join(problems))
     _REGISTRY[spec.name] = spec
     return spec
 
@@ -117,3 +184,14 @@ def get_method(name: str) -> MethodSpec:
 def all_methods() -> list[MethodSpec]:
     """Every registered method, in registration order (the order of the spec enum)."""
     return list(_REGISTRY.values())
+
+
+def methods_taking(advanced_field: str) -> tuple[str, ...]:
+    """Spec names of the methods a method-specific advanced field applies to."""
+    return tuple(method.name for method in _REGISTRY.values() if advanced_field in method.advanced_fields)
+
+
+def draft_scale(name: str) -> float:
+    """How much heavier than an EAGLE head one draft pass of this method is (simulator profile)."""
+    return get_method(name).simulator.draft_scale
+

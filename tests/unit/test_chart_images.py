@@ -73,12 +73,13 @@ def test_runtime_dockerfile_matches_chart_and_docs(accelerator):
     dockerfile = ROOT / dockerfile_name
     assert dockerfile == DOCKER / f"runtime-{accelerator}.Dockerfile"
     assert from_images(dockerfile) == [base], f"{dockerfile_name}: FROM must be the documented base image {base}"
-    assert base.endswith(f":v{VLLM_VERSION}"), f"{base}: the base image must be the pinned vLLM {VLLM_VERSION}"
+    release = ACCELERATORS[accelerator].engine  # the engine release the catalogue says this accelerator runs
+    assert base.endswith(f":v{release.version}"), f"{base}: the base image must be the pinned {release.label}"
     assert build_tag(dockerfile) == image == values()["runtime"]["images"][accelerator]
     text = dockerfile.read_text()
     assert f'org.opencontainers.image.base.name="{base}"' in text
     assert f'org.opencontainers.image.version="{image.rsplit(":", 1)[1]}"' in text
-    assert f"vllm{VLLM_VERSION}" in image and image.split(":")[1].startswith(__version__)
+    assert f"vllm{release.version}" in image and image.split(":")[1].startswith(__version__)
 
 
 def test_operator_dockerfile_matches_chart_and_docs():

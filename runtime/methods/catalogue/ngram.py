@@ -2,15 +2,24 @@
 
 from specinfer.runtime.methods.accelerators import everywhere
 from specinfer.runtime.methods.registry import MethodSpec, register
+from specinfer.runtime.methods.workloads import SimulatorProfile
 
 NGRAM = register(MethodSpec(
     name="ngram",
     vllm_method="ngram",
     draft_model="forbidden",
+    no_draft_reason="ngram drafts by prompt lookup, without a model",
     drafting="none",
     k_min=1,
     k_max=16,
     k_default=4,
     summary="prompt lookup; no model, wins on repetitive workloads (code edits, RAG, summaries)",
     accelerators=everywhere(),
+    # The first position is the hard one (a match must exist); later ones follow the copied span.
+    simulator=SimulatorProfile(acceptance={
+        "chat": (0.15, 0.55, 0.60, 0.62, 0.62),
+        "code": (0.45, 0.75, 0.80, 0.82, 0.82),
+        "summarization": (0.56, 0.80, 0.84, 0.86, 0.86),
+        "math": (0.30, 0.60, 0.66, 0.68, 0.68),
+    }),
 ))

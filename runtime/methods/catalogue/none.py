@@ -2,15 +2,18 @@
 
 from specinfer.runtime.methods.accelerators import everywhere
 from specinfer.runtime.methods.registry import MethodSpec, register
+from specinfer.runtime.methods.workloads import NO_DRAFTS
 
 NONE = register(MethodSpec(
     name="none",
     vllm_method=None,
     draft_model="forbidden",
+    no_draft_reason="method none does not speculate",
     drafting="none",
     k_min=0,
     k_max=0,
     k_default=0,
     summary="no speculation; the baseline",
     accelerators=everywhere(),
+    simulator=NO_DRAFTS,
 ))

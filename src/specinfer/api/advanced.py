@@ -12,6 +12,7 @@ from pydantic import ConfigDict, Field, create_model, model_validator
 from pydantic_core import PydanticCustomError
 
 from specinfer.api.base import ApiModel, Rule
+from specinfer.runtime.methods import methods_taking
 from specinfer.runtime.methods.advanced import ADVANCED_FIELDS, RESERVED_FIELDS, AdvancedField
 
 
@@ -68,17 +69,18 @@ Advanced = create_model(  # type: ignore[call-overload]
 
 
 def method_restriction_rules() -> list[Rule]:
-    """CEL on Speculation: an advanced field that applies only to some methods."""
+    """CEL on Speculation: an advanced field that applies only to the methods whose modules list it."""
     rules = []
     for key, spec in ADVANCED_FIELDS.items():
-        if not spec.methods:
+        if not spec.method_specific:
             continue
-        allowed = "[" + ", ".join(f"'{m}'" for m in spec.methods) + "]"
-        names = " or ".join(spec.methods)
+        methods = methods_taking(key)
+        allowed = "[" + ", ".join(f"'{m}'" for m in methods) + "]"
+        names = " or ".join(methods)
         rules.append(Rule(
             cel=f"!has(self.advanced) || !has(self.advanced.{key}) || self.method in {allowed}",
             message=f"spec.speculation.advanced.{key} applies only to method {names}: remove it",
-            check=lambda s, key=key, methods=spec.methods: s.advanced is None
+            check=lambda s, key=key, methods=methods: s.advanced is None
             or getattr(s.advanced, key) is None
             or s.method in methods,
             field=f"advanced.{key}",

@@ -1,31 +1,50 @@
-"""CEL + Python rules generated from the method catalogue, so admission follows the catalogue.
+"""CEL + Python rules generated from the catalogue, so admission follows it.
 
-Adding a method or changing its bounds changes these rules and therefore the generated
-CRD; tests/unit/test_api_crd.py fails until crds/ is regenerated.
+Every fact comes from runtime/methods/: draft-model rules and their hints from each method's
+module, K caps from each accelerator's `max_k`, what an engine release lacks from
+runtime/methods/engines.py, and what vLLM would drop or refuse from
+runtime/methods/engine_truth.py. Adding a method, an accelerator or an engine difference changes
+these rules and therefore the generated CRD; tests/unit/test_api_crd.py fails until crds/ is
+regenerated.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+
 from specinfer.api.base import Rule
-from specinfer.runtime.methods import ACCELERATORS, all_methods
-from specinfer.runtime.methods.accelerators import ASCEND_MAX_K
-
-DRAFT_HINTS = {
-    "eagle": "the EAGLE head (e.g. yuhuili/EAGLE-LLaMA3.1-Instruct-8B)",
-    "eagle3": "the EAGLE-3 head (e.g. yuhuili/EAGLE3-LLaMA3.1-Instruct-8B)",
-    "draftModel": "a small model that shares the target's tokenizer",
-    "dflash": "the DFlash drafter (e.g. z-lab/Qwen3-8B-DFlash-b16)",
-}
-NO_DRAFT_REASONS = {
-    "none": "method none does not speculate",
-    "mtp": "mtp drafts with the target model's own MTP layers",
-    "ngram": "ngram drafts by prompt lookup, without a model",
-    "suffix": "suffix drafts from a suffix tree, without a model",
-}
+from specinfer.runtime.methods import ACCELERATORS, Accelerator, MethodSpec, all_methods
+from specinfer.runtime.methods.advanced import ADVANCED_FIELDS
+from specinfer.runtime.methods.engine_truth import schedule_support
+from specinfer.runtime.methods.engines import RELEASES, EngineRelease
 
 
-def _cel_list(values) -> str:
+def _cel_list(values: Iterable[str]) -> str:
     return "[" + ", ".join(f"'{value}'" for value in values) + "]"
+
+
+def _names(values: Sequence[str]) -> str:
+    """'a', 'a or b', 'a, b or c'."""
+    return values[0] if len(values) == 1 else f"{', '.join(values[:-1])} or {values[-1]}"
+
+
+def _on(accelerators: Sequence[str]) -> str:
+    """CEL: the spec's accelerator is one of these."""
+    if len(accelerators) == 1:
+        return f"self.hardware.accelerator == '{accelerators[0]}'"
+    return f"self.hardware.accelerator in {_cel_list(accelerators)}"
+
+
+def _running(release: EngineRelease) -> list[str]:
+    return [name for name, accelerator in ACCELERATORS.items() if accelerator.engine == release]
+
+
+def _engines(accelerators: Iterable[str]) -> str:
+    """'nvidia, amd or ascend (vllm 0.33.0)' grouped by release."""
+    groups: dict[str, list[str]] = {}
+    for name in accelerators:
+        groups.setdefault(ACCELERATORS[name].engine.label, []).append(name)
+    return "; ".join(f"{_names(names)} ({label})" for label, names in groups.items())
 
 
 def draft_model_rules() -> list[Rule]:
@@ -36,7 +55,7 @@ def draft_model_rules() -> list[Rule]:
             rules.append(Rule(
                 cel=f"self.method != '{name}' || has(self.draftModel)",
                 message=f"spec.speculation.draftModel is required for method {name}: "
-                f"set spec.speculation.draftModel.name to {DRAFT_HINTS.get(name, 'the draft weights')}",
+                f"set spec.speculation.draftModel.name to {method.draft_hint}",
                 check=lambda s, name=name: s.method != name or s.draft_model is not None,
                 field="draftModel",
             ))
@@ -44,7 +63,7 @@ def draft_model_rules() -> list[Rule]:
             rules.append(Rule(
                 cel=f"self.method != '{name}' || !has(self.draftModel)",
                 message=f"spec.speculation.draftModel must not be set for method {name} "
-                f"({NO_DRAFT_REASONS.get(name, 'it uses no draft model')}): remove spec.speculation.draftModel",
+                f"({method.no_draft_reason}): remove spec.speculation.draftModel",
                 check=lambda s, name=name: s.method != name or s.draft_model is None,
                 field="draftModel",
             ))
@@ -79,7 +98,8 @@ def advanced_key_rules() -> list[Rule]:
     return [
         Rule(
             cel="!has(self.advanced) || self.method != 'none'",
-            message="spec.speculation.advanced has no effect with method none: remove it or choose a speculative method",
+            message="spec.speculation.advanced has no effect with method none: remove it or choose a speculative "
+            "method",
             check=lambda s: s.advanced is None or s.method != "none",
             field="advanced",
         ),
@@ -87,52 +107,201 @@ def advanced_key_rules() -> list[Rule]:
     ]
 
 
-def accelerator_rules() -> list[Rule]:
-    """Spec-level rules: method x accelerator support and the Ascend draft-length cap."""
+def _fly_source() -> str:
+    cited = [f"{release.label}: {release.fly_needs_two_tokens}" for release in RELEASES if release.fly_needs_two_tokens]
+    return "; ".join(cited)
+
+
+def fly_rules() -> list[Rule]:
+    """FLy verification bounds on an explicit K (parse_spec checks the default K too)."""
+    fly = ("has(self.advanced) && has(self.advanced.rejection_sample_method) && "
+           "self.advanced.rejection_sample_method == 'fly'")
+    return [
+        Rule(
+            cel=f"!({fly}) || !has(self.numSpeculativeTokens) || self.numSpeculativeTokens >= 2",
+            message="spec.speculation.advanced.rejection_sample_method fly needs spec.speculation.numSpeculativeTokens "
+            f">= 2 (vLLM refuses FLy with one draft token, {_fly_source()}): raise numSpeculativeTokens or choose "
+            "another rejection_sample_method",
+            check=lambda s: s.advanced is None or s.advanced.rejection_sample_method != "fly"
+            or s.num_speculative_tokens is None or s.num_speculative_tokens >= 2,
+            field="advanced.rejection_sample_method",
+        ),
+        Rule(
+            cel=f"!({fly}) || !has(self.advanced.fly_window_size) || !has(self.numSpeculativeTokens) || "
+            "self.advanced.fly_window_size < self.numSpeculativeTokens",
+            message="spec.speculation.advanced.fly_window_size must be smaller than "
+            "spec.speculation.numSpeculativeTokens (vLLM refuses a FLy window of K or more): lower fly_window_size "
+            "or raise numSpeculativeTokens",
+            check=lambda s: s.advanced is None or s.advanced.rejection_sample_method != "fly"
+            or s.advanced.fly_window_size is None or s.num_speculative_tokens is None
+            or s.advanced.fly_window_size < s.num_speculative_tokens,
+            field="advanced.fly_window_size",
+        ),
+    ]
+
+
+def _why_unsupported(method: MethodSpec, accelerator: Accelerator) -> str:
+    vllm_name = method.vllm_method_on(accelerator.engine)
+    if vllm_name is not None and not accelerator.engine.has_method(vllm_name):
+        return f"{accelerator.engine.label} has no method {vllm_name}"
+    if not set(method.runs_on) & set(accelerator.model_runners):
+        return (f"{method.name} needs vLLM's Model Runner {'/'.join(r.upper() for r in method.runs_on)}, "
+                f"{accelerator.name} runs {'/'.join(r.upper() for r in accelerator.model_runners)} only")
+    return f"not offered with {accelerator.engine.label}"
+
+
+def method_support_rules() -> list[Rule]:
     rules = []
     for method in all_methods():
         unsupported = [name for name in ACCELERATORS if not method.supports(name)]
         if not unsupported:
             continue
         supported = ", ".join(name for name in ACCELERATORS if method.supports(name))
+        why = "; ".join(f"{name}: {_why_unsupported(method, ACCELERATORS[name])}" for name in unsupported)
         rules.append(Rule(
-            cel=f"self.speculation.method != '{method.name}' || !(self.hardware.accelerator in {_cel_list(unsupported)})",
+            cel=f"self.speculation.method != '{method.name}' || !({_on(unsupported)})",
             message=f"spec.speculation.method {method.name} is not supported on spec.hardware.accelerator "
-            f"{' or '.join(unsupported)} with vLLM 0.33: choose accelerator {supported} or another method "
+            f"{_names(unsupported)} ({why}): choose accelerator {supported} or another method "
             "(specinfer methods lists them)",
-            check=lambda s, m=method.name, u=tuple(unsupported): s.speculation.method != m or s.hardware.accelerator not in u,
+            check=lambda s, m=method.name, u=tuple(unsupported): s.speculation.method != m
+            or s.hardware.accelerator not in u,
             field="hardware.accelerator",
         ))
-    rules.append(Rule(
-        cel="self.hardware.accelerator != 'ascend' || !has(self.speculation.numSpeculativeTokens) || "
-        f"self.speculation.numSpeculativeTokens + 1 <= {ASCEND_MAX_K + 1}",
-        message=f"spec.speculation.numSpeculativeTokens must be at most {ASCEND_MAX_K} on spec.hardware.accelerator "
-        f"ascend (vllm-ascend verifies at most K + 1 = {ASCEND_MAX_K + 1} tokens per step): lower it",
-        check=lambda s: s.hardware.accelerator != "ascend"
-        or s.speculation.num_speculative_tokens is None
-        or s.speculation.num_speculative_tokens + 1 <= ASCEND_MAX_K + 1,
-        field="speculation.numSpeculativeTokens",
-    ))
-    rules.append(Rule(
-        cel="self.hardware.accelerator != 'ascend' || !has(self.tuning.maxNumSpeculativeTokens) || "
-        f"self.tuning.maxNumSpeculativeTokens + 1 <= {ASCEND_MAX_K + 1}",
-        message=f"spec.tuning.maxNumSpeculativeTokens must be at most {ASCEND_MAX_K} on spec.hardware.accelerator "
-        f"ascend (K + 1 <= {ASCEND_MAX_K + 1}): lower it",
-        check=lambda s: s.hardware.accelerator != "ascend"
-        or s.tuning.max_num_speculative_tokens is None
-        or s.tuning.max_num_speculative_tokens + 1 <= ASCEND_MAX_K + 1,
-        field="tuning.maxNumSpeculativeTokens",
-    ))
+    return rules
+
+
+def k_cap_rules() -> list[Rule]:
+    """Every accelerator that caps K (its `max_k`) caps the spec's K and the tuner's maximum."""
+    rules = []
+    for accelerator in ACCELERATORS.values():
+        cap, name = accelerator.max_k, accelerator.name
+        if cap is None:
+            continue
+        for path, attr, cel_path in (
+            ("spec.speculation.numSpeculativeTokens", ("speculation", "num_speculative_tokens"),
+             "self.speculation.numSpeculativeTokens"),
+            ("spec.tuning.maxNumSpeculativeTokens", ("tuning", "max_num_speculative_tokens"),
+             "self.tuning.maxNumSpeculativeTokens"),
+        ):
+            has = cel_path.rsplit(".", 1)
+            rules.append(Rule(
+                cel=f"self.hardware.accelerator != '{name}' || !has({has[0]}.{has[1]}) || {cel_path} <= {cap}",
+                message=f"{path} must be at most {cap} on spec.hardware.accelerator {name} "
+                f"({accelerator.max_k_reason}): lower it",
+                check=lambda s, name=name, cap=cap, attr=attr: s.hardware.accelerator != name
+                or getattr(getattr(s, attr[0]), attr[1]) is None
+                or getattr(getattr(s, attr[0]), attr[1]) <= cap,
+                field=path.removeprefix("spec."),
+            ))
+    return rules
+
+
+def tuning_bound_rules() -> list[Rule]:
+    rules = []
     for method in all_methods():
         if method.k_max == 0:
             continue
         rules.append(Rule(
             cel=f"self.speculation.method != '{method.name}' || !has(self.tuning.maxNumSpeculativeTokens) || "
             f"self.tuning.maxNumSpeculativeTokens <= {method.k_max}",
-            message=f"spec.tuning.maxNumSpeculativeTokens must be at most {method.k_max} for method {method.name}: lower it",
+            message=f"spec.tuning.maxNumSpeculativeTokens must be at most {method.k_max} for method {method.name}: "
+            "lower it",
             check=lambda s, m=method.name, high=method.k_max: s.speculation.method != m
             or s.tuning.max_num_speculative_tokens is None
             or s.tuning.max_num_speculative_tokens <= high,
             field="tuning.maxNumSpeculativeTokens",
         ))
     return rules
+
+
+def engine_release_rules() -> list[Rule]:
+    """An `advanced` field or value that an accelerator's engine release lacks is refused there, naming
+    the release, instead of crashing the engine at start."""
+    rules = []
+    for release in RELEASES:
+        on = _running(release)
+        if not on:
+            continue
+        for key in sorted(release.absent_fields & set(ADVANCED_FIELDS)):
+            elsewhere = [name for name, a in ACCELERATORS.items() if a.engine.has_field(key)]
+            fix = f"remove it, or run on accelerator {_engines(elsewhere)}" if elsewhere else "remove it"
+            rules.append(Rule(
+                cel=f"!({_on(on)}) || !has(self.speculation.advanced) || !has(self.speculation.advanced.{key})",
+                message=f"spec.speculation.advanced.{key} is not a field of {release.label}, the engine of "
+                f"spec.hardware.accelerator {_names(on)}: {fix}",
+                check=lambda s, on=tuple(on), key=key: s.hardware.accelerator not in on
+                or s.speculation.advanced is None or getattr(s.speculation.advanced, key) is None,
+                field=f"speculation.advanced.{key}",
+            ))
+        for key, values in sorted(release.absent_choices.items()):
+            for value in sorted(values):
+                elsewhere = [name for name, a in ACCELERATORS.items() if value not in a.engine.absent_values(key)]
+                fix = (f"choose another {key}, or run on accelerator {_engines(elsewhere)}" if elsewhere
+                       else f"choose another {key}")
+                rules.append(Rule(
+                    cel=f"!({_on(on)}) || !has(self.speculation.advanced) || "
+                    f"!has(self.speculation.advanced.{key}) || self.speculation.advanced.{key} != '{value}'",
+                    message=f"spec.speculation.advanced.{key} {value} is not in {release.label}, the engine of "
+                    f"spec.hardware.accelerator {_names(on)}: {fix}",
+                    check=lambda s, on=tuple(on), key=key, value=value: s.hardware.accelerator not in on
+                    or s.speculation.advanced is None or getattr(s.speculation.advanced, key) != value,
+                    field=f"speculation.advanced.{key}",
+                ))
+    return rules
+
+
+def refused_value_rules() -> list[Rule]:
+    """Values an accelerator's engine accepts in its config but cannot run (e.g. synthetic acceptance on CPU)."""
+    rules = []
+    for accelerator in ACCELERATORS.values():
+        for refused in accelerator.refused_values:
+            key, value, name = refused.field, refused.value, accelerator.name
+            rules.append(Rule(
+                cel=f"self.hardware.accelerator != '{name}' || !has(self.speculation.advanced) || "
+                f"!has(self.speculation.advanced.{key}) || self.speculation.advanced.{key} != '{value}'",
+                message=f"spec.speculation.advanced.{key} {value} cannot run on spec.hardware.accelerator {name}: "
+                f"{refused.reason} ({accelerator.engine.label}, {refused.source}): choose another {key}",
+                check=lambda s, name=name, key=key, value=value: s.hardware.accelerator != name
+                or s.speculation.advanced is None or getattr(s.speculation.advanced, key) != value,
+                field=f"speculation.advanced.{key}",
+            ))
+    return rules
+
+
+def schedule_rules() -> list[Rule]:
+    """A schedule vLLM would drop (or crash on) for this method on this accelerator is refused."""
+    rules = []
+    for method in all_methods():
+        if not method.speculates:
+            continue  # SCHEDULE_RULES refuse a schedule with method none
+        verdicts = {name: schedule_support(method.name, name) for name in method.accelerators}
+        refused = [name for name, verdict in verdicts.items() if not verdict.honoured]
+        if not refused:
+            continue
+        effects = list(dict.fromkeys(
+            f"{ACCELERATORS[name].engine.label} {verdicts[name].effect}, {verdicts[name].source}" for name in refused))
+        runners = {verdicts[name].model_runner.upper() for name in refused}
+        where = "" if set(refused) == set(ACCELERATORS) else f" || !({_on(refused)})"
+        rules.append(Rule(
+            cel=f"self.speculation.method != '{method.name}' || !has(self.speculation.schedule){where}",
+            message=f"spec.speculation.schedule cannot be used with method {method.name} on spec.hardware.accelerator "
+            f"{_names(refused)}: {method.name} runs on vLLM's Model Runner {'/'.join(sorted(runners))}, whose "
+            f"{method.name} drafter cannot follow a schedule ({'; '.join(effects)}): remove the schedule "
+            "(numSpeculativeTokens alone is in force) or choose a method whose drafter follows it",
+            check=lambda s, m=method.name, on=tuple(refused): s.speculation.method != m
+            or s.speculation.schedule is None or s.hardware.accelerator not in on,
+            field="speculation.schedule",
+        ))
+    return rules
+
+
+def accelerator_rules() -> list[Rule]:
+    """Spec-level rules: method x accelerator support, K caps, engine releases, engine truth."""
+    return [
+        *method_support_rules(),
+        *k_cap_rules(),
+        *tuning_bound_rules(),
+        *engine_release_rules(),
+        *refused_value_rules(),
+        *schedule_rules(),
+    ]

@@ -15,7 +15,8 @@ from pydantic import ValidationError
 
 from specinfer.api.resource import RuntimeConfig, SpeculativeInference
 from specinfer.api.spec import SpeculativeInferenceSpec
-from specinfer.runtime.methods import get_method
+from specinfer.runtime.methods import get_accelerator, get_method
+from specinfer.runtime.methods.engine_truth import k_problems, schedule_support
 
 
 class InvalidSpecError(ValueError):
@@ -66,42 +67,62 @@ def _from_validation_error(error: ValidationError, root: str) -> InvalidSpecErro
     return InvalidSpecError(first_path, first_message, problems)
 
 
+def _data_parallel_size(extra_args: list[str] | None) -> int:
+    """`--data-parallel-size N` / `-dp N` among the user's extra vLLM arguments (1 when absent)."""
+    args = list(extra_args or [])
+    for index, arg in enumerate(args):
+        name, _, value = arg.partition("=")
+        if name in ("--data-parallel-size", "--data_parallel_size", "-dp"):
+            if not value and index + 1 < len(args):
+                value = args[index + 1]
+            try:
+                return int(value)
+            except ValueError:
+                return 1  # vLLM refuses a non-integer itself, naming the flag
+    return 1
+
+
 def semantic_problems(spec: SpeculativeInferenceSpec) -> list[tuple[str, str]]:
     """Checks CEL cannot express; empty when the spec is sound."""
     problems: list[tuple[str, str]] = []
-    speculation = spec.speculation
+    speculation, accelerator = spec.speculation, spec.hardware.accelerator
     method = get_method(speculation.method)
-    advanced = speculation.advanced.model_dump(exclude_none=True) if speculation.advanced else {}
+    release = get_accelerator(accelerator).engine
+    advanced: dict[str, Any] = speculation.advanced.model_dump(exclude_none=True) if speculation.advanced else {}
     base = "spec.speculation.advanced"
-    tp = spec.hardware.tensor_parallel_size or spec.hardware.count
+    tp = spec.hardware.tensor_parallel()
     draft_tp = advanced.get("draft_tensor_parallel_size")
     if isinstance(draft_tp, int) and draft_tp not in (1, tp):
         problems.append((f"{base}.draft_tensor_parallel_size",
-                         f"{base}.draft_tensor_parallel_size must be 1 or the target's tensor parallel size {tp}"))
+                         f"{base}.draft_tensor_parallel_size must be 1 or the target's tensor parallel size {tp}"
+                         + (f" (spec.hardware.accelerator {accelerator} runs tensor parallel size 1 unless "
+                            "spec.hardware.tensorParallelSize says otherwise)" if tp != spec.hardware.count else "")))
     synthetic = advanced.get("rejection_sample_method") == "synthetic"
-    has_rates, has_length = "synthetic_acceptance_rates" in advanced, "synthetic_acceptance_length" in advanced
-    if synthetic and has_rates == has_length:
-        problems.append((f"{base}.rejection_sample_method",
-                         f"{base}.rejection_sample_method synthetic needs exactly one of synthetic_acceptance_rates "
-                         "or synthetic_acceptance_length"))
-    if (has_rates or has_length) and not synthetic:
+    if ("synthetic_acceptance_rates" in advanced or "synthetic_acceptance_length" in advanced) and not synthetic:
         problems.append((base, f"{base}: synthetic_acceptance_* needs rejection_sample_method synthetic"))
-    rates = advanced.get("synthetic_acceptance_rates")
-    k = speculation.num_speculative_tokens or method.default_k(spec.hardware.accelerator)
-    if isinstance(rates, list) and len(rates) != k:
-        problems.append((f"{base}.synthetic_acceptance_rates",
-                         f"{base}.synthetic_acceptance_rates needs one rate per draft position ({k})"))
-    if isinstance(rates, list) and any(b > a for a, b in zip(rates, rates[1:])):
-        problems.append((f"{base}.synthetic_acceptance_rates", f"{base}.synthetic_acceptance_rates must be non-increasing"))
+    if method.speculates:
+        k = speculation.num_speculative_tokens or method.default_k(accelerator)
+        default = "" if speculation.num_speculative_tokens else f"; K {k} is the default of method {method.name}"
+        for problem in k_problems(accelerator, k, advanced):
+            problems.append((f"{base}.{problem.field}",
+                             f"{base}.{problem.field} {problem.message}{default if problem.depends_on_k else ''} "
+                             f"({release.label} refuses it when it starts: {problem.source})"))
     if advanced.get("use_heterogeneous_vocab") and advanced.get("draft_sample_method", "greedy") != "greedy":
         problems.append((f"{base}.use_heterogeneous_vocab",
                          f"{base}.use_heterogeneous_vocab needs draft_sample_method greedy"))
+    if speculation.schedule and method.speculates:
+        data_parallel = _data_parallel_size(spec.runtime.extra_args)
+        verdict = schedule_support(method.name, accelerator, advanced=advanced, data_parallel_size=data_parallel)
+        if not verdict.honoured:
+            problems.append(("spec.speculation.schedule",
+                             f"spec.speculation.schedule would not be in force: {verdict.reason} ({verdict.source}): "
+                             "remove the schedule or the setting that disables it"))
     tuning = spec.tuning
-    k_max = method.k_max_on(spec.hardware.accelerator)
+    k_max = method.k_max_on(accelerator)
     if tuning.min_num_speculative_tokens is not None and tuning.min_num_speculative_tokens > k_max:
         problems.append(("spec.tuning.minNumSpeculativeTokens",
                          f"spec.tuning.minNumSpeculativeTokens must be <= {k_max}, the largest K of method "
-                         f"{method.name} on {spec.hardware.accelerator}"))
+                         f"{method.name} on {accelerator}"))
     return problems
 
 

@@ -11,6 +11,7 @@ from specinfer.api.base import ApiModel, ModelId, Rule, ShortText
 from specinfer.api.catalogue_rules import (
     advanced_key_rules,
     draft_model_rules,
+    fly_rules,
     num_speculative_tokens_rules,
 )
 from specinfer.runtime.methods import METHOD_NAMES
@@ -162,4 +163,5 @@ class Speculation(ApiModel):
         *num_speculative_tokens_rules(),
         *SCHEDULE_RULES,
         *advanced_key_rules(),
+        *fly_rules(),
     )

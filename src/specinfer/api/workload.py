@@ -21,8 +21,7 @@ from specinfer.api.base import (
     Text,
 )
 from specinfer.api.engine_flags import ExtraArg
-from specinfer.runtime.methods import ACCELERATORS
-from specinfer.runtime.sim.model import COST_MODELS, WORKLOADS
+from specinfer.runtime.methods import ACCELERATORS, COST_MODELS, DEFAULT_COST_MODEL, WORKLOADS, get_accelerator
 
 AcceleratorName = Literal[tuple(ACCELERATORS)]  # type: ignore[valid-type]
 WorkloadName = Literal[WORKLOADS]  # type: ignore[valid-type]
@@ -100,7 +99,7 @@ class Hardware(ApiModel):
     count: int = Field(default=1, ge=1, le=64)
     """Devices per replica (ignored for cpu)."""
     tensor_parallel_size: int | None = Field(default=None, ge=1, le=64)
-    """vLLM --tensor-parallel-size; defaults to `count`."""
+    """vLLM --tensor-parallel-size; defaults to `count` (1 on cpu)."""
     product: LabelValue | None = None
     """Device product to schedule on, e.g. NVIDIA-H100-80GB-HBM3 or MI300X; the operator's hardware profile maps
     it to a node selector."""
@@ -118,6 +117,10 @@ class Hardware(ApiModel):
             field="tensorParallelSize",
         ),
     )
+
+    def tensor_parallel(self) -> int:
+        """The tensor parallel size vLLM runs with: validation and the engine's argv both use this."""
+        return get_accelerator(self.accelerator).tensor_parallel_size(self.count, self.tensor_parallel_size)
 
 
 # Variables the engine reads credentials from (huggingface_hub: HF_TOKEN, HUGGING_FACE_HUB_TOKEN; vLLM 0.33's
@@ -189,7 +192,7 @@ class Simulator(ApiModel):
     """Simulated seconds per wall-clock second (10 runs ten times faster)."""
     max_num_seqs: int = Field(default=256, ge=1, le=4096)
     """Largest batch size, as vLLM --max-num-seqs."""
-    cost_model: CostModelName = "h100-llama8b"
+    cost_model: CostModelName = DEFAULT_COST_MODEL
     """Step-latency preset (hardware x model) of the simulated engine."""
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
     """Random seed; the same seed replays the same run."""

@@ -1,7 +1,7 @@
 """Fake nodes managed by kwok: they accept pods and report them Ready.
 
-Each node advertises the accelerator resources the operator schedules
-(`nvidia.com/gpu`, `amd.com/gpu`, `huawei.com/Ascend910`) so that workloads for
+Each node advertises the device resource of every accelerator in the catalogue
+(`nvidia.com/gpu`, `amd.com/gpu`, `huawei.com/Ascend910`, ...) so that workloads for
 every hardware profile can be scheduled on the local control plane.
 """
 
@@ -13,7 +13,10 @@ from pathlib import Path
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-ACCELERATOR_RESOURCES = {"nvidia.com/gpu": "8", "amd.com/gpu": "8", "huawei.com/Ascend910": "8"}
+from specinfer.runtime.methods import ACCELERATORS
+
+DEVICES_PER_NODE = "8"
+ACCELERATOR_RESOURCES = {a.device_resource: DEVICES_PER_NODE for a in ACCELERATORS.values() if a.device_resource}
 
 
 def node_manifest(name: str) -> dict:

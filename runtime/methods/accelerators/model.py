@@ -1,0 +1,102 @@
+"""What the catalogue knows about one accelerator family, and how one method runs on it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal
+
+from specinfer.runtime.methods.engines import EngineRelease, SourceLine
+
+ModelRunner = Literal["v1", "v2"]
+
+
+def _frozen(mapping: Mapping[str, str] | None = None) -> Mapping[str, str]:
+    return MappingProxyType(dict(mapping or {}))
+
+
+@dataclass(frozen=True)
+class PodDefaults:
+    """Defaults of the operator's hardware profile for this family (operator/hardware.py builds it;
+    the operator configuration may override every field)."""
+
+    image_flavour: str                               # runtime image tag suffix: cuda, rocm, ascend, cpu
+    product_label: str | None = None                 # node label that spec.hardware.product is matched against
+    tolerations: tuple[Mapping[str, str], ...] = ()  # for the taints device nodes usually carry
+    shm_size: str = "16Gi"                           # /dev/shm: tensor-parallel workers exchange tensors here
+    startup_seconds: int = 1800                      # how long the startup probe waits for the model to load
+    env: Mapping[str, str] = field(default_factory=_frozen)  # platform environment for every method
+    # sizeLimit of the model-cache emptyDir (None: unlimited, which lets one pod fill the node's disk)
+    model_cache_size: str | None = "256Gi"
+    # vLLM writes only to HOME, /tmp, /dev/shm and the model cache (emptyDirs); off where the platform
+    # stack's run-time writes are unverified
+    read_only_root_filesystem: bool = True
+
+
+def device_taint_toleration(resource: str) -> Mapping[str, str]:
+    """Device plugins' nodes are usually tainted with their resource name."""
+    return _frozen({"key": resource, "operator": "Exists", "effect": "NoSchedule"})
+
+
+@dataclass(frozen=True)
+class RefusedValue:
+    """A `speculation.advanced` value this platform's engine cannot run (refused at admission)."""
+
+    field: str
+    value: Any
+    reason: str
+    source: SourceLine
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    name: str
+    summary: str
+    device_resource: str | None          # Kubernetes extended resource per device; None: no device (CPU)
+    engine: EngineRelease                # the release its runtime image runs
+    model_runners: tuple[ModelRunner, ...]  # vLLM model runners the platform can run, its default first
+    model_runner_source: SourceLine      # where the engine picks the default (in `engine`'s source)
+    full_cuda_graphs: bool               # default cudagraph mode captures FULL graphs (GPU only)
+    pod: PodDefaults
+    max_k: int | None = None             # platform cap on num_speculative_tokens; None: the method's own bound
+    max_k_reason: str = ""
+    tensor_parallel_from_count: bool = True  # False: tensor parallel size 1 unless set, whatever `count`
+    torch_device: Literal["cuda", "npu"] | None = None  # how preflight counts the devices a pod sees
+    refused_values: tuple[RefusedValue, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.model_runners:
+            raise ValueError(f"accelerator {self.name!r} runs no model runner")
+        if self.max_k is not None and (self.max_k < 1 or not self.max_k_reason):
+            raise ValueError(f"accelerator {self.name!r}: a K cap needs max_k >= 1 and the reason for it")
+
+    @property
+    def default_model_runner(self) -> ModelRunner:
+        return self.model_runners[0]
+
+    def tensor_parallel_size(self, count: int, requested: int | None) -> int:
+        """vLLM's --tensor-parallel-size: the requested one, else the device count (1 where the
+        platform does not split a model across `count` devices)."""
+        if requested is not None:
+            return requested
+        return count if self.tensor_parallel_from_count else 1
+
+    def cap_k(self, k: int) -> int:
+        return k if self.max_k is None else min(k, self.max_k)
+
+
+@dataclass(frozen=True)
+class AcceleratorSupport:
+    """How one method runs on one accelerator: caveats, and pins the operator must apply."""
+
+    caveats: tuple[str, ...] = ()
+    # vLLM engine arguments added to `vllm serve` (e.g. an attention-backend pin)
+    engine_args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=_frozen)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"caveats": list(self.caveats), "engine_args": list(self.engine_args), "env": dict(self.env)}
+
+
+PLAIN = AcceleratorSupport()

