@@ -20,14 +20,13 @@ from dataclasses import dataclass, field, replace
 
 from specinfer.operator.tuner.policy import DraftConfig, Observation
 from specinfer.runtime.methods import get_method
-from specinfer.runtime.sim.model import AcceptanceProfile, acceptance_profile, cost_model, draft_scale
+from specinfer.runtime.sim.model import COLLAPSED, AcceptanceProfile, acceptance_profile, cost_model, draft_scale
 
 from .observations import synthetic_observation
 
 TICK_SECONDS = 60.0  # tuning interval and observation window
 OUTPUT_TOKENS = 256  # per request: spreads a restart stall over a request's per-token latency
 P99_OVER_MEAN = 1.3  # per-token p99 / mean within a minute (request mix), applied to the fluid mean
-COLLAPSED = AcceptanceProfile(name="collapsed", conditional=(0.02, 0.3))
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,13 @@ file at all. Example:
     rateLimit: {qps: 200, burst: 400}
     allowedImages: []          # default: the hardware profiles' images
     engineSecrets: Labelled    # or Any
+    cost: {currency: USD, accelerators: {nvidia: 2.5}, products: {NVIDIA-H100-80GB-HBM3: 3.9}}
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -94,6 +95,28 @@ class RateLimit(_Config):
     burst: int = Field(default=400, ge=1)
 
 
+PRODUCT_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"  # spec.hardware.product (a label value)
+Price = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+class CostConfig(_Config):
+    """Prices that turn measured throughput into cost per million generated tokens (status.cost).
+
+    A price is per device-hour: one GPU / NPU of the family or product for one hour, so a replica
+    costs price x spec.hardware.count. For `cpu`, where spec.hardware.count means nothing, a price is
+    per replica-hour: the whole engine pod (the share of the node it runs on). A resource whose
+    product and accelerator both have no price gets no cost fields at all: no guess.
+    """
+
+    currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$")
+    """ISO 4217 code the prices are in; shown next to every cost figure."""
+    accelerators: dict[Accelerator, Price] = Field(default_factory=dict)
+    """Price per device-hour by accelerator family (cpu: per replica-hour)."""
+    products: dict[Annotated[str, Field(min_length=1, max_length=63, pattern=PRODUCT_PATTERN)], Price] = Field(
+        default_factory=dict)
+    """Price per device-hour by spec.hardware.product (e.g. NVIDIA-H100-80GB-HBM3); wins over the family's."""
+
+
 class OperatorConfig(_Config):
     images: dict[Accelerator, str] = Field(default_factory=dict)
     """Runtime image per accelerator (shortcut for profiles.<accelerator>.image)."""
@@ -101,6 +124,8 @@ class OperatorConfig(_Config):
     model_cache: ModelCache = Field(default_factory=ModelCache)
     prometheus: PrometheusConfig = Field(default_factory=PrometheusConfig)
     rate_limit: RateLimit = Field(default_factory=RateLimit)
+    cost: CostConfig = Field(default_factory=CostConfig)
+    """Prices per accelerator and product, for status.cost (operator/pricing.py)."""
     tuning: TunerSettings = Field(default_factory=TunerSettings)
     """The tuning loop: window, label mapping, policy defaults (operator/tuner/settings.py)."""
     workers: int = Field(default=16, ge=1, le=128)

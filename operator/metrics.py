@@ -7,6 +7,19 @@ two operators in one test process) never fails on duplicate registration. PromQL
     sum by (reason) (rate(specinfer_operator_errors_total[5m]))       failures by reason
     sum by (action) (increase(specinfer_operator_tuning_decisions_total[1h]))
     histogram_quantile(0.99, rate(specinfer_operator_prometheus_query_seconds_bucket[5m]))
+
+Per-resource series (labels `namespace`, `name`: the SpeculativeInference) are set by the tuning loop
+each time it decides for a resource and dropped when the resource is deleted or its tuning turned off;
+the dashboard and the alerts read them (docs/observability.md):
+
+    specinfer_operator_tuning_degraded{reason}          1 while TuningDegraded is True (reason = its reason)
+    specinfer_operator_tuning_restarts_last_hour         tuner rollouts in the past hour
+    specinfer_operator_tuning_restart_budget             spec.tuning.maxRestartsPerHour
+    specinfer_operator_tuning_predicted_speedup          predicted goodput of the config in force / no speculation
+    specinfer_operator_k_in_force{batch_size}            K the pods run per batch-size range ("1-42", "43+")
+    specinfer_operator_tuning_changes_total{action}      changes applied (auto mode)
+    specinfer_operator_cost_per_million_tokens{currency}               only with prices configured
+    specinfer_operator_cost_last_change_saving_per_million_tokens{currency}
 """
 
 from __future__ import annotations
@@ -93,3 +106,87 @@ def serve(port: int, address: str = "0.0.0.0") -> None:
     """Expose REGISTRY at http://address:port/metrics (a daemon thread)."""
     start_http_server(port, addr=address, registry=REGISTRY)
     log.info("operator metrics on http://%s:%d/metrics", address, port)
+
+
+# ---- per-resource series (issue 17: dashboard, alerts, cost) ------------------------------------
+RESOURCE_LABELS = ("namespace", "name")
+Key = tuple[str, str]
+
+TUNING_DEGRADED = Gauge("specinfer_operator_tuning_degraded",
+                        "1 while the resource's TuningDegraded condition is True, 0 otherwise; reason is the "
+                        "condition's reason.", [*RESOURCE_LABELS, "reason"], registry=REGISTRY)
+RESTARTS_LAST_HOUR = Gauge("specinfer_operator_tuning_restarts_last_hour",
+                           "Rollouts the tuner triggered in the past hour.", RESOURCE_LABELS, registry=REGISTRY)
+RESTART_BUDGET = Gauge("specinfer_operator_tuning_restart_budget",
+                       "spec.tuning.maxRestartsPerHour (0: the tuner only recommends).", RESOURCE_LABELS,
+                       registry=REGISTRY)
+PREDICTED_SPEEDUP = Gauge("specinfer_operator_tuning_predicted_speedup",
+                          "The policy's predicted goodput of the config in force over that of no speculation, at "
+                          "the observed batch sizes (< 1: speculation slows the engine down).", RESOURCE_LABELS,
+                          registry=REGISTRY)
+K_IN_FORCE = Gauge("specinfer_operator_k_in_force",
+                   "Draft length the pods run, per batch-size range of the effective config (0: no drafting).",
+                   [*RESOURCE_LABELS, "batch_size"], registry=REGISTRY)
+TUNING_CHANGES = Counter("specinfer_operator_tuning_changes",
+                         "Tuning changes applied to a resource, by action (setK, setSchedule, disable, reenable, "
+                         "rollback).", [*RESOURCE_LABELS, "action"], registry=REGISTRY)
+COST_PER_MILLION_TOKENS = Gauge("specinfer_operator_cost_per_million_tokens",
+                                "Cost per million generated tokens at the measured load (status.cost).",
+                                [*RESOURCE_LABELS, "currency"], registry=REGISTRY)
+COST_SAVING = Gauge("specinfer_operator_cost_last_change_saving_per_million_tokens",
+                    "What the tuner's last change saves per million tokens, from its realised gain (< 0: costs).",
+                    [*RESOURCE_LABELS, "currency"], registry=REGISTRY)
+_PER_RESOURCE = (TUNING_DEGRADED, RESTARTS_LAST_HOUR, RESTART_BUDGET, PREDICTED_SPEEDUP, K_IN_FORCE, TUNING_CHANGES,
+                 COST_PER_MILLION_TOKENS, COST_SAVING)
+# label values (after namespace, name) each metric holds per resource, so that a resource's old
+# series (a reason that cleared, a schedule range that changed) can be removed
+_held: dict[Any, dict[Key, set[tuple[str, ...]]]] = {metric: {} for metric in _PER_RESOURCE}
+_held_lock = threading.Lock()
+
+
+def _replace(metric: Any, key: Key, values: dict[tuple[str, ...], float]) -> None:
+    """The resource's series of `metric` become exactly `values` (extra label values -> value)."""
+    with _held_lock:
+        held = _held[metric].setdefault(key, set())
+        for extra in held - set(values):
+            metric.remove(*key, *extra)
+        for extra, value in values.items():
+            metric.labels(*key, *extra).set(value)
+        _held[metric][key] = set(values)
+
+
+def publish_resource(namespace: str, name: str, exported: Any) -> None:
+    """Set a resource's series from what the tuning loop just recorded (operator/tuner/exports.py)."""
+    key = (namespace, name)
+    _replace(TUNING_DEGRADED, key, {(exported.degraded_reason,): 1.0 if exported.degraded else 0.0})
+    _replace(RESTARTS_LAST_HOUR, key, {(): float(exported.restarts_last_hour)})
+    _replace(RESTART_BUDGET, key, {(): float(exported.restart_budget)})
+    _replace(K_IN_FORCE, key, {(label,): float(k) for label, k in exported.k_in_force.items()})
+    # no model this tick (too few samples, settling, collapse, no decision): no series, since a stale
+    # belief would keep an alert firing on a config that has changed
+    _replace(PREDICTED_SPEEDUP, key, {} if exported.speedup is None else {(): exported.speedup})
+    cost = exported.cost
+    _replace(COST_PER_MILLION_TOKENS, key, {(cost.currency,): cost.per_million_tokens}
+             if cost is not None and cost.per_million_tokens is not None else {})
+    _replace(COST_SAVING, key, {(cost.currency,): cost.last_change_saving_per_million_tokens}
+             if cost is not None and cost.last_change_saving_per_million_tokens is not None else {})
+    with _held_lock:
+        held = _held[TUNING_CHANGES].setdefault(key, set())
+        for action in exported.change_actions:  # every action at 0 from the start, so increase() sees the first
+            if (action,) not in held:
+                TUNING_CHANGES.labels(*key, action)
+                held.add((action,))
+        if exported.change is not None:
+            TUNING_CHANGES.labels(*key, exported.change).inc()
+            held.add((exported.change,))
+
+
+
+
+def keep_resources(keys: set[Key]) -> None:
+    """Drop every per-resource series of resources not in `keys` (deleted, or tuning off)."""
+    with _held_lock:
+        for metric, by_key in _held.items():
+            for key in [k for k in by_key if k not in keys]:
+                for extra in by_key.pop(key):
+                    metric.remove(*key, *extra)

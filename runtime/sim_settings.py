@@ -21,7 +21,7 @@ def simulator_settings(config: RuntimeConfig) -> SimulatorSettings:
             max_batch_size=simulator.max_num_seqs,
             cost_model=simulator.cost_model,
             seed=simulator.seed,
-            phases=tuple(Phase(p.workload, p.duration_seconds) for p in simulator.phases or ()),
+            phases=tuple(Phase(p.workload, p.duration_seconds, p.acceptance_collapsed) for p in simulator.phases or ()),
         )
     return SimulatorSettings(
         model_name=served_model_name(spec),

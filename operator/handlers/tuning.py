@@ -39,7 +39,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
         loop = TuningLoop(kube=controller.kube, resources=lambda: list(controller.store.resources.values()),
                           settings=settings, default_url=config.prometheus.url, on_written=written,
                           events=controller.reconciler.events, active=controller.leadership.active,
-                          access=config.prometheus.access())
+                          access=config.prometheus.access(), prices=config.cost)
         memo.tuning_task = asyncio.create_task(loop.run(), name="tuning-loop")
         log.info("tuning loop started: Prometheus %s, window %.0fs, %d queries per tick",
                  config.prometheus.url or "(per resource)", settings.window_seconds, len(loop.queries))

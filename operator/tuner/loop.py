@@ -23,9 +23,11 @@ from specinfer.api import API_VERSION, KIND
 from specinfer.api.timestamps import parse_rfc3339
 from specinfer.operator import metrics
 from specinfer.operator.access import AUTH_NOT_ALLOWED, PROMETHEUS_AUTH_LABEL, PrometheusAccess, Refusal
+from specinfer.operator.config import CostConfig
 from specinfer.operator.kube import APPLY_PATCH, object_path
 from specinfer.operator.secrets import read_opted_in_secret
 from specinfer.operator.tuner import prometheus as prom
+from specinfer.operator.tuner.exports import cost_of, resource_export, with_cost
 from specinfer.operator.tuner.observe import Samples, Target, index_results, observe
 from specinfer.operator.tuner.policy import PolicyState, decide
 from specinfer.operator.tuner.queries import build_queries
@@ -75,7 +77,8 @@ class TuningLoop:
                  settings: TunerSettings, default_url: str | None,
                  on_written: Callable[[dict[str, Any]], None] | None = None,
                  events: Any = None, clock: Callable[[], float] = time.time,
-                 active: Callable[[], bool] = lambda: True, access: PrometheusAccess | None = None) -> None:
+                 active: Callable[[], bool] = lambda: True, access: PrometheusAccess | None = None,
+                 prices: CostConfig | None = None) -> None:
         self.kube = kube
         self.resources = resources
         self.settings = settings
@@ -85,6 +88,7 @@ class TuningLoop:
         self.events = events
         self.clock = clock
         self.active = active  # False while another operator replica is active (peering standby)
+        self.prices = prices or CostConfig()  # operator configuration `cost`: status.cost when a price applies
         self._acting = True   # last state logged by tick
         self.last_run: dict[tuple[str, str], float] = {}
         self.queries = build_queries(settings.labels.mapping(), settings.window_seconds)
@@ -117,6 +121,7 @@ class TuningLoop:
             if self._acting:
                 log.info("standby: not tuning while another replica is active")
                 self._acting = False
+                metrics.keep_resources(set())  # issue 17: the active replica's series are the true ones
             return report
         if not self._acting:
             log.info("active again: tuning")
@@ -124,6 +129,7 @@ class TuningLoop:
         groups: dict[tuple[str | None, Any], list[tuple[ResourceTarget, Mapping[str, Any]]]] = defaultdict(list)
         counts: dict[str, int] = defaultdict(int)
         present: set[tuple[str, str]] = set()
+        tuned: set[tuple[str, str]] = set()
         for resource in list(self.resources()):
             if (resource.get("metadata") or {}).get("deletionTimestamp"):
                 continue
@@ -135,6 +141,7 @@ class TuningLoop:
                 if cleared is not None:
                     await self._apply(target, cleared.to_json())
                 continue
+            tuned.add(target.key)
             if not self._due(target, now):
                 continue
             prometheus_ref = target.spec.tuning.prometheus if target.spec is not None else None
@@ -144,6 +151,7 @@ class TuningLoop:
             groups[(url, secret_key)].append((target, resource))
         for mode in ("off", "observe", "auto"):
             metrics.TUNED_RESOURCES.labels(mode).set(counts.get(mode, 0))
+        metrics.keep_resources(tuned)  # issue 17: per-resource series go with the resource (or its tuning)
         if groups:
             metrics.TUNING_TICKS.inc()  # before querying: a scrape mid-tick never sees queries of an uncounted tick
         for (url, secret_key), members in groups.items():
@@ -218,6 +226,9 @@ class TuningLoop:
                                         "TuningDegraded)")
                 outcome = tick_status(target, tick)
             metrics.TUNING_DECISIONS.labels(outcome.action, target.mode).inc()
+            # issue 17 (exports.py): status.cost when a price applies, and the per-resource series
+            outcome = with_cost(outcome, cost_of(self.prices, target, outcome.status))
+            metrics.publish_resource(target.namespace, target.name, resource_export(target, tick, outcome))
             report.actions[f"{target.namespace}/{target.name}"] = outcome.action
             if tick.decision is None and same_hold(target, outcome):
                 continue  # still holding for the same reason: no status churn while Prometheus is away

@@ -26,15 +26,21 @@ class ScaledClock:
         return max(0.0, simulated_seconds) / self.time_scale
 
 
-def phase_workload(phases: Sequence[Phase], elapsed: float, default: str) -> str:
-    """Workload at `elapsed` simulated seconds: phases run in order, then the script loops to the first."""
+def phase_at(phases: Sequence[Phase], elapsed: float) -> Phase | None:
+    """The phase at `elapsed` simulated seconds: phases run in order, then the script loops to the first."""
     if not phases:
-        return default
+        return None
     cycle = sum(phase.duration_s for phase in phases)
     offset = elapsed % cycle
     boundary = 0.0
     for phase in phases:
         boundary += phase.duration_s
         if offset < boundary:
-            return phase.workload
-    return phases[-1].workload
+            return phase
+    return phases[-1]
+
+
+def phase_workload(phases: Sequence[Phase], elapsed: float, default: str) -> str:
+    """Workload at `elapsed` simulated seconds (`default` without phases)."""
+    phase = phase_at(phases, elapsed)
+    return default if phase is None else phase.workload

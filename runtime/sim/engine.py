@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from specinfer.runtime.methods.schedule import effective_k
-from specinfer.runtime.sim.model import AcceptanceProfile, acceptance_profile, cost_model, draft_scale
+from specinfer.runtime.sim.model import COLLAPSED, AcceptanceProfile, acceptance_profile, cost_model, draft_scale
 from specinfer.runtime.sim.settings import SimulatorSettings
 
 TokenSink = Callable[[int, "str | None"], None]  # (new tokens, finish reason when done)
@@ -109,10 +109,13 @@ class Engine:
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
         self.workload = settings.workload
+        self.collapsed = False  # fault injection: every draft position almost never accepted
         self._profiles: dict[str, AcceptanceProfile] = {}
 
     # -- workload -------------------------------------------------------------------
     def profile(self, workload: str) -> AcceptanceProfile:
+        if self.collapsed:
+            return COLLAPSED
         if workload not in self._profiles:
             self._profiles[workload] = acceptance_profile(self.settings.method, workload)
         return self._profiles[workload]

@@ -84,3 +84,9 @@ def acceptance_profile(method: str, workload: str) -> AcceptanceProfile:
     except UnknownMethodError:
         raise KeyError(f"unknown method {method!r}; known: {', '.join(METHODS)}") from None
     return AcceptanceProfile(name=f"{method}/{workload}", conditional=profile.acceptance[workload])
+
+
+# A broken drafter (a draft/target tokenizer mismatch, an attention backend bug after an upgrade):
+# the first draft token almost never matches. `specinfer bench tuner`'s collapse scenario, the
+# simulator's phases[].acceptanceCollapsed and its POST /admin/acceptance use it.
+COLLAPSED = AcceptanceProfile(name="collapsed", conditional=(0.02, 0.3))

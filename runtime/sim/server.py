@@ -77,6 +77,22 @@ async def admin_workload(request: web.Request) -> web.Response:
     return _json({"workload": sim.current_workload()})
 
 
+async def admin_acceptance(request: web.Request) -> web.Response:
+    """Fault injection: {"collapsed": true} makes every draft nearly worthless (a broken drafter), false heals it."""
+    sim = request.app[SIM_KEY]
+    if request.method == "POST":
+        try:
+            body = await request.json()
+            collapsed = body["collapsed"]
+        except (ValueError, KeyError, TypeError):
+            return _error('send {"collapsed": true|false}', 400, "collapsed")
+        if not isinstance(collapsed, bool):
+            return _error(f"collapsed must be true or false, got {collapsed!r}", 400, "collapsed")
+        sim.set_collapsed(collapsed)
+        log.info("acceptance %s", "collapsed (fault injected)" if collapsed else "back to the workload's profile")
+    return _json({"collapsed": sim.current_collapsed()})
+
+
 async def admin_state(request: web.Request) -> web.Response:
     return _json(request.app[SIM_KEY].state())
 
@@ -168,6 +184,7 @@ def build_app(sim: Simulator) -> web.Application:
     if sim.settings.admin:  # unauthenticated and able to steer the metrics: only when asked for
         app.router.add_route("*", "/admin/workload", admin_workload)
         app.router.add_get("/admin/state", admin_state)
+        app.router.add_route("*", "/admin/acceptance", admin_acceptance)
 
     async def on_startup(app: web.Application) -> None:
         app[SIM_KEY].start()

@@ -19,6 +19,7 @@ class Phase:
 
     workload: str
     duration_s: float
+    collapsed: bool = False  # fault injection: the drafter is broken in this phase (model.COLLAPSED)
 
 
 @dataclass(frozen=True)

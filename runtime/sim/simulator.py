@@ -14,7 +14,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from specinfer.runtime.sim.clock import ScaledClock, phase_workload
+from specinfer.runtime.sim.clock import ScaledClock, phase_at, phase_workload
 from specinfer.runtime.sim.engine import Engine, SimRequest
 from specinfer.runtime.sim.metrics import build_sinks
 from specinfer.runtime.sim.settings import SimulatorSettings
@@ -36,6 +36,7 @@ class Simulator:
                                  num_speculative_tokens=settings.num_speculative_tokens if settings.speculative else 0,
                                  max_model_len=settings.max_model_len)
         self.workload_override: str | None = None
+        self.collapse_override: bool | None = None
         self.lag_s = 0.0
         self.steps = 0
         self._wake = asyncio.Event()
@@ -68,6 +69,16 @@ class Simulator:
     def set_workload(self, workload: str) -> None:
         self.engine.set_workload(workload)
         self.workload_override = workload
+
+    def current_collapsed(self) -> bool:
+        """Fault injection: POST /admin/acceptance wins, else the phase's acceptanceCollapsed."""
+        if self.collapse_override is not None:
+            return self.collapse_override
+        phase = phase_at(self.settings.phases, self.clock.now())
+        return phase is not None and phase.collapsed
+
+    def set_collapsed(self, collapsed: bool) -> None:
+        self.engine.collapsed = self.collapse_override = collapsed
 
     # -- requests -------------------------------------------------------------------
     def submit(self, request: SimRequest) -> None:
@@ -106,6 +117,7 @@ class Simulator:
             workload = self.current_workload()
             if workload != self.engine.workload:
                 self.engine.set_workload(workload)
+            self.engine.collapsed = self.current_collapsed()
             plan = self.engine.plan_step(start)
             end = start + plan.duration
             delay = self.clock.wall_seconds(end - self.clock.now())

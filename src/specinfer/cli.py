@@ -20,6 +20,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "bench": "specinfer.bench.cli:bench",
     "methods": "specinfer.runtime.methods.cli:methods_command",
     "crd": "specinfer.api.crd:crd_command",
+    "monitoring": "specinfer.monitoring.cli:monitoring_command",
     "sim": "specinfer.runtime.sim.cli:sim",
     "runtime": "specinfer.runtime.entrypoint:runtime",
     "render": "specinfer.operator.render_cli:render_command",

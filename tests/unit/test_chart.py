@@ -7,6 +7,7 @@ Golden files live in tests/unit/golden/chart/; after an intended change regenera
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -33,10 +34,16 @@ CASES: dict[str, list[str]] = {
                    "runtime.modelCachePersistentVolumeClaim=model-cache",
                    "tuning.windowSeconds=300", "tuning.policy.cooldownSeconds=900", "metrics.enabled=false",
                    "networkPolicy.enabled=true", "prometheus.allowedUrls={https://thanos.example/team-a}",
-                   "prometheus.authSecrets=true", "runtime.allowedImages={registry.example/specinfer/*}"],
+                   "prometheus.authSecrets=true", "runtime.allowedImages={registry.example/specinfer/*}",
+                   # helm --set turns 2.5 into a string: decimals need --set-json (or a values file)
+                   "cost.currency=EUR", '--set-json=cost.accelerators={"nvidia": 2.5}',
+                   '--set-json=cost.products={"NVIDIA-H100-80GB-HBM3": 3.9}', "grafana.dashboard.enabled=false"],
+    # a cluster with the Prometheus Operator: its PrometheusRule API exists
     "cluster": ["watch.scope=cluster", "peering.enabled=false", "metrics.enabled=true",
                 "metrics.serviceMonitor.enabled=true", "rbac.readSecrets=false", "runtime.engineSecrets=Any",
-                "networkPolicy.enabled=true"],
+                "networkPolicy.enabled=true", "--api-versions=monitoring.coreos.com/v1/PrometheusRule",
+                "alerts.prometheusRule.labels.release=kube-prometheus-stack",
+                "grafana.dashboard.annotations.grafana_folder=specinfer", "grafana.dashboard.namespace=monitoring"],
 }
 
 
@@ -54,7 +61,7 @@ def run_helm(helm: Path, *args: str) -> subprocess.CompletedProcess:
 def render(helm: Path, settings: list[str]) -> str:
     args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE]
     for setting in settings:
-        args += ["--set", setting]
+        args += [setting] if setting.startswith("--") else ["--set", setting]
     result = run_helm(helm, *args)
     assert result.returncode == 0, f"helm template {settings} failed:\n{result.stderr}"
     return result.stdout
@@ -237,7 +244,7 @@ def test_cluster_scope_with_peering_may_create_the_cluster_peering(helm):
 def test_operator_config_is_accepted_by_the_operator(rendered, name):
     from specinfer.operator.config import parse_config
 
-    (configmap,) = of_kind(rendered[name], "ConfigMap")
+    (configmap,) = [c for c in of_kind(rendered[name], "ConfigMap") if "operator.yaml" in c["data"]]
     config = parse_config(yaml.safe_load(configmap["data"]["operator.yaml"]), source=f"chart ({name})")
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     assert dict(config.images) == values["runtime"]["images"]
@@ -251,6 +258,10 @@ def test_operator_config_is_accepted_by_the_operator(rendered, name):
         assert config.model_cache.persistent_volume_claim == "model-cache"
         assert config.tuning.window_seconds == 300
         assert config.tuning.policy.model_dump(exclude_unset=True) == {"cooldown_seconds": 900}
+        assert config.cost.currency == "EUR" and config.cost.accelerators == {"nvidia": 2.5}
+        assert config.cost.products == {"NVIDIA-H100-80GB-HBM3": 3.9}
+    else:
+        assert config.cost.accelerators == {} and config.cost.products == {}  # no prices: no cost fields
     (deployment,) = of_kind(rendered[name], "Deployment")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
@@ -271,11 +282,16 @@ def test_operator_config_is_accepted_by_the_operator(rendered, name):
     (["runtime.images.tpu=x"], "additional properties 'tpu' not allowed"),
     (["runtime.profiles.nvidia.shmsize=1Gi"], "additional properties 'shmsize' not allowed"),
     (["operator.workers=0"], "/operator/workers"),
+    (["cost.accelerators.nvidia=-1"], "/cost/accelerators/nvidia"),
+    (["cost.accelerators.tpu=1"], "additional properties 'tpu' not allowed"),
+    (["cost.currency=usd"], "/cost/currency"),
+    (["grafana.dashboard.label=not a label"], "/grafana/dashboard/label"),
+    (['--set-json=cost.products={"H100 SXM": 1}'], "invalid propertyName 'H100 SXM'"),
 ])
 def test_values_schema_refuses_mistakes_and_inline_credentials(helm, settings, complaint):
     args = ["template", RELEASE, str(CHART)]
     for setting in settings:
-        args += ["--set", setting]
+        args += [setting] if setting.startswith("--") else ["--set", setting]
     result = run_helm(helm, *args)
     assert result.returncode != 0, f"{settings} was accepted"
     assert complaint in result.stderr, result.stderr
@@ -302,7 +318,7 @@ def test_engine_pods_from_the_charts_config_mount_no_token_and_take_credentials_
     from specinfer.operator.config import parse_config
     from specinfer.operator.render import render
 
-    (configmap,) = of_kind(rendered["namespaces"], "ConfigMap")
+    (configmap,) = [c for c in of_kind(rendered["namespaces"], "ConfigMap") if "operator.yaml" in c["data"]]
     config = parse_config(yaml.safe_load(configmap["data"]["operator.yaml"]))
     for accelerator in ("nvidia", "amd", "ascend", "cpu"):
         resource = {"apiVersion": "specinfer.io/v1alpha1", "kind": "SpeculativeInference",
@@ -319,6 +335,35 @@ def test_engine_pods_from_the_charts_config_mount_no_token_and_take_credentials_
         hf = [e for e in engine.get("env", []) if e["name"] == "HF_TOKEN"]
         assert hf == [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}}]
         assert "hf-token" not in " ".join(engine.get("command", []) + engine.get("args", []))
+
+
+def test_the_grafana_sidecar_finds_the_generated_dashboard(rendered):
+    (dashboard,) = [c for c in of_kind(rendered["default"], "ConfigMap") if "specinfer.json" in c["data"]]
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"  # kube-prometheus-stack's sidecar default
+    assert dashboard["metadata"]["namespace"] == NAMESPACE
+    assert json.loads(dashboard["data"]["specinfer.json"]) == json.loads((CHART / "files" / "grafana-dashboard.json")
+                                                                        .read_text())
+    (moved,) = [c for c in of_kind(rendered["cluster"], "ConfigMap") if "specinfer.json" in c["data"]]
+    assert moved["metadata"]["namespace"] == "monitoring"
+    assert moved["metadata"]["annotations"] == {"grafana_folder": "specinfer"}
+    assert not [c for c in of_kind(rendered["namespaces"], "ConfigMap") if "specinfer.json" in c["data"]]
+
+
+def test_the_prometheus_rule_needs_the_prometheus_operator_and_carries_the_rules_file(rendered, helm):
+    assert not of_kind(rendered["default"], "PrometheusRule")  # no monitoring.coreos.com API: nothing to apply
+    (rule,) = of_kind(rendered["cluster"], "PrometheusRule")
+    assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert rule["spec"] == yaml.safe_load((CHART / "files" / "prometheus-rules.yaml").read_text())
+    off = documents(render(helm, ["--api-versions=monitoring.coreos.com/v1/PrometheusRule",
+                                  "alerts.prometheusRule.enabled=false"]))
+    assert not of_kind(off, "PrometheusRule")
+
+
+def test_the_service_monitor_keeps_the_resources_namespace_label(rendered):
+    """The operator's per-resource series carry the resource's namespace; without honorLabels the
+    scrape would overwrite it with the operator's own namespace."""
+    (monitor,) = of_kind(rendered["cluster"], "ServiceMonitor")
+    assert monitor["spec"]["endpoints"][0]["honorLabels"] is True
 
 
 def test_network_policies_are_optional(rendered):

@@ -10,7 +10,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from specinfer.runtime.sim.server import SIM_KEY, build_app
 from specinfer.runtime.sim.simulator import Simulator
-from specinfer.runtime.sim.settings import SimulatorSettings
+from specinfer.runtime.sim.settings import Phase, SimulatorSettings
 
 pytestmark = pytest.mark.unit
 
@@ -80,7 +80,8 @@ async def test_admin_endpoints_are_off_unless_enabled():
     """Unauthenticated, and a workload switch steers what the tuner measures (issue 15): opt-in only."""
     client = await client_for()
     try:
-        for method, path in (("GET", "/admin/workload"), ("POST", "/admin/workload"), ("GET", "/admin/state")):
+        for method, path in (("GET", "/admin/workload"), ("POST", "/admin/workload"), ("GET", "/admin/state"),
+                             ("POST", "/admin/acceptance")):
             response = await client.request(method, path, json={"workload": "code"})
             assert response.status == 404, (method, path)
         assert client.server.app[SIM_KEY].current_workload() == "chat"
@@ -97,6 +98,66 @@ async def test_admin_switches_workload_and_refuses_unknown_ones():
         response = await client.post("/admin/workload", json={"workload": "poetry"})
         assert response.status == 400
         assert "known: chat" in (await response.json())["error"]["message"]
+    finally:
+        await client.close()
+
+
+async def test_admin_collapses_acceptance_and_heals_it():
+    """Fault injection for the alert tests: a broken drafter accepts almost no first draft token."""
+    client = await client_for(num_speculative_tokens=2, admin=True)
+
+    async def first_position_rate() -> tuple[float, float]:
+        text = await (await client.get("/metrics")).text()
+        samples = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line and not line.startswith("#")}
+        return (samples['vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="sim",position="0"}'],
+                samples['vllm:spec_decode_num_drafts_total{engine="0",model_name="sim"}'])
+
+    async def serve(n: int) -> None:
+        await asyncio.gather(*(client.post("/v1/completions", json={"prompt": "a", "max_tokens": 200}) for _ in range(n)))
+
+    try:
+        assert (await (await client.get("/admin/acceptance")).json()) == {"collapsed": False}
+        await serve(4)
+        healthy_accepted, healthy_drafts = await first_position_rate()
+        assert healthy_accepted / healthy_drafts > 0.6  # eagle3 on chat: 0.80
+        response = await client.post("/admin/acceptance", json={"collapsed": True})
+        assert (await response.json()) == {"collapsed": True}
+        await serve(4)
+        accepted, drafts = await first_position_rate()
+        assert drafts - healthy_drafts > 300
+        assert (accepted - healthy_accepted) / (drafts - healthy_drafts) < 0.06  # the collapsed profile: 0.02
+        for bad in ({"collapsed": "yes"}, {"collapse": True}):
+            response = await client.post("/admin/acceptance", json=bad)
+            assert response.status == 400 and "collapsed" in (await response.json())["error"]["message"]
+        await client.post("/admin/acceptance", json={"collapsed": False})
+        assert (await (await client.get("/admin/acceptance")).json()) == {"collapsed": False}
+    finally:
+        await client.close()
+
+
+async def test_a_collapsed_phase_breaks_the_drafter_without_any_admin_endpoint():
+    """spec.runtime.simulator.phases[].acceptanceCollapsed: the declarative fault pods run by the operator use."""
+    client = await client_for(num_speculative_tokens=2, time_scale=50.0,
+                              phases=(Phase("chat", 10.0), Phase("chat", 10000.0, collapsed=True)))
+
+    async def counts() -> tuple[float, float]:
+        text = await (await client.get("/metrics")).text()
+        samples = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line and not line.startswith("#")}
+        return (samples['vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="sim",position="0"}'],
+                samples['vllm:spec_decode_num_drafts_total{engine="0",model_name="sim"}'])
+
+    try:
+        await client.post("/v1/completions", json={"prompt": "a", "max_tokens": 100})
+        healthy_accepted, healthy_drafts = await counts()
+        assert healthy_drafts > 20 and healthy_accepted / healthy_drafts > 0.6
+        await asyncio.sleep(0.3)  # 15 simulated seconds: the second phase
+        await asyncio.gather(*(client.post("/v1/completions", json={"prompt": "a", "max_tokens": 200}) for _ in range(4)))
+        accepted, drafts = await counts()
+        assert drafts - healthy_drafts > 300
+        assert (accepted - healthy_accepted) / (drafts - healthy_drafts) < 0.06
+        assert (await client.get("/admin/acceptance")).status == 404  # no admin endpoint was needed
     finally:
         await client.close()
 

@@ -72,6 +72,18 @@ allowedImages:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 engineSecrets: {{ .Values.runtime.engineSecrets | quote }}
+{{- if or .Values.cost.accelerators .Values.cost.products }}
+cost:
+  currency: {{ .Values.cost.currency | quote }}
+  {{- with .Values.cost.accelerators }}
+  accelerators:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.cost.products }}
+  products:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end }}
 tuning:
   windowSeconds: {{ .Values.tuning.windowSeconds }}
   tickSeconds: {{ .Values.tuning.tickSeconds }}

@@ -56,6 +56,8 @@ PRINTER_COLUMNS = [
      "description": "Tuning mode"},
     {"name": "Reason", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].reason', "priority": 1,
      "description": "Reason of the Ready condition"},
+    {"name": "Cost/MTok", "type": "number", "jsonPath": ".status.cost.perMillionTokens", "priority": 1,
+     "description": "Cost per million generated tokens in status.cost.currency (only with prices configured)"},
 ]
 
 

@@ -154,6 +154,20 @@ class MetricsStatus(StatusModel):
     """When the metrics were read."""
 
 
+class CostStatus(StatusModel):
+    """Cost of the running configuration, from the operator's prices (per device-hour; cpu: per replica-hour)."""
+
+    currency: ShortText
+    """ISO 4217 code of the prices, e.g. USD."""
+    price_per_hour: float = Field(ge=0)
+    """What the replicas cost per hour (price x devices per replica x replicas)."""
+    per_million_tokens: float | None = Field(default=None, ge=0)
+    """Price per hour / millions of tokens generated per hour, at the measured load (unset while nothing is generated)."""
+    last_change_saving_per_million_tokens: float | None = None
+    """What the tuner's last change saves per million tokens at the same utilisation, from its realised gain
+    (negative: the change made tokens dearer)."""
+
+
 class SpeculativeInferenceStatus(StatusModel):
     """Observed state, written only by the operator."""
 
@@ -179,3 +193,5 @@ class SpeculativeInferenceStatus(StatusModel):
     """Latest metrics summary."""
     selector: Name | None = None
     """Label selector of the engine pods (for the scale subresource and tooling)."""
+    cost: CostStatus | None = None
+    """What the running configuration costs; only when the operator configuration prices this hardware."""

@@ -178,6 +178,9 @@ class SimulatorPhase(ApiModel):
     """Workload profile of this phase (drives acceptance rates)."""
     duration_seconds: float = Field(gt=0, le=86400)
     """Phase length in simulated seconds; after the last phase the run loops to the first."""
+    acceptance_collapsed: bool = False
+    """Fault injection: the drafter is broken in this phase (as with a draft/target tokenizer mismatch or an
+    attention-backend bug): the first draft token is accepted 2% of the time. For testing alerts and the tuner."""
 
 
 class Simulator(ApiModel):
