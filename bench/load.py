@@ -112,7 +112,8 @@ async def one_request(session: aiohttp.ClientSession, config: LoadConfig, body: 
     path = "/v1/chat/completions" if config.chat else "/v1/completions"
     headers = {WORKLOAD_HEADER: config.workload} if config.workload else {}
     start = time.perf_counter()
-    first = last = None
+    first: float | None = None
+    last = 0.0
     chunks = 0
     usage_tokens = None
     try:
@@ -133,7 +134,7 @@ async def one_request(session: aiohttp.ClientSession, config: LoadConfig, body: 
                     first = first or now
                     last = now
                     chunks += 1
-    except (aiohttp.ClientError, asyncio.TimeoutError) as error:
+    except (aiohttp.ClientError, TimeoutError) as error:
         return RequestResult(ok=False, error=f"{type(error).__name__}: {error}"[:160])
     end = time.perf_counter()
     if first is None:
@@ -170,7 +171,7 @@ async def run_load(config: LoadConfig) -> tuple[list[RequestResult], float]:
                     await tracked()
 
             await asyncio.gather(*(worker() for _ in range(config.concurrency)))
-        else:
+        elif config.qps is not None:  # exactly one of the two is set (checked above)
             tasks = []
             next_at = start
             while next_at < deadline:
@@ -183,7 +184,7 @@ async def run_load(config: LoadConfig) -> tuple[list[RequestResult], float]:
 
 def format_report(report: LoadReport) -> str:
     unit = "s" if report.time_scale == 1 else f"simulated s (time scale {report.time_scale:g})"
-    ms = lambda v: f"{v * 1000:8.1f} ms"  # noqa: E731
+    ms = lambda v: f"{v * 1000:8.1f} ms"
     lines = [
         f"load: {report.mode}, workload {report.workload or '-'}, {report.wall_s:.1f} s wall; figures in {unit}",
         f"  requests      {report.requests} ok, {report.failed} failed ({report.requests_per_s:.2f} req/s)",

@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 import uuid
-from collections import Counter
+from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -47,11 +47,11 @@ def _resource(name: str, replicas: int) -> dict:
     }
 
 
-def apiserver_writes(api) -> Counter:
+def apiserver_writes(api) -> dict[str, float]:
     """Write requests the API server has served on the operator's kinds (all clients), by (verb, resource)."""
     text = api.call_api(*api.param_serialize("GET", "/metrics", auth_settings=["BearerToken"]))
     text.read()
-    total: Counter = Counter()
+    total: dict[str, float] = defaultdict(float)
     for line in text.data.decode().splitlines():
         match = METRIC.match(line)
         if not match:
@@ -71,7 +71,7 @@ def operator_writes(log_text: str) -> tuple[float, int] | None:
     if not lines:
         return None
     stamp = time.mktime(time.strptime(lines[-1][1:20], "%Y-%m-%d %H:%M:%S"))
-    counts = eval(lines[-1].split("requests=", 1)[1].split(" reconciles")[0], {})  # noqa: S307 -- our own dict repr
+    counts = eval(lines[-1].split("requests=", 1)[1].split(" reconciles")[0], {})  # our own dict repr
     return stamp, sum(v for k, v in counts.items() if k in WRITE_VERBS)
 
 
@@ -90,15 +90,14 @@ def peak_rss_mb(pid: int) -> float:
 class Watcher(threading.Thread):
     """Records when each object first appears (or first satisfies `done`) in a namespace."""
 
-    def __init__(self, api, path: str, done) -> None:
+    def __init__(self, api, path: str, done, namespace: str) -> None:
         super().__init__(daemon=True)
-        self.api, self.path, self.done = api, path, done
+        self.api, self.path, self.done, self.namespace = api, path, done, namespace
         self.seen: dict[str, float] = {}
         self.stop = False
 
     def run(self) -> None:
         from kubernetes import watch
-
         from kubernetes.client import CustomObjectsApi
 
         group, version, plural = self.path.split("/")
@@ -157,18 +156,19 @@ def operator_scale_command(count: int, replicas: int, steady_seconds: int, timeo
     argv += ["--config", operator_config] if operator_config else []
     operator = subprocess.Popen(argv,
                                 env=env, stdout=open(log_path, "w"), stderr=subprocess.STDOUT)
+    watchers: list[Watcher] = []
     try:
         deadline = time.time() + 60
         while "controller started" not in log_path.read_text():
             if operator.poll() is not None or time.time() > deadline:
                 raise click.ClickException(f"operator did not start:\n{log_path.read_text()[-2000:]}")
             time.sleep(0.2)
-        deployments = Watcher(api, "apps/v1/deployments", lambda obj: True)
+        deployments = Watcher(api, "apps/v1/deployments", lambda obj: True, namespace)
         observed = Watcher(api, "apps/v1/deployments", lambda obj: (obj.get("status") or {}).get(
-            "observedGeneration", 0) >= obj["metadata"].get("generation", 1))
-        statuses = Watcher(api, "specinfer.io/v1alpha1/speculativeinferences", _caught_up)
-        for watcher in (deployments, observed, statuses):
-            watcher.namespace = namespace
+            "observedGeneration", 0) >= obj["metadata"].get("generation", 1), namespace)
+        statuses = Watcher(api, "specinfer.io/v1alpha1/speculativeinferences", _caught_up, namespace)
+        watchers += [deployments, observed, statuses]
+        for watcher in watchers:
             watcher.start()
         time.sleep(1)
 
@@ -231,9 +231,8 @@ def operator_scale_command(count: int, replicas: int, steady_seconds: int, timeo
             click.echo(f"{key:<{width}}  {value}")
         click.echo(json.dumps(figures))
     finally:
-        for watcher in ("deployments", "observed", "statuses"):
-            if watcher in locals():
-                locals()[watcher].stop = True
+        for watcher in watchers:
+            watcher.stop = True
         operator.terminate()
         try:
             operator.wait(15)

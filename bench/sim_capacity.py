@@ -94,9 +94,10 @@ async def measure(url: str, pid: int, *, streams: int, duration_s: float, output
 
 
 def start_simulator(port: int, time_scale: float, streams: int, core: int | None) -> subprocess.Popen:
-    command = [sys.executable, "-c", "from specinfer.cli import main; main()", "sim", "--port", str(port), "--host", "127.0.0.1",
-               "--time-scale", str(time_scale), "--max-batch-size", str(streams), "--method", "eagle3",
-               "--num-speculative-tokens", "3", "--cost-model", "h100-llama8b", "--admin"]  # /admin/state: clock lag
+    command = [sys.executable, "-c", "from specinfer.cli import main; main()", "sim", "--port", str(port),
+               "--host", "127.0.0.1", "--time-scale", str(time_scale), "--max-batch-size", str(streams),
+               "--method", "eagle3", "--num-speculative-tokens", "3", "--cost-model", "h100-llama8b",
+               "--admin"]  # /admin/state: clock lag
     pin = (lambda: os.sched_setaffinity(0, {core})) if core is not None else None
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=pin)
 

@@ -97,7 +97,7 @@ class _FakePrometheus:
 
 
 def measure(count: int) -> dict:
-    settings = TunerSettings(windowSeconds=60)
+    settings = TunerSettings(window_seconds=60)
     names = [f"r{i:04d}" for i in range(count)]
     server = _FakePrometheus(answers_for(names), settings)
     original = prom._client
@@ -128,7 +128,8 @@ def tuning_loop_command(counts: str, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    click.echo(f"{'resources':>9} {'queries':>7} {'tick s':>7} {'cpu s':>6} {'ms/resource':>11} {'status bytes':>12}  actions")
+    click.echo(f"{'resources':>9} {'queries':>7} {'tick s':>7} {'cpu s':>6} {'ms/resource':>11} "
+               f"{'status bytes':>12}  actions")
     for row in rows:
         click.echo(f"{row['resources']:>9} {row['queries']:>7} {row['tickSeconds']:>7.3f} {row['cpuSeconds']:>6.3f} "
                    f"{row['msPerResource']:>11.2f} {row['statusPatchBytes']:>12}  {row['actions']}")

@@ -59,7 +59,8 @@ def logger_base_source() -> str:
               "from vllm.v1.metrics.stats import IterationStats, MultiModalCacheStats, SchedulerStats\n"
               "from vllm.config import VllmConfig\n"
               "StatLoggerFactory = object\n")
-    return header + "\n\n".join(ast.get_source_segment(source, node) for node in keep) + "\n"
+    # (a segment is None only for a node built by hand; these were parsed from `source`)
+    return header + "\n\n".join(ast.get_source_segment(source, node) or "" for node in keep) + "\n"
 
 
 @contextlib.contextmanager

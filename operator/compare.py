@@ -28,5 +28,5 @@ def covers(desired: Any, live: Any) -> bool:
     if isinstance(desired, list):
         if not isinstance(live, list) or len(desired) != len(live):
             return False
-        return all(covers(d, item) for d, item in zip(desired, live))
+        return all(covers(d, item) for d, item in zip(desired, live, strict=True))
     return _scalar_equal(desired, live)

@@ -23,13 +23,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
+from specinfer.api.workload import AcceleratorName
 from specinfer.operator.access import PrometheusAccess, base_url_parts, without_userinfo
 from specinfer.operator.errors import ConfigError
 from specinfer.operator.hardware import DEFAULT_PROFILES, HardwareProfile
 from specinfer.operator.tuner.settings import TunerSettings
-from specinfer.runtime.methods import ACCELERATORS
 
-Accelerator = Literal[tuple(ACCELERATORS)]  # type: ignore[valid-type]
 FIELD_MANAGER = "specinfer-operator"
 CONFIG_ENV = "SPECINFER_OPERATOR_CONFIG"
 
@@ -110,7 +109,7 @@ class CostConfig(_Config):
 
     currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$")
     """ISO 4217 code the prices are in; shown next to every cost figure."""
-    accelerators: dict[Accelerator, Price] = Field(default_factory=dict)
+    accelerators: dict[AcceleratorName, Price] = Field(default_factory=dict)
     """Price per device-hour by accelerator family (cpu: per replica-hour)."""
     products: dict[Annotated[str, Field(min_length=1, max_length=63, pattern=PRODUCT_PATTERN)], Price] = Field(
         default_factory=dict)
@@ -118,9 +117,9 @@ class CostConfig(_Config):
 
 
 class OperatorConfig(_Config):
-    images: dict[Accelerator, str] = Field(default_factory=dict)
+    images: dict[AcceleratorName, str] = Field(default_factory=dict)
     """Runtime image per accelerator (shortcut for profiles.<accelerator>.image)."""
-    profiles: dict[Accelerator, ProfileOverride] = Field(default_factory=dict)
+    profiles: dict[AcceleratorName, ProfileOverride] = Field(default_factory=dict)
     model_cache: ModelCache = Field(default_factory=ModelCache)
     prometheus: PrometheusConfig = Field(default_factory=PrometheusConfig)
     rate_limit: RateLimit = Field(default_factory=RateLimit)
@@ -150,9 +149,9 @@ class OperatorConfig(_Config):
     def profile(self, accelerator: str) -> HardwareProfile:
         """The default profile with this configuration's overrides applied."""
         base = DEFAULT_PROFILES[accelerator]
-        override = self.profiles.get(accelerator)  # type: ignore[call-overload]
+        override = self.profiles.get(accelerator)
         update = override.model_dump(exclude_unset=True) if override else {}
-        image = self.images.get(accelerator)  # type: ignore[call-overload]
+        image = self.images.get(accelerator)
         if image and "image" not in update:
             update["image"] = image
         return base.model_copy(update=update) if update else base

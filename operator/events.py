@@ -43,7 +43,7 @@ class EventRecorder:
     async def record(self, resource: Mapping[str, Any], *, type_: str, reason: str, message: str) -> None:
         """Best effort: a failed Event never fails a reconcile."""
         event = build_event(resource, type_=type_, reason=reason, message=message,
-                            now=dt.datetime.now(dt.timezone.utc))
+                            now=dt.datetime.now(dt.UTC))
         try:
             await self.kube.create(event)
         except Exception as error:  # noqa: BLE001

@@ -149,5 +149,5 @@ class Leadership:
                 await self.refresh()
             except asyncio.CancelledError:
                 raise
-            except Exception as error:  # noqa: BLE001 -- the task must outlive any one bad refresh
+            except Exception as error:  # the task must outlive any one bad refresh
                 log.exception("leadership refresh failed: %s", error)

@@ -48,7 +48,8 @@ class _OperatorCollector:
         self.lock = threading.Lock()
 
     def collect(self):
-        reconciles = CounterMetricFamily("specinfer_operator_reconciles", "Reconcile passes (work-queue items processed).")
+        reconciles = CounterMetricFamily("specinfer_operator_reconciles",
+                                         "Reconcile passes (work-queue items processed).")
         errors = CounterMetricFamily("specinfer_operator_errors", "Failures by component and reason.",
                                      labels=["component", "reason"])
         requests = CounterMetricFamily("specinfer_operator_api_requests", "Kubernetes API requests by verb.",

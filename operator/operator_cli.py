@@ -89,7 +89,7 @@ def operator_command(namespaces: tuple[str, ...], config_file: str | None, peeri
         standalone=standalone,
         peering_name=None if standalone else peering,
         priority=priority,
-        identity=identity,
+        identity=identity,  # type: ignore[arg-type]  # kopf types it as a NewType it does not export
         liveness_endpoint=liveness,
         memo=kopf.Memo(options=options, metrics_port=metrics_port),
     )

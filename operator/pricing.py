@@ -36,7 +36,7 @@ class Cost:
                           last_change_saving_per_million_tokens=_rounded(self.last_change_saving_per_million_tokens))
 
     @classmethod
-    def from_status(cls, status: CostStatus) -> "Cost":
+    def from_status(cls, status: CostStatus) -> Cost:
         return cls(status.currency, status.price_per_hour, status.per_million_tokens,
                    status.last_change_saving_per_million_tokens)
 
@@ -56,7 +56,7 @@ def price_per_replica_hour(prices: CostConfig, *, accelerator: str, product: str
     """The product's price if it has one, else the family's; per device, except cpu: per replica."""
     price = prices.products.get(product) if product else None
     if price is None:
-        price = prices.accelerators.get(accelerator)  # type: ignore[call-overload]
+        price = prices.accelerators.get(accelerator)
     if price is None:
         return None
     return price if accelerator == "cpu" else price * max(1, devices)

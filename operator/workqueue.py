@@ -15,29 +15,32 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Hashable
+from typing import Generic, TypeVar
 
 from specinfer.operator.errors import TemporaryError, is_retryable
 
 log = logging.getLogger("specinfer.operator.queue")
 
+Key = TypeVar("Key", bound=Hashable)
 
-class WorkQueue:
-    def __init__(self, process: Callable[[Hashable], Awaitable[None]], *, workers: int,
+
+class WorkQueue(Generic[Key]):
+    def __init__(self, process: Callable[[Key], Awaitable[None]], *, workers: int,
                  base_delay: float = 0.5, max_delay: float = 60.0) -> None:
         self.process = process
         self.workers = workers
         self.base_delay, self.max_delay = base_delay, max_delay
-        self.lanes: tuple[deque[Hashable], deque[Hashable]] = (deque(), deque())  # urgent, normal
+        self.lanes: tuple[deque[Key], deque[Key]] = (deque(), deque())  # urgent, normal
         self.wakeup = asyncio.Event()
-        self.pending: dict[Hashable, bool] = {}  # key -> urgent
-        self.active: set[Hashable] = set()
-        self.dirty: set[Hashable] = set()
-        self.failures: dict[Hashable, int] = {}
-        self.tasks: list[asyncio.Task] = []
+        self.pending: dict[Key, bool] = {}  # key -> urgent
+        self.active: set[Key] = set()
+        self.dirty: set[Key] = set()
+        self.failures: dict[Key, int] = {}
+        self.tasks: list[asyncio.Task[None]] = []
         self.processed = 0
         self.errors = 0
 
-    def add(self, key: Hashable, *, urgent: bool = False) -> None:
+    def add(self, key: Key, *, urgent: bool = False) -> None:
         if key in self.active:
             self.dirty.add(key)  # run once more after the current pass: it may have read stale state
         elif key not in self.pending or (urgent and not self.pending[key]):
@@ -45,7 +48,7 @@ class WorkQueue:
             self.lanes[0 if urgent else 1].append(key)  # a stale copy in the normal lane is skipped later
             self.wakeup.set()
 
-    async def _next(self) -> Hashable:
+    async def _next(self) -> Key:
         while True:
             for lane in self.lanes:
                 while lane:
@@ -59,10 +62,10 @@ class WorkQueue:
     def __len__(self) -> int:
         return len(self.pending)
 
-    def add_after(self, key: Hashable, delay: float) -> None:
+    def add_after(self, key: Key, delay: float) -> None:
         asyncio.get_running_loop().call_later(delay, self.add, key)
 
-    def backoff(self, key: Hashable) -> float:
+    def backoff(self, key: Key) -> float:
         failures = self.failures.get(key, 0)
         return min(self.max_delay, self.base_delay * (2 ** failures))
 
@@ -75,7 +78,7 @@ class WorkQueue:
                 self.failures.pop(key, None)
             except asyncio.CancelledError:
                 raise
-            except Exception as error:  # noqa: BLE001 -- every failure is retried with backoff, never dropped
+            except Exception as error:  # every failure is retried with backoff, never dropped
                 self.errors += 1
                 delay = error.delay if isinstance(error, TemporaryError) and error.delay else self.backoff(key)
                 self.failures[key] = self.failures.get(key, 0) + 1

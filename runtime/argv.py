@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from typing import Any
 
 from specinfer.api import SpeculativeInferenceSpec, speculation_of
 
@@ -19,7 +20,7 @@ def served_model_name(spec: SpeculativeInferenceSpec) -> str:
     return spec.model.served_model_name or spec.model.name
 
 
-def speculative_config_json(config: Mapping | None) -> str | None:
+def speculative_config_json(config: Mapping[str, Any] | None) -> str | None:
     """Compact, key-sorted JSON so the same config always renders the same argv (and config hash)."""
     if config is None:
         return None

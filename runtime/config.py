@@ -35,7 +35,8 @@ def load_runtime_config(path: Path) -> RuntimeConfig:
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as error:
-        raise MisconfigurationError("config", f"runtime config {path} is not JSON ({error.msg} at line {error.lineno})") from None
+        raise MisconfigurationError(
+            "config", f"runtime config {path} is not JSON ({error.msg} at line {error.lineno})") from None
     if not isinstance(obj, dict):
         raise MisconfigurationError("config", f"runtime config {path} must be a JSON object")
     if obj.get("kind") != "RuntimeConfig":

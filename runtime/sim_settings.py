@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from specinfer.api import RuntimeConfig, speculation_of
 from specinfer.runtime.argv import served_model_name
 from specinfer.runtime.methods import get_method
@@ -13,17 +15,7 @@ def simulator_settings(config: RuntimeConfig) -> SimulatorSettings:
     effective = speculation_of(spec)
     simulator = spec.runtime.simulator
     method = get_method(effective.method)
-    kwargs = {}
-    if simulator is not None:
-        kwargs = dict(
-            workload=simulator.workload,
-            time_scale=simulator.time_scale,
-            max_batch_size=simulator.max_num_seqs,
-            cost_model=simulator.cost_model,
-            seed=simulator.seed,
-            phases=tuple(Phase(p.workload, p.duration_seconds, p.acceptance_collapsed) for p in simulator.phases or ()),
-        )
-    return SimulatorSettings(
+    settings = SimulatorSettings(
         model_name=served_model_name(spec),
         method=effective.method,
         drafting=method.drafting,
@@ -31,5 +23,15 @@ def simulator_settings(config: RuntimeConfig) -> SimulatorSettings:
         schedule=tuple(effective.schedule) if effective.schedule else None,
         port=spec.runtime.port,
         host="0.0.0.0",
-        **kwargs,
+    )
+    if simulator is None:
+        return settings
+    return replace(
+        settings,
+        workload=simulator.workload,
+        time_scale=simulator.time_scale,
+        max_batch_size=simulator.max_num_seqs,
+        cost_model=simulator.cost_model,
+        seed=simulator.seed,
+        phases=tuple(Phase(p.workload, p.duration_seconds, p.acceptance_collapsed) for p in simulator.phases or ()),
     )

@@ -73,7 +73,8 @@ def cluster() -> ClusterHandle:
         return
     from specinfer.devcluster.control_plane import LocalCluster
 
-    local = LocalCluster(os.environ.get("SPECINFER_TEST_CLUSTER", "pytest"), log=lambda message: print(message, file=sys.stderr))
+    local = LocalCluster(os.environ.get("SPECINFER_TEST_CLUSTER", "pytest"),
+                         log=lambda message: print(message, file=sys.stderr))
     already_running = local.is_healthy()
     local.up()
     try:

@@ -20,14 +20,15 @@ ROOT = Path(__file__).resolve().parents[1]
 VIEW = ROOT / "build" / "import-view"
 
 
-def build() -> Path:
+def build(view: Path = VIEW) -> Path:
+    """(Re)build the view in `view` (default build/import-view) and return it."""
     package_dir: dict[str, str] = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
         "package-dir"]
-    if VIEW.exists():
-        shutil.rmtree(VIEW)
+    if view.exists():
+        shutil.rmtree(view)
     mapped = {tuple(package.split(".")): ROOT / folder for package, folder in package_dir.items()}
     for parts, folder in sorted(mapped.items()):
-        target = VIEW.joinpath(*parts)
+        target = view.joinpath(*parts)
         target.parent.mkdir(parents=True, exist_ok=True)
         if any(other[:len(parts)] == parts and other != parts for other in mapped):
             # a package with mapped subpackages: a real folder of links to its entries (never write into it)
@@ -37,7 +38,7 @@ def build() -> Path:
                     (target / entry.name).symlink_to(os.path.relpath(entry, target))
         else:
             target.symlink_to(os.path.relpath(folder, target.parent), target_is_directory=True)
-    return VIEW
+    return view
 
 
 if __name__ == "__main__":

@@ -28,6 +28,12 @@ PEERING_LIFETIME = 30             # a dead active replica is replaced within abo
 ERROR_BACKOFFS = (1, 1, 2, 3, 5, 5, 5, 5)
 
 
+def _selector_key(group_version: str, plural: str) -> tuple[str, str] | tuple[str, str, str]:
+    """kopf's resource key: (version, plural) for the core group, else (group, version, plural)."""
+    group, _, version = group_version.rpartition("/")
+    return (group, version, plural) if group else (version, plural)
+
+
 def configure(settings: kopf.OperatorSettings) -> None:
     settings.watching.server_timeout = WATCH_SERVER_TIMEOUT
     settings.watching.client_timeout = WATCH_CLIENT_TIMEOUT
@@ -37,7 +43,7 @@ def configure(settings: kopf.OperatorSettings) -> None:
     settings.networking.connect_timeout = 10
     settings.networking.error_backoffs = ERROR_BACKOFFS
     for group_version, plural in CHILD_RESOURCES:
-        settings.watching.label_selectors[(*group_version.split("/"), plural)] = CHILD_SELECTOR
+        settings.watching.label_selectors[_selector_key(group_version, plural)] = CHILD_SELECTOR
     # our own Events say what happened; kopf posts only its warnings and errors
     settings.posting.enabled = True
     settings.posting.level = logging.WARNING

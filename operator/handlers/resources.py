@@ -11,5 +11,5 @@ from specinfer.api import GROUP, PLURAL, VERSION
 
 def register(registry: kopf.OperatorRegistry) -> None:
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
-    def speculativeinference_event(event: dict[str, Any], memo: kopf.Memo, **_: Any) -> None:
+    def speculativeinference_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
         memo.controller.on_resource_event(event)

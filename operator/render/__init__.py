@@ -84,7 +84,8 @@ def render(resource: Mapping[str, Any], config: OperatorConfig, *, podmonitor: b
     except (ValueError, InvalidSpecError) as error:  # pydantic ValidationError is a ValueError
         if applied is None:
             raise
-        raise InvalidSpecError("status.tuning.applied", f"status.tuning.applied does not fit the spec: {error}") from None
+        raise InvalidSpecError("status.tuning.applied",
+                               f"status.tuning.applied does not fit the spec: {error}") from None
     speculation = speculation_of(merged)
     workload = Workload(
         name=meta["name"],

@@ -31,7 +31,7 @@ class Workload:
 
         Without spec.runtime.env: the container's environment carries it, and its literal values would
         otherwise be copied into a ConfigMap, which more people may read than the Deployment (issue 15)."""
-        exclude: dict[str, Any] = {field: True for field in NOT_FOR_RUNTIME}
+        exclude: dict[str, Any] = dict.fromkeys(NOT_FOR_RUNTIME, True)
         exclude["runtime"] = {"env"}
         spec = self.spec.model_dump(by_alias=True, exclude_none=True, mode="json", exclude=exclude)
         return {"apiVersion": "specinfer.io/v1alpha1", "kind": "RuntimeConfig",

@@ -35,9 +35,9 @@ class ResourceExport:
 def k_in_force(effective: EffectiveConfig | None) -> dict[str, int]:
     """K per batch-size range of status.effective, vLLM's schedule semantics (gaps inherit, the last
     range extends to every larger batch); {} before the reconciler has written it."""
-    k = effective.num_speculative_tokens if effective is not None else None
-    if k is None:
+    if effective is None or effective.num_speculative_tokens is None:
         return {}
+    k = effective.num_speculative_tokens
     schedule = [(e.min_batch_size, e.max_batch_size, e.num_speculative_tokens) for e in effective.schedule or ()]
     if not schedule or k == 0:
         return {"1+": k}

@@ -33,8 +33,15 @@ from specinfer.operator.tuner.policy import PolicyState, decide
 from specinfer.operator.tuner.queries import build_queries
 from specinfer.operator.tuner.record import Tick, off_status, same_hold, tick_status
 from specinfer.operator.tuner.settings import TunerSettings
-from specinfer.operator.tuner.target import (ResourceTarget, TargetError, applied_problem, observed_applied,
-                                             read_target, rollout_in_progress, tuning_input)
+from specinfer.operator.tuner.target import (
+    ResourceTarget,
+    TargetError,
+    applied_problem,
+    observed_applied,
+    read_target,
+    rollout_in_progress,
+    tuning_input,
+)
 
 log = logging.getLogger("specinfer.operator.tuner")
 FIELD_MANAGER = "specinfer-tuner"
@@ -99,7 +106,7 @@ class TuningLoop:
                 await self.tick()
             except asyncio.CancelledError:
                 raise
-            except Exception as error:  # noqa: BLE001 -- the loop must outlive any one bad tick
+            except Exception as error:  # the loop must outlive any one bad tick
                 metrics.record_error("tuning", type(error).__name__)
                 log.exception("tuning tick failed: %s", error)
             await asyncio.sleep(self.settings.tick_seconds)
@@ -157,7 +164,7 @@ class TuningLoop:
         for (url, secret_key), members in groups.items():
             try:
                 await self._tick_source(url, secret_key, members, now, report)
-            except Exception as error:  # noqa: BLE001 -- one Prometheus (or its answers) costs only its own resources
+            except Exception as error:  # one Prometheus (or its answers) costs only its own resources
                 metrics.record_error("tuning", type(error).__name__)
                 report.failures.append(f"{type(error).__name__}: {error}")
                 log.exception("tuning of %d resource(s) sharing a Prometheus failed: %s", len(members), error)
@@ -218,7 +225,7 @@ class TuningLoop:
             try:
                 tick = await self._decide(target, indexed.get(target.key), failure, now)
                 outcome = tick_status(target, tick)
-            except Exception as error:  # noqa: BLE001 -- one resource's failure must not stop the others
+            except Exception as error:  # one resource's failure must not stop the others
                 log.exception("tuning %s/%s failed: %s", target.namespace, target.name, error)
                 metrics.record_error("tuning", "TuningFailed")
                 tick = Tick(target.mode, now, degraded=("TuningFailed", f"{type(error).__name__}: {error}"[:1000]),

@@ -138,7 +138,8 @@ def _bucket_middle(label: str) -> float:
 
 def _step_cells(series: Mapping[str, Samples]) -> dict[tuple[str, int], dict[str, float]]:
     """(batch-size bucket, K) -> {count, seconds, requests} from the plugin's step series."""
-    cells: dict[tuple[str, int], dict[str, float]] = defaultdict(lambda: {"count": 0.0, "seconds": 0.0, "requests": 0.0})
+    cells: dict[tuple[str, int], dict[str, float]] = defaultdict(
+        lambda: {"count": 0.0, "seconds": 0.0, "requests": 0.0})
     for query, field, name in (("stepCount", "count", si.STEP_DURATION.name), ("stepSeconds", "seconds",
                                si.STEP_DURATION.name), ("stepRequests", "requests", si.STEP_REQUESTS.promql)):
         for metric, value in series.get(query) or ():
@@ -221,7 +222,8 @@ def _metrics_status(*, accepted: list[float], drafts: float, draft_tokens: float
     if accepted and drafts > 0:
         denominators = [drafts_per_position[i] if drafts_per_position and i < len(drafts_per_position) else drafts
                         for i in range(len(accepted))]
-        per_position = [min(1.0, max(0.0, round(a / d, 4))) if d > 0 else 0.0 for a, d in zip(accepted, denominators)]
+        per_position = [min(1.0, max(0.0, round(a / d, 4))) if d > 0 else 0.0
+                        for a, d in zip(accepted, denominators, strict=True)]
     acceptance = _ratio(sum(accepted), draft_tokens) if accepted else None
     return MetricsStatus(
         acceptance_rate=r(min(1.0, acceptance)) if acceptance is not None else None,

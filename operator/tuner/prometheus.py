@@ -10,10 +10,10 @@ import base64
 import binascii
 import re
 import time
-from urllib.parse import quote
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 import requests
 from prometheus_api_client import PrometheusConnect
@@ -190,7 +190,7 @@ def run_queries(source: Source, queries: Sequence[Query], *, at: float,
         made += 1
         try:
             results[query.name] = connection.custom_query(query=query.promql, params={"time": f"{at:.3f}"})
-        except Exception as error:  # every failure becomes a condition, never a crashed loop
+        except Exception as error:  # noqa: BLE001 -- every failure becomes a condition, never a crashed loop
             if on_latency:
                 on_latency(query.name, time.monotonic() - began, False)
             return QueryRun(results, _failure(error, source, query), made, time.monotonic() - started)

@@ -58,7 +58,7 @@ def _text(text: str) -> str:
 
 def _entry(action: str, reason: str, now: float, *, gain: float | None = None,
            config: DraftConfig | None = None) -> api.Decision:
-    return api.Decision(time=rfc3339(now), action=action, reason=_text(reason),  # type: ignore[arg-type]
+    return api.Decision(time=rfc3339(now), action=action, reason=_text(reason),
                         predicted_gain=None if gain is None else round(float(gain), 4),
                         num_speculative_tokens=config.num_speculative_tokens if config else None,
                         schedule=schedule_entries(config) if config else None)
@@ -134,14 +134,14 @@ def tick_status(target: ResourceTarget, tick: Tick) -> Outcome:
         realised = tick.state.realised_gain if tick.state is not None else previous.realised_gain
     state = tick.state
     tuning = api.TuningStatus(
-        mode=tick.mode,  # type: ignore[arg-type]
+        mode=tick.mode,
         recommendation=recommendation,
         applied=applied,
         last_decision=entry,
         realised_gain=None if realised is None else round(float(realised), 4),
         history=_history(previous.history, entry),
         restarts_last_hour=state.restarts_within(tick.now) if state is not None and tick.mode == "auto" else 0,
-        signals=tick.signals or previous.signals,  # type: ignore[arg-type]
+        signals=tick.signals or previous.signals,
         policy_state=json.dumps(state.to_json(), separators=(",", ":")) if state is not None
         else previous.policy_state,
     )
@@ -181,7 +181,8 @@ def off_status(target: ResourceTarget, now: float) -> api.SpeculativeInferenceSt
     return api.SpeculativeInferenceStatus(
         tuning=api.TuningStatus(mode="off"),
         conditions=set_conditions(target.status.conditions, [
-            ConditionUpdate("Tuned", "False", "TuningOff", "spec.tuning.mode is off: the spec's config runs as written"),
+            ConditionUpdate("Tuned", "False", "TuningOff",
+                            "spec.tuning.mode is off: the spec's config runs as written"),
             ConditionUpdate("TuningDegraded", "False", "TuningOff", "not tuning"),
         ], generation=target.generation, now=rfc3339(now)),
     )

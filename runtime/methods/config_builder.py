@@ -36,12 +36,19 @@ class _Advanced(Protocol):
 
 
 class SpeculationLike(Protocol):
-    method: str
-    num_speculative_tokens: int | None
-    draft_model: _DraftModel | None
-    schedule: Sequence[_ScheduleRange] | None
-    prompt_lookup: _PromptLookup | None
-    advanced: _Advanced | None
+    # read-only members: a model whose field is a DraftModel (not the protocol itself) still fits
+    @property
+    def method(self) -> str: ...
+    @property
+    def num_speculative_tokens(self) -> int | None: ...
+    @property
+    def draft_model(self) -> _DraftModel | None: ...
+    @property
+    def schedule(self) -> Sequence[_ScheduleRange] | None: ...
+    @property
+    def prompt_lookup(self) -> _PromptLookup | None: ...
+    @property
+    def advanced(self) -> _Advanced | None: ...
 
 
 def build_speculative_config(

@@ -11,8 +11,6 @@ from specinfer.runtime.sim.model import COST_MODELS, METHODS, WORKLOADS
 from specinfer.runtime.sim.settings import Phase, SimulatorSettings
 
 
-
-
 def parse_phases(text: str | None) -> tuple[Phase, ...]:
     if not text:
         return ()
@@ -36,7 +34,8 @@ def parse_schedule(text: str | None) -> tuple[tuple[int, int, int], ...] | None:
 @click.option("--model-name", default="simulated-model", show_default=True, help="served model name")
 @click.option("--method", type=click.Choice(METHODS), default="eagle3", show_default=True)
 @click.option("-k", "--num-speculative-tokens", type=int, default=None, help="default: the catalogue's k_default")
-@click.option("--schedule", default=None, help="num_speculative_tokens_per_batch_size as JSON, e.g. '[[1,8,4],[9,64,0]]'")
+@click.option("--schedule", default=None,
+              help="num_speculative_tokens_per_batch_size as JSON, e.g. '[[1,8,4],[9,64,0]]'")
 @click.option("--workload", type=click.Choice(WORKLOADS), default="chat", show_default=True)
 @click.option("--phases", default=None, help='JSON list: [{"workload":"chat","durationSeconds":60}, ...]')
 @click.option("--cost-model", type=click.Choice(sorted(COST_MODELS)), default="h100-llama8b", show_default=True)

@@ -206,7 +206,7 @@ class Engine:
             request.first_token_at = end
             stats.time_to_first_tokens.append(end - request.arrival)
             self._emit(request, 1, end, stats)
-        for request, accepted in zip(plan.decoding, plan.accepted):
+        for request, accepted in zip(plan.decoding, plan.accepted, strict=True):
             stats.inter_token_latencies.append(end - (request.last_token_at or end))
             self._emit(request, 1 + accepted, end, stats)
         self.running = [r for r in self.running if r.finish_reason is None]

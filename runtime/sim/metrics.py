@@ -95,7 +95,8 @@ class VllmMetrics:
         self.queue_time = histogram(vm.REQUEST_QUEUE_TIME.name,
                                     "Histogram of time spent in WAITING phase for request.", REQUEST_LATENCY_BUCKETS)
         self.inference_time = histogram("vllm:request_inference_time_seconds",
-                                        "Histogram of time spent in RUNNING phase for request.", REQUEST_LATENCY_BUCKETS)
+                                        "Histogram of time spent in RUNNING phase for request.",
+                                        REQUEST_LATENCY_BUCKETS)
         self.prefill_time = histogram("vllm:request_prefill_time_seconds",
                                       "Histogram of time spent in PREFILL phase for request.", REQUEST_LATENCY_BUCKETS)
         self.decode_time = histogram("vllm:request_decode_time_seconds",
@@ -130,7 +131,8 @@ class VllmMetrics:
             self.num_drafts.inc(stats.num_drafts)
             self.num_draft_tokens.inc(stats.num_draft_tokens)
             self.num_accepted_tokens.inc(stats.num_accepted_tokens)
-            for counter, accepted in zip(self.accepted_per_pos, stats.accepted_per_pos):
+            # a step drafting fewer tokens than configured (a schedule) fills only its first positions
+            for counter, accepted in zip(self.accepted_per_pos, stats.accepted_per_pos, strict=False):
                 if accepted:
                     counter.inc(accepted)
         for finished in stats.finished:

@@ -55,7 +55,9 @@ def _chat_prompt_tokens(messages: Any) -> int:
     return total
 
 
-def parse_request(body: Any, *, chat: bool, served_model: str, default_max_tokens: int, max_model_len: int) -> ParsedRequest:
+def parse_request(
+    body: Any, *, chat: bool, served_model: str, default_max_tokens: int, max_model_len: int
+) -> ParsedRequest:
     if not isinstance(body, dict):
         raise RequestError("the request body must be a JSON object")
     model = body.get("model")
@@ -99,7 +101,8 @@ def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
 
 
 def error_body(message: str, status: int, param: str | None = None) -> dict[str, Any]:
-    kind = {400: "BadRequestError", 404: "NotFoundError", 503: "ServiceUnavailableError"}.get(status, "InternalServerError")
+    kind = {400: "BadRequestError", 404: "NotFoundError", 503: "ServiceUnavailableError"}.get(
+        status, "InternalServerError")
     return {"error": {"message": message, "type": kind, "param": param, "code": status}}
 
 
@@ -129,7 +132,9 @@ def stream_chunk(request_id: str, model: str, parsed: ParsedRequest, created: in
     return {"id": request_id, "object": kind, "created": created, "model": model, "choices": [choice]}
 
 
-def usage_chunk(request_id: str, model: str, parsed: ParsedRequest, created: int, completion_tokens: int) -> dict[str, Any]:
+def usage_chunk(
+    request_id: str, model: str, parsed: ParsedRequest, created: int, completion_tokens: int
+) -> dict[str, Any]:
     kind = "chat.completion.chunk" if parsed.chat else "text_completion"
     return {"id": request_id, "object": kind, "created": created, "model": model, "choices": [],
             "usage": usage(parsed.prompt_tokens, completion_tokens)}

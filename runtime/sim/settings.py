@@ -55,7 +55,8 @@ class SimulatorSettings:
         found: list[str] = []
         if self.method not in METHODS:
             found.append(f"method: unknown {self.method!r}; known: {', '.join(METHODS)}")
-        for name, workload in [("workload", self.workload)] + [(f"phases[{i}].workload", p.workload) for i, p in enumerate(self.phases)]:
+        phase_workloads = [(f"phases[{i}].workload", p.workload) for i, p in enumerate(self.phases)]
+        for name, workload in [("workload", self.workload), *phase_workloads]:
             if workload not in WORKLOADS:
                 found.append(f"{name}: unknown workload {workload!r}; known: {', '.join(WORKLOADS)}")
         for index, phase in enumerate(self.phases):

@@ -20,7 +20,26 @@ What one step contributes (vLLM 0.33.0 semantics, see docs/metrics.md):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Protocol
+
 from specinfer.runtime.telemetry.series import BATCH_SIZE_EDGES, bucket_lookup
+
+
+# The fields of vLLM's stats objects read here (vllm/v1/metrics/stats.py, vllm/v1/spec_decode/metrics.py).
+class SpecDecodingStatsLike(Protocol):
+    num_draft_tokens_per_pos: list[int]
+    num_accepted_tokens_per_pos: list[int]
+
+
+class SchedulerStatsLike(Protocol):
+    num_running_reqs: int
+    spec_decoding_stats: SpecDecodingStatsLike | None
+
+
+class IterationStatsLike(Protocol):
+    inter_token_latencies_iter: list[float]
+    time_to_first_tokens_iter: list[float]
 
 
 class StepAccumulator:
@@ -53,7 +72,7 @@ class StepAccumulator:
     def bucket(self, batch_size: int) -> int:
         return self._bucket_of[batch_size] if batch_size < len(self._bucket_of) else self._open_bucket
 
-    def record(self, scheduler_stats, iteration_stats) -> bool:
+    def record(self, scheduler_stats: SchedulerStatsLike | None, iteration_stats: IterationStatsLike | None) -> bool:
         """Add one step from vLLM's SchedulerStats / IterationStats; True when it yielded a step time."""
         if scheduler_stats is None:
             return False  # K unknown (stats go to one API server only): nothing to attribute
@@ -65,14 +84,14 @@ class StepAccumulator:
         return self._timed(k, scheduler_stats.num_running_reqs, iteration_stats.inter_token_latencies_iter,
                            iteration_stats.time_to_first_tokens_iter)
 
-    def observe(self, *, running: int, draft_per_pos, accepted_per_pos, inter_token_latencies,
-                time_to_first_tokens) -> bool:
+    def observe(self, *, running: int, draft_per_pos: Sequence[int], accepted_per_pos: Sequence[int],
+                inter_token_latencies: Sequence[float], time_to_first_tokens: Sequence[float]) -> bool:
         """Add one step from plain values (the simulator's StepStats); the same rules as record()."""
         k = self._add_drafts(draft_per_pos, accepted_per_pos)
         self.steps_by_k[k] += 1
         return self._timed(k, running, inter_token_latencies, time_to_first_tokens)
 
-    def _add_drafts(self, drafts, accepted) -> int:
+    def _add_drafts(self, drafts: Sequence[int], accepted: Sequence[int]) -> int:
         """Add per-position counts; return the effective K (positions with a non-zero draft count)."""
         if len(drafts) > len(self.draft_per_pos):
             self._grow(len(drafts))
@@ -87,7 +106,8 @@ class StepAccumulator:
             k = position + 1
         return k
 
-    def _timed(self, k: int, running: int, inter_token_latencies, time_to_first_tokens) -> bool:
+    def _timed(self, k: int, running: int, inter_token_latencies: Sequence[float],
+               time_to_first_tokens: Sequence[float]) -> bool:
         """Keep the step's period and batch size; False when no request decoded (no period to read)."""
         if not inter_token_latencies:
             return False

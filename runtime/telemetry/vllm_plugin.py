@@ -53,7 +53,7 @@ class SpecinferStatLogger(AggregateStatLoggerBase):
         self._next_flush = 0.0
         try:
             self._setup(vllm_config, list(engine_indexes or [0]), registry)
-        except Exception:
+        except Exception:  # noqa: BLE001 -- telemetry must never take vLLM down; _fail logs the traceback
             self._fail("starting")
 
     def _setup(self, vllm_config, engine_indexes: list[int], registry) -> None:
@@ -94,7 +94,7 @@ class SpecinferStatLogger(AggregateStatLoggerBase):
             if now >= self._next_flush:
                 self._next_flush = now + FLUSH_INTERVAL_SECONDS
                 self._flush()
-        except Exception:
+        except Exception:  # noqa: BLE001 -- as above
             self._fail("recording a step")
 
     def _flush(self) -> None:
@@ -106,7 +106,7 @@ class SpecinferStatLogger(AggregateStatLoggerBase):
             return
         try:
             self._flush()
-        except Exception:
+        except Exception:  # noqa: BLE001 -- as above
             self._fail("flushing counters")
 
     def log_engine_initialized(self) -> None:

@@ -124,7 +124,8 @@ def init_attributes(source: str, name: str) -> set[str]:
 def test_every_stats_field_the_plugin_reads_exists(class_name, release):
     path, read = fields.READ_FIELDS[class_name]
     source = read_source(path, release)
-    present = init_attributes(source, class_name) if class_name == "IterationStats" else dataclass_fields(source, class_name)
+    present = (init_attributes(source, class_name) if class_name == "IterationStats"
+               else dataclass_fields(source, class_name))
     assert fields.missing_fields(class_name, present) == []
     assert set(read) <= present
 
@@ -152,7 +153,8 @@ def test_step_time_and_draft_count_semantics_the_accumulator_relies_on(release):
     # outputs carry an engine-core monotonic timestamp, handed to IterationStats per step
     assert "self.timestamp = time.monotonic()" in read_source("vllm/v1/engine/__init__.py", release)
     async_llm = read_source("vllm/v1/engine/async_llm.py", release)
-    assert "scheduler_stats=outputs.scheduler_stats,\n                            iteration_stats=iteration_stats," in async_llm
+    assert ("scheduler_stats=outputs.scheduler_stats,\n                            iteration_stats=iteration_stats,"
+            in async_llm)
 
 
 @BY_RELEASE

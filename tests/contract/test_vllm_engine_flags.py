@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
-from functools import lru_cache
+from functools import cache
 
 import pytest
 
@@ -30,7 +30,7 @@ SOURCES = ("vllm/engine/arg_utils.py", "vllm/entrypoints/common/cli_args.py")
 ARG_CLASSES = ("EngineArgs", "FrontendArgs", "BaseFrontendArgs")
 
 
-@lru_cache(maxsize=None)
+@cache
 def vllm_flags() -> frozenset[str]:
     """Option strings of `vllm serve`: dataclass fields of the argument classes and explicit add_argument calls."""
     flags: set[str] = set()

@@ -92,7 +92,8 @@ def test_api_admission_rules_agree_with_schedule_problems():
     rng = random.Random(SEED + 2)
     for _ in range(ROUNDS):
         k_max = rng.randint(1, 8)
-        schedule = [entry for entry in random_any_schedule(rng, k_max) if entry[0] >= 1 and entry[1] >= 1 and entry[2] >= 0]
+        schedule = [entry for entry in random_any_schedule(rng, k_max)
+                    if entry[0] >= 1 and entry[1] >= 1 and entry[2] >= 0]
         if not schedule:
             continue
         spec = {

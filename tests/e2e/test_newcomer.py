@@ -241,7 +241,7 @@ def test_delete_cleans_up_children(scenario):
                              "--timeout=60s")
     selector = f"specinfer.io/name={scenario.name}"
     for kind in ("deployments", "services", "configmaps"):
-        wait_for(lambda: not scenario.kubectl_json("get", kind, "-l", selector)["items"], timeout=90,
+        wait_for(lambda kind=kind: not scenario.kubectl_json("get", kind, "-l", selector)["items"], timeout=90,
                  what=f"{kind} to be garbage-collected", scenario=scenario)
     wait_for(lambda: not scenario.endpoints(), timeout=60, what="local pod processes to stop")
     scenario.operator_alive()

@@ -8,7 +8,6 @@ operators on the same cluster) do not see each other's resources.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys

@@ -13,6 +13,7 @@ import json
 import random
 
 import pytest
+
 from specinfer.api import InvalidSpecError
 from specinfer.operator.render import render
 from tests.unit.test_fuzz_specs import CONFIG, build

@@ -163,7 +163,8 @@ def test_namespaced_rbac_allows_only_the_watched_namespaces(cluster, install, na
                                       ("watch", "speculativeinferences.specinfer.io", elsewhere),
                                       ("create", "deployments.apps", home),  # home is not watched here
                                       ("list", "secrets", watched), ("create", "pods", watched),
-                                      ("create", "pods/exec", watched), ("patch", "speculativeinferences.specinfer.io", watched),
+                                      ("create", "pods/exec", watched),
+                                      ("patch", "speculativeinferences.specinfer.io", watched),
                                       ("update", "speculativeinferences.specinfer.io", watched),
                                       ("delete", "deployments.apps", watched),
                                       ("create", "rolebindings.rbac.authorization.k8s.io", watched)]:

@@ -24,7 +24,7 @@ import threading
 import time
 import urllib.request
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -226,8 +226,8 @@ def test_an_injected_acceptance_collapse_fires_the_collapse_alert(run):
                       f'(specinfer_io_name) (rate(vllm:spec_decode_num_drafts_total{{namespace="{run.namespace}", '
                       f'specinfer_io_name="{name}"}}[30s]))')
     history = run.prometheus.client().custom_query_range(
-        first_position, start_time=datetime.fromtimestamp(run.started, timezone.utc),
-        end_time=datetime.fromtimestamp(fired, timezone.utc), step="5s")
+        first_position, start_time=datetime.fromtimestamp(run.started, UTC),
+        end_time=datetime.fromtimestamp(fired, UTC), step="5s")
     values = [float(v) for _, v in history[0]["values"] if math.isfinite(float(v))]
     print(f"first-position acceptance over the run: from {max(values):.0%} down to {values[-1]:.1%}")
     assert max(values) > 0.6 and values[-1] < 0.05

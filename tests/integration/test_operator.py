@@ -160,8 +160,9 @@ def test_delete_garbage_collects_children(cluster, namespace, operator):
     wait_ready(cluster, namespace, "gone")
     cluster.kubectl("delete", "-n", namespace, "si/gone", "--wait=true", "--timeout=30s")
     for kind, pattern in CHILDREN:
-        wait_until(lambda: get(cluster, namespace, kind, pattern.format("gone"), check=False) is None, timeout=60,
-                   what=f"{kind} garbage-collected")
+        wait_until(lambda kind=kind, pattern=pattern: get(cluster, namespace, kind, pattern.format("gone"),
+                                                          check=False) is None,
+                   timeout=60, what=f"{kind} garbage-collected")
 
 
 def test_operator_killed_midway_converges_without_duplicates(cluster, namespace, start_operator):
@@ -176,7 +177,8 @@ def test_operator_killed_midway_converges_without_duplicates(cluster, namespace,
     deployments = get(cluster, namespace, "deployments")["items"]
     assert sorted(d["metadata"]["name"] for d in deployments) == names
     assert len(get(cluster, namespace, "services")["items"]) == len(names)
-    configmaps = [c for c in get(cluster, namespace, "configmaps")["items"] if c["metadata"]["name"].endswith("-runtime")]
+    configmaps = [c for c in get(cluster, namespace, "configmaps")["items"]
+                  if c["metadata"]["name"].endswith("-runtime")]
     assert len(configmaps) == len(names)
     assert all(len(d["metadata"]["ownerReferences"]) == 1 for d in deployments)
     assert second.proc.poll() is None
@@ -186,8 +188,8 @@ def test_invalid_spec_reports_and_creates_nothing(cluster, namespace, operator):
     bad = simulator_resource("bad")
     bad["spec"]["speculation"]["advanced"] = {"draft_tensor_parallel_size": 3}  # admitted by CEL, not by parse_spec
     apply(cluster, namespace, bad)
-    resource = wait_until(lambda: condition(get(cluster, namespace, "si", "bad"), "Ready").get("reason") == "InvalidSpec"
-                          and get(cluster, namespace, "si", "bad"), what="InvalidSpec")
+    resource = wait_until(lambda: condition(get(cluster, namespace, "si", "bad"), "Ready").get("reason")
+                          == "InvalidSpec" and get(cluster, namespace, "si", "bad"), what="InvalidSpec")
     ready = condition(resource, "Ready")
     assert ready["status"] == "False"
     assert "spec.speculation.advanced.draft_tensor_parallel_size" in ready["message"]
@@ -205,8 +207,8 @@ def test_valid_resource_turned_invalid_keeps_its_workload(cluster, namespace, op
     bad = simulator_resource("keep")
     bad["spec"]["speculation"]["advanced"] = {"draft_tensor_parallel_size": 3}
     apply(cluster, namespace, bad)
-    resource = wait_until(lambda: condition(get(cluster, namespace, "si", "keep"), "Ready").get("reason") == "InvalidSpec"
-                          and get(cluster, namespace, "si", "keep"), what="InvalidSpec")
+    resource = wait_until(lambda: condition(get(cluster, namespace, "si", "keep"), "Ready").get("reason")
+                          == "InvalidSpec" and get(cluster, namespace, "si", "keep"), what="InvalidSpec")
     assert "keeps running" in condition(resource, "Ready")["message"]
     assert resource["status"]["effective"] == before["status"]["effective"]
     assert resource["status"]["readyReplicas"] == 1

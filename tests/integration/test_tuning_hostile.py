@@ -14,7 +14,6 @@ import http.server
 import json
 import threading
 import time
-import urllib.parse
 import uuid
 from pathlib import Path
 
@@ -40,7 +39,7 @@ class HostilePrometheus:
     """Answers every query; the kind of hostility changes every few seconds."""
 
     def __init__(self, namespace: str, name: str) -> None:
-        self.seen: dict[str, int] = {kind: 0 for kind in KINDS}
+        self.seen: dict[str, int] = dict.fromkeys(KINDS, 0)
 
         def series() -> dict:
             metric = {"namespace": namespace, "specinfer_io_name": name, "position": "200000000",
@@ -51,7 +50,7 @@ class HostilePrometheus:
         owner = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802 -- http.server's naming
+            def do_GET(self):
                 kind = KINDS[int(time.monotonic() // 4) % len(KINDS)]
                 owner.seen[kind] += 1
                 if kind == "labels":
@@ -87,7 +86,7 @@ def rss_mb(pid: int) -> float:
     raise AssertionError(f"no VmRSS for pid {pid}")
 
 
-def test_a_hostile_tenant_costs_only_itself(cluster, operator_crds, tmp_path):  # noqa: F811
+def test_a_hostile_tenant_costs_only_itself(cluster, operator_crds, tmp_path):
     namespace = f"hostile-{uuid.uuid4().hex[:6]}"
     cluster.kubectl("create", "namespace", namespace)
     suffix = uuid.uuid4().hex[:5]

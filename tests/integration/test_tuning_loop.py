@@ -9,8 +9,8 @@ serves every test (the runs are the slow part): three resources at once --
   hi   auto mode, heavy load (about 20 concurrent): the tuner programs K=0 at those batch sizes;
 
 then Prometheus is stopped and the loop must hold and say so. Prometheus drops the `specinfer:`
-series of `obs` at scrape time, so that resource is tuned from vLLM's standard series alone. The simulator runs the `cpu-tiny`
-preset (speculation stops paying from batch ~14) with timeScale so that windows fill fast.
+series of `obs` at scrape time, so that resource is tuned from vLLM's standard series alone. The simulator runs the
+`cpu-tiny` preset (speculation stops paying from batch ~14) with timeScale so that windows fill fast.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import threading
 import time
 import urllib.request
 import uuid
+from pathlib import Path
 
 import pytest
 import yaml
@@ -173,7 +174,8 @@ def applied_k_at(resource: dict, batch_size: int) -> int | None:
     applied = tuning(resource).get("applied")
     if not applied:
         return None
-    schedule = [(e["minBatchSize"], e["maxBatchSize"], e["numSpeculativeTokens"]) for e in applied.get("schedule") or []]
+    schedule = [(e["minBatchSize"], e["maxBatchSize"], e["numSpeculativeTokens"])
+                for e in applied.get("schedule") or []]
     return effective_k(batch_size, applied["numSpeculativeTokens"], schedule or None)
 
 
@@ -231,7 +233,8 @@ def test_auto_mode_programs_k0_at_large_batch_sizes_under_heavy_load(setup):
 
     found = wait_until(k0_programmed, 180, 1, what="hi: K=0 applied at the observed batch size")
     print(f"\nheavy load (mean batch {found['status']['metrics']['meanBatchSize']}): applied "
-          f"{tuning(found)['applied']}; {tuning(found)['lastDecision']['reason']}; signals {tuning(found).get('signals')}")
+          f"{tuning(found)['applied']}; {tuning(found)['lastDecision']['reason']}; "
+          f"signals {tuning(found).get('signals')}")
     assert found["spec"] == before["spec"]
     assert found["metadata"]["generation"] == before["metadata"]["generation"]
     assert tuning(found)["signals"] == "specinfer"  # the simulator exports the plugin's series

@@ -44,7 +44,8 @@ def test_defaults_are_explicit_after_parsing():
 
 
 def test_json_round_trip_uses_camel_case():
-    obj = spec(**EAGLE3, numSpeculativeTokens=4, schedule=[{"minBatchSize": 1, "maxBatchSize": 8, "numSpeculativeTokens": 4}])
+    obj = spec(**EAGLE3, numSpeculativeTokens=4,
+               schedule=[{"minBatchSize": 1, "maxBatchSize": 8, "numSpeculativeTokens": 4}])
     parsed = parse_spec(obj)
     dumped = parsed.to_json()
     assert dumped["speculation"]["schedule"][0] == {"minBatchSize": 1, "maxBatchSize": 8, "numSpeculativeTokens": 4}
@@ -164,9 +165,10 @@ def test_effective_k_defaults_from_the_catalogue_and_is_capped_on_ascend():
 
 def test_effective_merges_the_applied_tuning():
     base = parse_spec(spec(**EAGLE3, numSpeculativeTokens=4))
-    tuned = effective_speculation(base, {"numSpeculativeTokens": 2,
-                                         "schedule": [{"minBatchSize": 1, "maxBatchSize": 16, "numSpeculativeTokens": 2},
-                                                      {"minBatchSize": 17, "maxBatchSize": 17, "numSpeculativeTokens": 0}]})
+    tuned = effective_speculation(base, {"numSpeculativeTokens": 2, "schedule": [
+        {"minBatchSize": 1, "maxBatchSize": 16, "numSpeculativeTokens": 2},
+        {"minBatchSize": 17, "maxBatchSize": 17, "numSpeculativeTokens": 0},
+    ]})
     assert tuned.num_speculative_tokens == 2
     assert tuned.schedule == [(1, 16, 2), (17, 17, 0)]
     assert tuned.speculative_config["num_speculative_tokens_per_batch_size"] == [[1, 16, 2], [17, 17, 0]]

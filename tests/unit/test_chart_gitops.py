@@ -124,7 +124,8 @@ def test_gitops_manifests_install_this_chart_with_valid_values():
     assert set(release["spec"]["values"]) <= schema_keys
     (source,) = by_kind("GitRepository")
     assert source["spec"]["ref"]["tag"] == f"v{chart['version']}"
-    operator_app = next(app for app in by_kind("Application") if app["spec"]["source"].get("path") == "charts/specinfer")
+    operator_app = next(app for app in by_kind("Application")
+                        if app["spec"]["source"].get("path") == "charts/specinfer")
     assert operator_app["spec"]["source"]["targetRevision"] == f"v{chart['version']}"
     assert set(operator_app["spec"]["source"]["helm"]["valuesObject"]) <= schema_keys
 
@@ -136,7 +137,8 @@ def test_gitops_values_pass_the_charts_schema(tmp_path):
 
     ensure_built(HELM)
     (release,) = by_kind("HelmRelease")
-    operator_app = next(app for app in by_kind("Application") if app["spec"]["source"].get("path") == "charts/specinfer")
+    operator_app = next(app for app in by_kind("Application")
+                        if app["spec"]["source"].get("path") == "charts/specinfer")
     for name, values in (("flux", release["spec"]["values"]),
                          ("argocd", operator_app["spec"]["source"]["helm"]["valuesObject"])):
         path = tmp_path / f"{name}.yaml"

@@ -40,7 +40,8 @@ def crd() -> dict:
 def scalable_versions(crd: dict) -> set[str]:
     """`group/version` strings a scaleTargetRef may name: served versions with a scale subresource."""
     group = crd["spec"]["group"]
-    return {f"{group}/{v['name']}" for v in crd["spec"]["versions"] if v["served"] and "scale" in v.get("subresources", {})}
+    return {f"{group}/{v['name']}" for v in crd["spec"]["versions"]
+            if v["served"] and "scale" in v.get("subresources", {})}
 
 
 def test_every_yaml_block_parses_to_mappings():

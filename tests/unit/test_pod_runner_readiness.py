@@ -18,7 +18,7 @@ def health_server():
     """A loopback server whose /health answers `server.answer` (the status code) to every GET."""
 
     class Health(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 -- http.server's naming
+        def do_GET(self):
             self.send_response(self.server.answer)
             self.end_headers()
 

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import pytest
 
+from specinfer.api.status import EffectiveConfig
 from specinfer.operator import metrics
 from specinfer.operator.config import CostConfig, parse_config
 from specinfer.operator.errors import ConfigError
-from specinfer.operator.pricing import cost_per_million_tokens, last_change_saving, price_per_replica_hour, resource_cost
-from specinfer.api.status import EffectiveConfig
+from specinfer.operator.pricing import (
+    cost_per_million_tokens,
+    last_change_saving,
+    price_per_replica_hour,
+    resource_cost,
+)
 from specinfer.operator.tuner.exports import k_in_force
 from tests.unit.test_tuner_loop import (  # noqa: F401  (fake_prometheus is a fixture)
     SETTINGS,

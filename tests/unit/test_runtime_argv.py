@@ -49,7 +49,7 @@ def spec_for(method: str, accelerator: str, **extra):
 
 
 def render(spec) -> str:
-    pins = {k: v for k, v in engine_env(spec, {}).items()}
+    pins = dict(engine_env(spec, {}))
     lines = [shlex.join(vllm_argv(spec))]
     lines += [f"env {name}={value}" for name, value in sorted(pins.items())]
     return "\n".join(lines) + "\n"

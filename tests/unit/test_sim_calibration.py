@@ -7,6 +7,8 @@ direction of change with load.
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 
 from specinfer.runtime.sim.model import COST_MODELS, acceptance_profile, draft_scale
@@ -23,7 +25,8 @@ def batch_speedup(cost_name: str, method: str, workload: str, k: int, drafting: 
     return expected * cost.step_time(batch_size, 0, "none") / spec
 
 
-def qps_speedup(cost_name: str, method: str, workload: str, k: int, drafting: str, qps: float, *, prompt: int, output: int) -> float:
+def qps_speedup(cost_name: str, method: str, workload: str, k: int, drafting: str, qps: float, *, prompt: int,
+                output: int) -> float:
     """Per-output-token latency ratio (baseline / speculative) at a Poisson arrival rate."""
     cost = COST_MODELS[cost_name]
     profile = acceptance_profile(method, workload)
@@ -42,22 +45,25 @@ def show(title: str, rows: list[tuple[str, float, str]]) -> None:
 def test_eagle3_chain_speedup_falls_from_175x_at_batch_2_to_1x_at_batch_56():
     batches = [2, 4, 8, 16, 24, 32, 48, 56]
     speedups = [batch_speedup("rtx3090-llama8b", "eagle3", "chat", 4, "sequential", b) for b in batches]
+    paper = {2: "1.75x", 56: "1.01x"}
     show("EAGLE-3 chain, RTX 3090, Llama-3.1-8B, MT-bench (paper Table 5)",
-         [(f"batch {b}", s, {2: "1.75x", 56: "1.01x"}.get(b, "-")) for b, s in zip(batches, speedups)])
+         [(f"batch {b}", s, paper.get(b, "-")) for b, s in zip(batches, speedups, strict=True)])
     assert speedups[0] == pytest.approx(1.75, abs=0.15)
     assert speedups[-1] == pytest.approx(1.01, abs=0.15)
-    assert all(later <= earlier + 1e-9 for earlier, later in zip(speedups, speedups[1:])), speedups
+    assert all(later <= earlier + 1e-9 for earlier, later in pairwise(speedups)), speedups
 
 
 def test_mtp_speedup_is_16x_at_1_qps_and_about_1x_by_6_to_8_qps():
     rates = [0.5, 1, 2, 3, 4, 5, 6, 7, 8]
-    speedups = [qps_speedup("h100x4-moe80b", "mtp", "chat", 1, "sequential", q, prompt=1024, output=1024) for q in rates]
+    speedups = [qps_speedup("h100x4-moe80b", "mtp", "chat", 1, "sequential", q, prompt=1024, output=1024)
+                for q in rates]
+    reported = {1: "1.6-1.7x", 6: "~1.0x (6-8)", 8: "~1.0x (6-8)"}
     show("MTP, K=1, MoE target, 1k/1k requests (kaito#2286)",
-         [(f"{q} QPS", s, {1: "1.6-1.7x", 6: "~1.0x (6-8)", 8: "~1.0x (6-8)"}.get(q, "-")) for q, s in zip(rates, speedups)])
+         [(f"{q} QPS", s, reported.get(q, "-")) for q, s in zip(rates, speedups, strict=True)])
     assert speedups[1] == pytest.approx(1.65, abs=0.15)
     high = speedups[rates.index(6):]
     assert min(high) == pytest.approx(1.0, abs=0.12)
-    assert all(later <= earlier + 0.02 for earlier, later in zip(speedups, speedups[1:])), speedups
+    assert all(later <= earlier + 0.02 for earlier, later in pairwise(speedups)), speedups
 
 
 def test_ngram_is_high_on_summarization_and_low_on_chat():

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.unit
 
 
 def settings(**overrides) -> SimulatorSettings:
-    base = dict(method="eagle3", drafting="sequential", num_speculative_tokens=4, noise=0.0, seed=7)
+    base = {"method": "eagle3", "drafting": "sequential", "num_speculative_tokens": 4, "noise": 0.0, "seed": 7}
     base.update(overrides)
     return SimulatorSettings(**base)
 
@@ -90,12 +90,14 @@ def test_continuous_batching_respects_max_batch_size_and_exact_lengths():
 
 def test_engine_throughput_ratio_matches_the_cost_model():
     """Speculation's simulated speedup at a fixed batch equals E_K * T(B,0) / T(B,K)."""
-    spec, base = Engine(settings(max_batch_size=8)), Engine(settings(method="none", num_speculative_tokens=0, max_batch_size=8))
+    spec = Engine(settings(max_batch_size=8))
+    base = Engine(settings(method="none", num_speculative_tokens=0, max_batch_size=8))
     spec_steps, base_steps = run(spec, requests=8, max_tokens=3000), run(base, requests=8, max_tokens=3000)
     spec_time = sum(s.duration for s in spec_steps)
     base_time = sum(s.duration for s in base_steps)
     cost = spec.cost
-    predicted = acceptance_profile("eagle3", "chat").expected_tokens(4) * cost.step_time(8, 0, "none") / cost.step_time(8, 4, "sequential")
+    predicted = (acceptance_profile("eagle3", "chat").expected_tokens(4) * cost.step_time(8, 0, "none")
+                 / cost.step_time(8, 4, "sequential"))
     assert base_time / spec_time == pytest.approx(predicted, rel=0.05)
 
 
@@ -151,7 +153,7 @@ def test_mtp_speedup_under_poisson_load_decays_like_the_steady_state_model():
     the same running batch by Little's law, a quarter of the simulated steps.
     """
     def ratio(qps: float) -> float:
-        common = dict(cost_model="h100x4-moe80b", noise=0.05, max_batch_size=256)
+        common = {"cost_model": "h100x4-moe80b", "noise": 0.05, "max_batch_size": 256}
         spec = mean_per_token_latency(settings(method="mtp", num_speculative_tokens=1, **common),
                                       qps=qps, prompt=256, output=256, seconds=120)
         base = mean_per_token_latency(settings(method="none", num_speculative_tokens=0, drafting="none", **common),

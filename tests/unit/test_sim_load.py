@@ -9,8 +9,8 @@ from aiohttp.test_utils import TestServer
 
 from specinfer.bench.load import LoadConfig, RequestResult, percentile, run_load, summarize
 from specinfer.runtime.sim.server import build_app
-from specinfer.runtime.sim.simulator import Simulator
 from specinfer.runtime.sim.settings import SimulatorSettings
+from specinfer.runtime.sim.simulator import Simulator
 
 pytestmark = pytest.mark.unit
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 
 from specinfer.runtime.sim.model import (
@@ -33,7 +35,7 @@ def test_rates_outside_unit_interval_are_rejected():
 @pytest.mark.parametrize("workload", WORKLOADS)
 def test_every_profile_is_non_increasing_in_position(method, workload):
     probs = acceptance_profile(method, workload).prefix_probs(16)
-    assert all(later <= earlier for earlier, later in zip(probs, probs[1:]))
+    assert all(later <= earlier for earlier, later in pairwise(probs))
     if method == "none":
         assert probs == [0.0] * 16
 
@@ -56,7 +58,7 @@ def test_step_time_grows_with_batch_and_k_and_has_a_memory_bound_floor(name):
     # compute-bound: at large token counts the slope approaches compute_per_token
     big = cost.step_time(1024, 0, "none")
     assert big > 0.8 * cost.compute_per_token_s * 1024
-    for k in range(0, 6):
+    for k in range(6):
         assert cost.step_time(8, k + 1, "sequential") > cost.step_time(8, k, "sequential")
         assert cost.step_time(8, k, "sequential") < cost.step_time(16, k, "sequential")
 

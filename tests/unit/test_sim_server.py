@@ -9,14 +9,15 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from specinfer.runtime.sim.server import SIM_KEY, build_app
-from specinfer.runtime.sim.simulator import Simulator
 from specinfer.runtime.sim.settings import Phase, SimulatorSettings
+from specinfer.runtime.sim.simulator import Simulator
 
 pytestmark = pytest.mark.unit
 
 
 async def client_for(**overrides) -> TestClient:
-    base = dict(model_name="sim", method="eagle3", drafting="sequential", num_speculative_tokens=3, time_scale=50.0)
+    base = {"model_name": "sim", "method": "eagle3", "drafting": "sequential", "num_speculative_tokens": 3,
+            "time_scale": 50.0}
     base.update(overrides)
     client = TestClient(TestServer(build_app(Simulator(SimulatorSettings(**base)))))
     await client.start_server()
@@ -26,7 +27,8 @@ async def client_for(**overrides) -> TestClient:
 async def test_completion_returns_exactly_max_tokens_with_usage():
     client = await client_for()
     try:
-        response = await client.post("/v1/completions", json={"model": "sim", "prompt": "one two three", "max_tokens": 40})
+        response = await client.post("/v1/completions",
+                                     json={"model": "sim", "prompt": "one two three", "max_tokens": 40})
         body = await response.json()
         assert response.status == 200
         assert body["object"] == "text_completion"
@@ -63,7 +65,8 @@ async def test_metrics_count_what_was_served():
         for _ in range(3):
             await client.post("/v1/completions", json={"prompt": "a b", "max_tokens": 30})
         text = await (await client.get("/metrics")).text()
-        samples = {line.split(" ")[0]: float(line.split(" ")[1]) for line in text.splitlines() if line and not line.startswith("#")}
+        samples = {line.split(" ")[0]: float(line.split(" ")[1])
+                   for line in text.splitlines() if line and not line.startswith("#")}
         labels = '{engine="0",model_name="sim"}'
         assert samples[f"vllm:generation_tokens_total{labels}"] == 90
         assert samples[f"vllm:prompt_tokens_total{labels}"] == 6
@@ -114,7 +117,8 @@ async def test_admin_collapses_acceptance_and_heals_it():
                 samples['vllm:spec_decode_num_drafts_total{engine="0",model_name="sim"}'])
 
     async def serve(n: int) -> None:
-        await asyncio.gather(*(client.post("/v1/completions", json={"prompt": "a", "max_tokens": 200}) for _ in range(n)))
+        await asyncio.gather(*(client.post("/v1/completions", json={"prompt": "a", "max_tokens": 200})
+                               for _ in range(n)))
 
     try:
         assert (await (await client.get("/admin/acceptance")).json()) == {"collapsed": False}
@@ -153,7 +157,8 @@ async def test_a_collapsed_phase_breaks_the_drafter_without_any_admin_endpoint()
         healthy_accepted, healthy_drafts = await counts()
         assert healthy_drafts > 20 and healthy_accepted / healthy_drafts > 0.6
         await asyncio.sleep(0.3)  # 15 simulated seconds: the second phase
-        await asyncio.gather(*(client.post("/v1/completions", json={"prompt": "a", "max_tokens": 200}) for _ in range(4)))
+        await asyncio.gather(*(client.post("/v1/completions", json={"prompt": "a", "max_tokens": 200})
+                               for _ in range(4)))
         accepted, drafts = await counts()
         assert drafts - healthy_drafts > 300
         assert (accepted - healthy_accepted) / (drafts - healthy_drafts) < 0.06

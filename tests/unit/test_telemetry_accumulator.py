@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from specinfer.bench.wheel_stats import StepRequest, build_step, vllm_from_wheel
 from specinfer.runtime.telemetry.accumulator import StepAccumulator
 from specinfer.runtime.telemetry.series import (
     BATCH_SIZE_EDGES,
@@ -13,7 +14,6 @@ from specinfer.runtime.telemetry.series import (
     batch_size_range,
     bucket_lookup,
 )
-from specinfer.bench.wheel_stats import StepRequest, build_step, vllm_from_wheel
 
 pytestmark = pytest.mark.unit
 
@@ -49,7 +49,7 @@ def test_dynamic_schedule_denominators_make_per_position_acceptance_unbiased(vll
         accumulator.record(*build_step(requests, now=now, num_spec_tokens=4))
     assert accumulator.draft_per_pos == drafted_at
     assert accumulator.accepted_per_pos == accepted_at
-    unbiased = [a / d for a, d in zip(accumulator.accepted_per_pos, accumulator.draft_per_pos)]
+    unbiased = [a / d for a, d in zip(accumulator.accepted_per_pos, accumulator.draft_per_pos, strict=True)]
     biased = [a / drafts for a in accumulator.accepted_per_pos]  # what vLLM's series alone allow
     prefix = [0.8, 0.8 * 0.7, 0.8 * 0.7 * 0.6, 0.8 * 0.7 * 0.6 * 0.5]
     for position in range(4):
@@ -113,7 +113,8 @@ def test_more_positions_than_configured_grow_the_totals(vllm_stats):
 
 
 def test_observe_matches_record_for_the_same_step(vllm_stats):
-    requests = [StepRequest(drafted=2, accepted=1, last_output=0.0), StepRequest(drafted=2, accepted=2, last_output=0.0)]
+    requests = [StepRequest(drafted=2, accepted=1, last_output=0.0),
+                StepRequest(drafted=2, accepted=2, last_output=0.0)]
     scheduler_stats, iteration_stats = build_step(requests, now=0.04, num_spec_tokens=3)
     spec = scheduler_stats.spec_decoding_stats
     from_stats, direct = StepAccumulator(max_k=3), StepAccumulator(max_k=3)

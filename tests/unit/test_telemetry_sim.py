@@ -74,7 +74,8 @@ def test_step_time_cells_reproduce_the_cost_model(simulated):
         assert mean == pytest.approx(truth, rel=1e-9)
         assert sample(registry, STEP_REQUESTS.promql, **labels) == batch_size * count
     mixed = {"batch_size": "33-48", "k": "2"}  # a range bucket: the requests counter gives its mean batch size
-    mean_batch = sample(registry, STEP_REQUESTS.promql, **mixed) / sample(registry, f"{STEP_DURATION.name}_count", **mixed)
+    mean_batch = (sample(registry, STEP_REQUESTS.promql, **mixed)
+                  / sample(registry, f"{STEP_DURATION.name}_count", **mixed))
     assert 33 <= mean_batch <= 48
 
 

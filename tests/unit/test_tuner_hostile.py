@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specinfer.api.speculation import K_CEILING, MAX_BATCH_SIZE
-from specinfer.operator.tuner import loop as loop_module
 from specinfer.operator.access import PrometheusAccess
+from specinfer.operator.tuner import loop as loop_module
 from specinfer.operator.tuner import prometheus as prom
 from specinfer.operator.tuner.bounded_http import ResponseTooLarge
 from specinfer.operator.tuner.loop import TuningLoop
@@ -125,7 +125,7 @@ class _Server:
         data = gzip.compress(body) if gzipped else body
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802 -- http.server's naming
+            def do_GET(self):
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 if gzipped:

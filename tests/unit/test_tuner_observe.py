@@ -143,7 +143,7 @@ def test_k_zero_needs_no_speculation_series():
 def test_idle_quantiles_are_dropped_from_the_distribution():
     answers = vllm_answers("ns", "a")
     answers["batchQuantiles"] = [sample("ns", "a", v, pod="p", quantile=str(q))
-                                 for q, v in zip(BATCH_QUANTILES, (0, 0, 2, 2, 6))]
+                                 for q, v in zip(BATCH_QUANTILES, (0, 0, 2, 2, 6), strict=True)]
     result = observe(target("a"), index_results(answers, LABELS)[("ns", "a")], labels=LABELS, now=NOW,
                      window_seconds=WINDOW)
     assert result.observation.batch_size_distribution == ((2, pytest.approx(2 / 3, abs=1e-5)),

@@ -12,8 +12,14 @@ from specinfer.operator.tuner import prometheus as prom
 from specinfer.operator.tuner.policy import DraftConfig
 from specinfer.operator.tuner.queries import Query
 from specinfer.operator.tuner.settings import PolicyDefaults
+from specinfer.operator.tuner.target import (
+    TargetError,
+    observed_applied,
+    read_target,
+    rollout_in_progress,
+    tuning_input,
+)
 from specinfer.runtime.sim.model import cost_model
-from specinfer.operator.tuner.target import TargetError, observed_applied, read_target, rollout_in_progress, tuning_input
 from tests.unit.test_tuner_loop import NOW, resource
 
 pytestmark = pytest.mark.unit
@@ -61,10 +67,10 @@ def test_applied_config_and_since_come_from_status_and_the_last_rollout():
     assert (applied.method, applied.config, applied.since) == ("eagle3", DraftConfig(num_speculative_tokens=3),
                                                                NOW - 3600)
     assert not rollout_in_progress(target, applied.config)
-    body["status"]["tuning"] = {"applied": {"method": "eagle3", "numSpeculativeTokens": 5,
-                                            "schedule": [{"minBatchSize": 1, "maxBatchSize": 8, "numSpeculativeTokens": 5},
-                                                         {"minBatchSize": 9, "maxBatchSize": 256, "numSpeculativeTokens": 0}],
-                                            "since": "2027-01-15T08:30:00Z"}}
+    body["status"]["tuning"] = {"applied": {"method": "eagle3", "numSpeculativeTokens": 5, "schedule": [
+        {"minBatchSize": 1, "maxBatchSize": 8, "numSpeculativeTokens": 5},
+        {"minBatchSize": 9, "maxBatchSize": 256, "numSpeculativeTokens": 0},
+    ], "since": "2027-01-15T08:30:00Z"}}
     target = read_target(body)
     applied = observed_applied(target)
     assert applied.config == DraftConfig(num_speculative_tokens=5, schedule=((1, 8, 5), (9, 256, 0)))
@@ -107,7 +113,7 @@ def test_a_prometheus_answering_503_is_reported_as_such_not_as_unreachable():
     import threading
 
     class Unavailable(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 -- http.server's naming
+        def do_GET(self):
             self.send_response(503)
             self.end_headers()
 

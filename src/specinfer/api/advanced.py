@@ -6,7 +6,8 @@ CEL can see the keys; names stay vLLM's snake_case.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, create_model, model_validator
 from pydantic_core import PydanticCustomError
@@ -15,28 +16,26 @@ from specinfer.api.base import ApiModel, Rule
 from specinfer.runtime.methods import methods_taking
 from specinfer.runtime.methods.advanced import ADVANCED_FIELDS, RESERVED_FIELDS, AdvancedField
 
+if TYPE_CHECKING:
+    from specinfer.api.speculation import Speculation
 
-def _annotation(spec: AdvancedField) -> Any:
-    bounds = {}
-    if spec.minimum is not None:
-        bounds["ge"] = spec.minimum
-    if spec.maximum is not None:
-        bounds["le"] = spec.maximum
+
+def _annotation(spec: AdvancedField) -> tuple[Any, Any]:
+    """(annotation, Field) for create_model; a bound of None is no bound."""
+    low, high = spec.minimum, spec.maximum
     if spec.kind == "bool":
         return bool | None, Field(default=None, strict=True, description=spec.doc)
     if spec.kind == "int":
-        return int | None, Field(default=None, strict=True, description=spec.doc, **bounds)
+        return int | None, Field(default=None, strict=True, description=spec.doc, ge=low, le=high)
     if spec.kind == "number":
-        return float | None, Field(default=None, description=spec.doc, **bounds)
+        return float | None, Field(default=None, description=spec.doc, ge=low, le=high)
     if spec.kind == "string":
         return str | None, Field(default=None, min_length=1, max_length=128, description=spec.doc)
     if spec.kind == "enum":
-        return Literal[spec.choices] | None, Field(default=None, description=spec.doc)  # type: ignore[valid-type]
+        return Literal[spec.choices] | None, Field(default=None, description=spec.doc)
     if spec.kind == "numberList":
-        item = float if not bounds else Field(**bounds)
-        from typing import Annotated
-
-        return list[Annotated[float, item]] | None, Field(default=None, max_length=64, description=spec.doc)
+        item = Annotated[float, Field(ge=low, le=high)]
+        return list[item] | None, Field(default=None, max_length=64, description=spec.doc)
     raise ValueError(f"unknown advanced field kind {spec.kind}")
 
 
@@ -59,13 +58,19 @@ class _AdvancedBase(ApiModel):
         return data
 
 
-Advanced = create_model(  # type: ignore[call-overload]
+# (annotation, Field) per key, built from the catalogue's table when the module loads
+_FIELDS: dict[str, Any] = {key: _annotation(spec) for key, spec in ADVANCED_FIELDS.items()}
+Advanced = create_model(
     "Advanced",
     __base__=_AdvancedBase,
     __doc__="Further vLLM SpeculativeConfig fields by their vLLM (snake_case) names; fields owned by typed "
     "fields (method, model, num_speculative_tokens, ...) are not offered.",
-    **{key: _annotation(spec) for key, spec in ADVANCED_FIELDS.items()},
+    **_FIELDS,
 )
+
+
+def _only_for(key: str, methods: tuple[str, ...]) -> Callable[[Speculation], bool]:
+    return lambda s: s.advanced is None or getattr(s.advanced, key) is None or s.method in methods
 
 
 def method_restriction_rules() -> list[Rule]:
@@ -80,9 +85,7 @@ def method_restriction_rules() -> list[Rule]:
         rules.append(Rule(
             cel=f"!has(self.advanced) || !has(self.advanced.{key}) || self.method in {allowed}",
             message=f"spec.speculation.advanced.{key} applies only to method {names}: remove it",
-            check=lambda s, key=key, methods=methods: s.advanced is None
-            or getattr(s.advanced, key) is None
-            or s.method in methods,
+            check=_only_for(key, methods),
             field=f"advanced.{key}",
         ))
     return rules

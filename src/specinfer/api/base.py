@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, GetJsonSchemaHandler, model_validator
 from pydantic.alias_generators import to_camel
-from pydantic_core import PydanticCustomError
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, PydanticCustomError
 
 # Every string, list and map is bounded: the API server estimates the worst-case cost
 # of each CEL rule from these bounds and refuses a CRD whose rules could exceed its budget.
@@ -84,18 +85,18 @@ class ApiModel(BaseModel):
     rules: ClassVar[tuple[Rule, ...]] = ()
 
     @model_validator(mode="after")
-    def _apply_rules(self):
+    def _apply_rules(self) -> Self:
         failed = [rule for rule in type(self).rules if not rule.check(self)]
         if failed:
             # pydantic takes one error per validator: the first is the error, the rest ride along in ctx
             # (parse_spec reports them all, as the API server does).
             messages = [rule.message_for(self).replace("{", "(").replace("}", ")") for rule in failed]
-            others = [[rule.field, message] for rule, message in zip(failed[1:], messages[1:])]
+            others = [[rule.field, message] for rule, message in zip(failed[1:], messages[1:], strict=True)]
             raise PydanticCustomError("specinfer_rule", messages[0], {"field": failed[0].field, "others": others})
         return self
 
     @classmethod
-    def __get_pydantic_json_schema__(cls, core_schema, handler):
+    def __get_pydantic_json_schema__(cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
         """Carry the rules into the JSON schema, from which the CRD is generated."""
         schema = handler(core_schema)
         target = handler.resolve_ref_schema(schema)

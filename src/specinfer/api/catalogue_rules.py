@@ -10,13 +10,62 @@ regenerated.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from specinfer.api.base import Rule
 from specinfer.runtime.methods import ACCELERATORS, Accelerator, MethodSpec, all_methods
 from specinfer.runtime.methods.advanced import ADVANCED_FIELDS
 from specinfer.runtime.methods.engine_truth import schedule_support
 from specinfer.runtime.methods.engines import RELEASES, EngineRelease
+
+if TYPE_CHECKING:  # the models import these rules
+    from specinfer.api.spec import SpeculativeInferenceSpec
+    from specinfer.api.speculation import Speculation
+
+# The Python twins of the CEL rules below, one factory per kind of rule (a loop's values bound as arguments).
+SpeculationCheck = Callable[["Speculation"], bool]
+SpecCheck = Callable[["SpeculativeInferenceSpec"], bool]
+
+
+def _draft_model_set_as(method: str, required: bool) -> SpeculationCheck:
+    return lambda s: s.method != method or (s.draft_model is not None) is required
+
+
+def _k_within(method: str, low: int, high: int) -> SpeculationCheck:
+    return lambda s: s.method != method or s.num_speculative_tokens is None or low <= s.num_speculative_tokens <= high
+
+
+def _method_not_on(method: str, accelerators: tuple[str, ...]) -> SpecCheck:
+    return lambda s: s.speculation.method != method or s.hardware.accelerator not in accelerators
+
+
+def _capped_on(accelerator: str, section: str, field: str, cap: int) -> SpecCheck:
+    def check(s: SpeculativeInferenceSpec) -> bool:
+        value = getattr(getattr(s, section), field)
+        return s.hardware.accelerator != accelerator or value is None or value <= cap
+
+    return check
+
+
+def _max_k_within(method: str, high: int) -> SpecCheck:
+    return lambda s: s.speculation.method != method or s.tuning.max_num_speculative_tokens is None \
+        or s.tuning.max_num_speculative_tokens <= high
+
+
+def _advanced_unset_on(accelerators: tuple[str, ...], key: str) -> SpecCheck:
+    return lambda s: s.hardware.accelerator not in accelerators or s.speculation.advanced is None \
+        or getattr(s.speculation.advanced, key) is None
+
+
+def _advanced_not_on(accelerators: tuple[str, ...], key: str, value: str) -> SpecCheck:
+    return lambda s: s.hardware.accelerator not in accelerators or s.speculation.advanced is None \
+        or getattr(s.speculation.advanced, key) != value
+
+
+def _no_schedule_on(method: str, accelerators: tuple[str, ...]) -> SpecCheck:
+    return lambda s: s.speculation.method != method or s.speculation.schedule is None \
+        or s.hardware.accelerator not in accelerators
 
 
 def _cel_list(values: Iterable[str]) -> str:
@@ -56,7 +105,7 @@ def draft_model_rules() -> list[Rule]:
                 cel=f"self.method != '{name}' || has(self.draftModel)",
                 message=f"spec.speculation.draftModel is required for method {name}: "
                 f"set spec.speculation.draftModel.name to {method.draft_hint}",
-                check=lambda s, name=name: s.method != name or s.draft_model is not None,
+                check=_draft_model_set_as(name, required=True),
                 field="draftModel",
             ))
         elif method.draft_model == "forbidden":
@@ -64,7 +113,7 @@ def draft_model_rules() -> list[Rule]:
                 cel=f"self.method != '{name}' || !has(self.draftModel)",
                 message=f"spec.speculation.draftModel must not be set for method {name} "
                 f"({method.no_draft_reason}): remove spec.speculation.draftModel",
-                check=lambda s, name=name: s.method != name or s.draft_model is None,
+                check=_draft_model_set_as(name, required=False),
                 field="draftModel",
             ))
     return rules
@@ -84,9 +133,7 @@ def num_speculative_tokens_rules() -> list[Rule]:
             cel=f"self.method != '{name}' || !has(self.numSpeculativeTokens) || "
             f"(self.numSpeculativeTokens >= {low} && self.numSpeculativeTokens <= {high})",
             message=message,
-            check=lambda s, name=name, low=low, high=high: s.method != name
-            or s.num_speculative_tokens is None
-            or low <= s.num_speculative_tokens <= high,
+            check=_k_within(name, low, high),
             field="numSpeculativeTokens",
         ))
     return rules
@@ -163,8 +210,7 @@ def method_support_rules() -> list[Rule]:
             message=f"spec.speculation.method {method.name} is not supported on spec.hardware.accelerator "
             f"{_names(unsupported)} ({why}): choose accelerator {supported} or another method "
             "(specinfer methods lists them)",
-            check=lambda s, m=method.name, u=tuple(unsupported): s.speculation.method != m
-            or s.hardware.accelerator not in u,
+            check=_method_not_on(method.name, tuple(unsupported)),
             field="hardware.accelerator",
         ))
     return rules
@@ -177,7 +223,7 @@ def k_cap_rules() -> list[Rule]:
         cap, name = accelerator.max_k, accelerator.name
         if cap is None:
             continue
-        for path, attr, cel_path in (
+        for path, (section, field), cel_path in (
             ("spec.speculation.numSpeculativeTokens", ("speculation", "num_speculative_tokens"),
              "self.speculation.numSpeculativeTokens"),
             ("spec.tuning.maxNumSpeculativeTokens", ("tuning", "max_num_speculative_tokens"),
@@ -188,9 +234,7 @@ def k_cap_rules() -> list[Rule]:
                 cel=f"self.hardware.accelerator != '{name}' || !has({has[0]}.{has[1]}) || {cel_path} <= {cap}",
                 message=f"{path} must be at most {cap} on spec.hardware.accelerator {name} "
                 f"({accelerator.max_k_reason}): lower it",
-                check=lambda s, name=name, cap=cap, attr=attr: s.hardware.accelerator != name
-                or getattr(getattr(s, attr[0]), attr[1]) is None
-                or getattr(getattr(s, attr[0]), attr[1]) <= cap,
+                check=_capped_on(name, section, field, cap),
                 field=path.removeprefix("spec."),
             ))
     return rules
@@ -206,9 +250,7 @@ def tuning_bound_rules() -> list[Rule]:
             f"self.tuning.maxNumSpeculativeTokens <= {method.k_max}",
             message=f"spec.tuning.maxNumSpeculativeTokens must be at most {method.k_max} for method {method.name}: "
             "lower it",
-            check=lambda s, m=method.name, high=method.k_max: s.speculation.method != m
-            or s.tuning.max_num_speculative_tokens is None
-            or s.tuning.max_num_speculative_tokens <= high,
+            check=_max_k_within(method.name, method.k_max),
             field="tuning.maxNumSpeculativeTokens",
         ))
     return rules
@@ -229,8 +271,7 @@ def engine_release_rules() -> list[Rule]:
                 cel=f"!({_on(on)}) || !has(self.speculation.advanced) || !has(self.speculation.advanced.{key})",
                 message=f"spec.speculation.advanced.{key} is not a field of {release.label}, the engine of "
                 f"spec.hardware.accelerator {_names(on)}: {fix}",
-                check=lambda s, on=tuple(on), key=key: s.hardware.accelerator not in on
-                or s.speculation.advanced is None or getattr(s.speculation.advanced, key) is None,
+                check=_advanced_unset_on(tuple(on), key),
                 field=f"speculation.advanced.{key}",
             ))
         for key, values in sorted(release.absent_choices.items()):
@@ -243,8 +284,7 @@ def engine_release_rules() -> list[Rule]:
                     f"!has(self.speculation.advanced.{key}) || self.speculation.advanced.{key} != '{value}'",
                     message=f"spec.speculation.advanced.{key} {value} is not in {release.label}, the engine of "
                     f"spec.hardware.accelerator {_names(on)}: {fix}",
-                    check=lambda s, on=tuple(on), key=key, value=value: s.hardware.accelerator not in on
-                    or s.speculation.advanced is None or getattr(s.speculation.advanced, key) != value,
+                    check=_advanced_not_on(tuple(on), key, value),
                     field=f"speculation.advanced.{key}",
                 ))
     return rules
@@ -261,8 +301,7 @@ def refused_value_rules() -> list[Rule]:
                 f"!has(self.speculation.advanced.{key}) || self.speculation.advanced.{key} != '{value}'",
                 message=f"spec.speculation.advanced.{key} {value} cannot run on spec.hardware.accelerator {name}: "
                 f"{refused.reason} ({accelerator.engine.label}, {refused.source}): choose another {key}",
-                check=lambda s, name=name, key=key, value=value: s.hardware.accelerator != name
-                or s.speculation.advanced is None or getattr(s.speculation.advanced, key) != value,
+                check=_advanced_not_on((name,), key, value),
                 field=f"speculation.advanced.{key}",
             ))
     return rules
@@ -288,8 +327,7 @@ def schedule_rules() -> list[Rule]:
             f"{_names(refused)}: {method.name} runs on vLLM's Model Runner {'/'.join(sorted(runners))}, whose "
             f"{method.name} drafter cannot follow a schedule ({'; '.join(effects)}): remove the schedule "
             "(numSpeculativeTokens alone is in force) or choose a method whose drafter follows it",
-            check=lambda s, m=method.name, on=tuple(refused): s.speculation.method != m
-            or s.speculation.schedule is None or s.hardware.accelerator not in on,
+            check=_no_schedule_on(method.name, tuple(refused)),
             field="speculation.schedule",
         ))
     return rules

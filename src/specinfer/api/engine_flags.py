@@ -22,7 +22,7 @@ both against every flag of the wheel: every owned flag refused in each spelling,
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, TypeAlias
 
 from pydantic import AfterValidator, Field
 from pydantic_core import PydanticCustomError
@@ -50,16 +50,19 @@ OWNED_FLAGS: dict[str, str] = {
 SHORT_ALIASES: dict[str, str] = {"-sc": "--speculative-config", "-tp": "--tensor-parallel-size"}
 
 
+_Trie: TypeAlias = dict[str, "_Trie"]  # one regex fragment per character -> the rest of the names
+
+
 def _any_prefix(names: list[str]) -> str:
     """A regex matching every non-empty prefix of any of `names` (a trie, so shared prefixes appear
     once), each `-` also written `_`."""
-    trie: dict = {}
+    trie: _Trie = {}
     for name in names:
         node = trie
         for char in name:
             node = node.setdefault("[-_]" if char == "-" else re.escape(char), {})
 
-    def emit(node: dict) -> str:
+    def emit(node: _Trie) -> str:
         branches = [char + (f"(?:{emit(child)})?" if child else "") for char, child in sorted(node.items())]
         return branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
 

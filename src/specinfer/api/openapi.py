@@ -12,6 +12,8 @@ import copy
 import json
 from typing import Any
 
+from pydantic import BaseModel
+
 _KEEP = {
     "type", "description", "default", "enum", "minimum", "maximum", "minLength", "maxLength", "pattern",
     "minItems", "maxItems", "minProperties", "maxProperties", "required", "format",
@@ -21,7 +23,7 @@ _KEEP = {
 
 def _resolve(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
     if "$ref" in node:
-        target = copy.deepcopy(defs[node["$ref"].split("/")[-1]])
+        target: dict[str, Any] = copy.deepcopy(defs[node["$ref"].split("/")[-1]])
         siblings = {k: v for k, v in node.items() if k != "$ref"}
         target.update(siblings)  # the field's description and default win over the model's
         return target
@@ -40,12 +42,12 @@ def structural(node: dict[str, Any], defs: dict[str, Any], path: str = "spec") -
         outer = {k: v for k, v in node.items() if k not in ("anyOf", "default") or (k == "default" and v is not None)}
         if len(options) == 1:
             return structural({**_resolve(options[0], defs), **outer}, defs, path)
-        types = sorted(option.get("type") for option in options)
+        types = sorted(str(option.get("type")) for option in options)
         if types == ["integer", "string"]:
-            out = {"x-kubernetes-int-or-string": True}
+            int_or_string: dict[str, Any] = {"x-kubernetes-int-or-string": True}
             if "description" in outer:
-                out["description"] = " ".join(outer["description"].split())
-            return out
+                int_or_string["description"] = " ".join(outer["description"].split())
+            return int_or_string
         raise ValueError(f"cannot express anyOf {types} in a structural schema")
     out: dict[str, Any] = {}
     for key, value in node.items():
@@ -64,7 +66,9 @@ def structural(node: dict[str, Any], defs: dict[str, Any], path: str = "spec") -
         out["exclusiveMaximum"] = True
     if "properties" in node:
         out["type"] = "object"
-        out["properties"] = {name: structural(child, defs, f"{path}.{name}") for name, child in node["properties"].items()}
+        out["properties"] = {
+            name: structural(child, defs, f"{path}.{name}") for name, child in node["properties"].items()
+        }
     patterns = node.get("patternProperties")
     if isinstance(patterns, dict) and patterns:
         # pydantic writes dict[ConstrainedKey, V] as patternProperties, which structural schemas
@@ -91,7 +95,7 @@ def structural(node: dict[str, Any], defs: dict[str, Any], path: str = "spec") -
     return out
 
 
-def model_schema(model: type, path: str = "spec") -> dict[str, Any]:
+def model_schema(model: type[BaseModel], path: str = "spec") -> dict[str, Any]:
     """Structural schema of a pydantic model, camelCase, validation mode."""
     schema = model.model_json_schema(by_alias=True, mode="validation")
     return structural(schema, schema.get("$defs", {}), path)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal, TypeAlias
 
 from pydantic import Field
 
@@ -10,16 +10,17 @@ from specinfer.api.base import ApiModel, Name
 from specinfer.api.spec import SpeculativeInferenceSpec
 from specinfer.api.status import SpeculativeInferenceStatus
 
-GROUP = "specinfer.io"
-VERSION = "v1alpha1"
-API_VERSION = f"{GROUP}/{VERSION}"
-KIND = "SpeculativeInference"
+# Literal types, so the models' apiVersion and kind fields take these constants as their defaults.
+ApiVersion: TypeAlias = Literal["specinfer.io/v1alpha1"]
+API_VERSION: ApiVersion = "specinfer.io/v1alpha1"
+GROUP, VERSION = API_VERSION.split("/")
+KIND: Final = "SpeculativeInference"
 PLURAL = "speculativeinferences"
 SINGULAR = "speculativeinference"
 SHORT_NAMES = ("specinf", "si")
 CRD_NAME = f"{PLURAL}.{GROUP}"
 
-RUNTIME_CONFIG_KIND = "RuntimeConfig"
+RUNTIME_CONFIG_KIND: Final = "RuntimeConfig"
 RUNTIME_CONFIG_PATH = "/etc/specinfer/runtime.json"
 RUNTIME_CONFIG_ENV = "SPECINFER_CONFIG"
 
@@ -27,7 +28,7 @@ RUNTIME_CONFIG_ENV = "SPECINFER_CONFIG"
 class SpeculativeInference(ApiModel):
     """A vLLM deployment with speculative decoding whose draft length the operator tunes from live metrics."""
 
-    api_version: Literal["specinfer.io/v1alpha1"] = Field(default=API_VERSION, alias="apiVersion")
+    api_version: ApiVersion = Field(default=API_VERSION, alias="apiVersion")
     kind: Literal["SpeculativeInference"] = KIND
     metadata: dict[str, Any] = Field(default_factory=dict)
     spec: SpeculativeInferenceSpec
@@ -41,7 +42,7 @@ class RuntimeConfig(ApiModel):
     so the runtime never needs the resource's status.
     """
 
-    api_version: Literal["specinfer.io/v1alpha1"] = Field(default=API_VERSION, alias="apiVersion")
+    api_version: ApiVersion = Field(default=API_VERSION, alias="apiVersion")
     kind: Literal["RuntimeConfig"] = RUNTIME_CONFIG_KIND
     name: Name
     namespace: Name

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import Field
+from pydantic.config import JsonDict
 
 from specinfer.api.base import ApiModel, Rule
 from specinfer.api.catalogue_rules import accelerator_rules
@@ -15,10 +16,10 @@ from specinfer.api.workload import Hardware, Model, Runtime
 __all__ = ["DraftModel", "PromptLookup", "ScheduleRange", "Speculation", "SpeculativeInferenceSpec"]
 
 # Objects that default to {} so the API server fills in their own defaults (and CEL can read them).
-EMPTY_OBJECT_DEFAULT = {"default": {}}
+EMPTY_OBJECT_DEFAULT: JsonDict = {"default": {}}
 
 
-def no_server_default(schema: dict) -> None:
+def no_server_default(schema: JsonDict) -> None:
     """Keep a field added after v1alpha1's first release out of stored objects unless a user sets it.
 
     The API server writes a schema default into every object it reads, and an operator one release

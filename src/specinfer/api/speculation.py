@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from pydantic import Field
 
@@ -16,7 +16,11 @@ from specinfer.api.catalogue_rules import (
 )
 from specinfer.runtime.methods import METHOD_NAMES
 
-MethodName = Literal[METHOD_NAMES]  # type: ignore[valid-type]
+# The catalogue's method names, read when the module loads: a Literal to pydantic and the CRD, a str to mypy.
+if TYPE_CHECKING:
+    MethodName: TypeAlias = str
+else:
+    MethodName = Literal[METHOD_NAMES]
 
 # Hard ceiling on any draft length; per-method bounds are CEL rules from the catalogue.
 K_CEILING = 64
@@ -89,7 +93,8 @@ def _overlap_free(schedule: list[ScheduleRange]) -> bool:
 SCHEDULE_RULES = (
     Rule(
         cel="!has(self.schedule) || has(self.numSpeculativeTokens)",
-        message="spec.speculation.schedule needs spec.speculation.numSpeculativeTokens: set it to the largest K in the schedule",
+        message="spec.speculation.schedule needs spec.speculation.numSpeculativeTokens: set it to the largest K in "
+        "the schedule",
         check=lambda s: s.schedule is None or s.num_speculative_tokens is not None,
         field="schedule",
     ),
@@ -107,7 +112,8 @@ SCHEDULE_RULES = (
     ),
     Rule(
         cel="!has(self.schedule) || self.schedule.map(r, r.minBatchSize).isSorted()",
-        message="spec.speculation.schedule ranges must be sorted by minBatchSize: list them from the smallest batch size up",
+        message="spec.speculation.schedule ranges must be sorted by minBatchSize: list them from the smallest batch "
+        "size up",
         check=lambda s: s.schedule is None
         or [r.min_batch_size for r in s.schedule] == sorted(r.min_batch_size for r in s.schedule),
         field="schedule",

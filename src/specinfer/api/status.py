@@ -162,7 +162,8 @@ class CostStatus(StatusModel):
     price_per_hour: float = Field(ge=0)
     """What the replicas cost per hour (price x devices per replica x replicas)."""
     per_million_tokens: float | None = Field(default=None, ge=0)
-    """Price per hour / millions of tokens generated per hour, at the measured load (unset while nothing is generated)."""
+    """Price per hour / millions of tokens generated per hour, at the measured load (unset while nothing is
+    generated)."""
     last_change_saving_per_million_tokens: float | None = None
     """What the tuner's last change saves per million tokens at the same utilisation, from its realised gain
     (negative: the change made tokens dearer)."""

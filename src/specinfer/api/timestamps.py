@@ -5,12 +5,12 @@ The one place the operator formats or parses a time for status, conditions and E
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 
 def rfc3339(epoch: float) -> str:
     """Seconds since the epoch -> `YYYY-MM-DDTHH:MM:SSZ` (UTC, whole seconds, as metav1.Time)."""
-    return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(epoch, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_rfc3339(text: object) -> float | None:
@@ -22,5 +22,5 @@ def parse_rfc3339(text: object) -> float | None:
     except ValueError:
         return None
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
+        parsed = parsed.replace(tzinfo=UTC)
     return parsed.timestamp()

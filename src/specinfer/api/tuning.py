@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Literal, TypeAlias
 
 from pydantic import Field
 
@@ -14,7 +14,8 @@ from specinfer.api.workload import SecretKeyRef
 # status.tuning but never restarts pods on its own: every applied change is a rolling
 # restart with a model reload, which an operator should opt into ("auto"), while
 # "off" would hide the very insight the product exists for.
-DEFAULT_TUNING_MODE = "observe"
+TuningMode: TypeAlias = Literal["off", "observe", "auto"]
+DEFAULT_TUNING_MODE: TuningMode = "observe"
 # scheme://user[:password]@host: userinfo before the first '/', '?' or '#'
 URL_WITH_CREDENTIALS = "^[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#]*@"
 
@@ -52,7 +53,7 @@ class PrometheusSource(ApiModel):
 class Tuning(ApiModel):
     """The closed loop: metrics -> decision -> (in auto mode) a new K or schedule rolled out one pod at a time."""
 
-    mode: Literal["off", "observe", "auto"] = DEFAULT_TUNING_MODE
+    mode: TuningMode = DEFAULT_TUNING_MODE
     """off: no tuning; observe (default): recommend in status only; auto: apply recommendations."""
     interval_seconds: int = Field(default=30, ge=5, le=3600)
     """Seconds between tuning decisions."""

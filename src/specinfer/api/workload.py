@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Literal, TypeAlias
 
 from pydantic import Field
 
@@ -23,10 +24,21 @@ from specinfer.api.base import (
 from specinfer.api.engine_flags import ExtraArg
 from specinfer.runtime.methods import ACCELERATORS, COST_MODELS, DEFAULT_COST_MODEL, WORKLOADS, get_accelerator
 
-AcceleratorName = Literal[tuple(ACCELERATORS)]  # type: ignore[valid-type]
-WorkloadName = Literal[WORKLOADS]  # type: ignore[valid-type]
-CostModelName = Literal[tuple(sorted(COST_MODELS))]  # type: ignore[valid-type]
+# Enums read from the catalogue's registries when the module loads: pydantic and the CRD see the Literal;
+# a static checker cannot evaluate it, so to mypy a name is a str.
+if TYPE_CHECKING:
+    AcceleratorName: TypeAlias = str
+    WorkloadName: TypeAlias = str
+    CostModelName: TypeAlias = str
+else:
+    AcceleratorName = Literal[tuple(ACCELERATORS)]
+    WorkloadName = Literal[WORKLOADS]
+    CostModelName = Literal[tuple(sorted(COST_MODELS))]
 QuantityValue = Annotated[int, Field(ge=0)] | Quantity
+
+def _not_a_flag(attr: str) -> Callable[[Model], bool]:
+    return lambda m: not (getattr(m, attr) or "").startswith("-")
+
 
 class SecretKeyRef(ApiModel):
     """A key in a Secret in the resource's namespace."""
@@ -55,7 +67,7 @@ class Model(ApiModel):
         Rule(
             cel=f"!has(self.{field}) || !self.{field}.startsWith('-')",
             message=f"spec.model.{field} must not start with '-': vLLM would read it as a command-line flag",
-            check=lambda m, attr=attr: not (getattr(m, attr) or "").startswith("-"),
+            check=_not_a_flag(attr),
             field=field,
         )
         for field, attr in (("name", "name"), ("revision", "revision"), ("servedModelName", "served_model_name"))

@@ -56,7 +56,7 @@ def write_plot(snapshots: list[Snapshot], path: Path, *, title: str) -> Path:
                                     fontsize=8, va="top")
             start = index
     previous = None
-    for snapshot, minute in zip(snapshots, times):
+    for snapshot, minute in zip(snapshots, times, strict=True):
         config_hash = (snapshot.status.get("effective") or {}).get("configHash")
         if previous is not None and config_hash != previous:
             for axis in (throughput, k_axis):

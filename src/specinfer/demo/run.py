@@ -70,7 +70,7 @@ class Demo:
             operator_config.write_text(yaml.safe_dump(DEMO_OPERATOR_CONFIG))
             stack = Stack(cluster.kubeconfig, prometheus, logs, log=self.log,
                           operator_args=("--standalone", "--config", str(operator_config))).start()
-            self.log(f"      operator log: {stack.operator.log}")
+            self.log(f"      operator log: {stack.operator.log if stack.operator else '-'}")
             self.log(f"[4/5] kubectl apply -f {self.options.example}")
             stack.kubectl("apply", "-f", str(self.options.example))
             self._wait_serving(stack)
@@ -126,8 +126,9 @@ class Demo:
             if stack.operator is not None and not processes.is_running(stack.operator):
                 raise RuntimeError(f"the operator exited; see {stack.operator.log}")
             time.sleep(1)
+        operator_log = stack.operator.log if stack.operator else "-"
         raise TimeoutError(f"{self.name} not Ready and serving after {timeout:.0f}s: "
-                           f"kubectl describe si {self.name}; operator log {stack.operator.log if stack.operator else '-'}")
+                           f"kubectl describe si {self.name}; operator log {operator_log}")
 
     def _status(self, stack: Stack) -> dict:
         result = stack.kubectl("get", "speculativeinference", self.name, "-n", self.namespace, "-o", "json",
@@ -137,7 +138,7 @@ class Demo:
     def _prometheus_value(self, prometheus: PrometheusServer, promql: str) -> float | None:
         try:
             result = prometheus.query(promql)
-        except Exception:
+        except Exception:  # noqa: BLE001 -- a failed query is a gap in the demo's figures, never the demo's end
             return None
         return float(result[0]["value"][1]) if result else None
 
@@ -191,5 +192,5 @@ class Demo:
         try:
             write_plot(self.snapshots, path, title=f"specinfer demo: {self.namespace}/{self.name}")
             self.log(f"  plot: {path}")
-        except Exception as error:  # a missing plotting backend must not hide the summary
+        except Exception as error:  # noqa: BLE001 -- a missing plotting backend must not hide the summary
             self.log(f"  (no plot: {error})")

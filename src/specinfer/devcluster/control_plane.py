@@ -41,7 +41,7 @@ class ClusterState:
     processes: dict[str, processes.ProcessRecord] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, path: Path) -> "ClusterState":
+    def load(cls, path: Path) -> ClusterState:
         if not path.exists():
             return cls()
         raw = json.loads(path.read_text())
@@ -107,8 +107,8 @@ class LocalCluster:
         if self.state_file.exists():
             self.log(f"cluster '{self.name}' is partly down; restarting it from scratch")
             self.down()
-        for component in binaries.CONTROL_PLANE:
-            binaries.ensure_built(component, log=self.log)
+        for binary in binaries.CONTROL_PLANE:
+            binaries.ensure_built(binary, log=self.log)
         self.dir.mkdir(parents=True, exist_ok=True)
         state = ClusterState(ports={"etcd": processes.free_port(), "etcd_peer": processes.free_port(),
                                     "apiserver": processes.free_port()})

@@ -44,19 +44,23 @@ def create_fake_nodes(kubeconfig: Path, *, count: int = 1) -> list[str]:
     names = [f"kwok-node-{index}" for index in range(count)]
     for name in names:
         try:
-            api.create_node(node_manifest(name))
+            api.create_node(node_manifest(name))  # type: ignore[arg-type]  # the client takes a manifest dict too
         except ApiException as error:
             if error.status != 409:  # already there from an earlier run: fine
                 raise
     return names
 
 
+def _ready(node: client.V1Node) -> bool:
+    conditions = node.status.conditions if node.status is not None else None
+    return any(c.type == "Ready" and c.status == "True" for c in conditions or [])
+
+
 def wait_nodes_ready(kubeconfig: Path, *, count: int, timeout: float) -> None:
     api = _core(kubeconfig)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        ready = [node for node in api.list_node(label_selector="type=kwok").items
-                 if any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])]
+        ready = [node for node in api.list_node(label_selector="type=kwok").items if _ready(node)]
         if len(ready) >= count:
             return
         time.sleep(0.5)

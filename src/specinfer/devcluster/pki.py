@@ -50,7 +50,7 @@ def _write_key(path: Path, key) -> None:
 
 def _certificate(subject: x509.Name, public_key, issuer: x509.Name, signing_key, *, ca: bool,
                  usages: list, sans: list | None = None) -> x509.Certificate:
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer).public_key(public_key)
                .serial_number(x509.random_serial_number())
                .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + VALIDITY)
@@ -78,7 +78,7 @@ def create_pki(folder: Path, *, service_ip: str) -> Pki:
     pki.ca_cert.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
 
     serving_key = ec.generate_private_key(ec.SECP256R1())
-    sans = [x509.DNSName(name) for name in ("localhost", "kubernetes", "kubernetes.default",
+    sans: list[x509.GeneralName] = [x509.DNSName(name) for name in ("localhost", "kubernetes", "kubernetes.default",
                                             "kubernetes.default.svc", "kubernetes.default.svc.cluster.local")]
     sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ("127.0.0.1", service_ip)]
     serving = _certificate(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]),

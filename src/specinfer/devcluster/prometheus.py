@@ -50,7 +50,7 @@ class PrometheusServer:
             }],
         }
 
-    def start(self, *, timeout: float = 60) -> "PrometheusServer":
+    def start(self, *, timeout: float = 60) -> PrometheusServer:
         if not Path(self.binary).exists():
             raise FileNotFoundError(
                 f"prometheus not found at {self.binary}; install Debian's package: "
@@ -84,7 +84,7 @@ class PrometheusServer:
             processes.stop(self.record)
             self.record = None
 
-    def __enter__(self) -> "PrometheusServer":
+    def __enter__(self) -> PrometheusServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:

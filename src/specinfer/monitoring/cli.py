@@ -13,14 +13,14 @@ from pathlib import Path
 
 import click
 
-from specinfer.monitoring.panels import Labels
+from specinfer.monitoring.panels import DEFAULT_LABELS, Labels
 
 CHART_FILES = Path("charts") / "specinfer" / "files"
 DASHBOARD_FILE = "grafana-dashboard.json"
 RULES_FILE = "prometheus-rules.yaml"
 
 
-def generated(labels: Labels = Labels()) -> dict[str, str]:
+def generated(labels: Labels = DEFAULT_LABELS) -> dict[str, str]:
     """File name -> content."""
     from specinfer.monitoring.alerts import render_rules
     from specinfer.monitoring.dashboard import render_dashboard
@@ -28,7 +28,7 @@ def generated(labels: Labels = Labels()) -> dict[str, str]:
     return {DASHBOARD_FILE: render_dashboard(labels), RULES_FILE: render_rules(labels)}
 
 
-def stale_files(directory: Path, labels: Labels = Labels()) -> list[str]:
+def stale_files(directory: Path, labels: Labels = DEFAULT_LABELS) -> list[str]:
     return [name for name, text in generated(labels).items()
             if not (directory / name).exists() or (directory / name).read_text() != text]
 

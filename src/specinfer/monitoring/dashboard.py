@@ -24,17 +24,12 @@ from grafana_foundation_sdk.models.dashboard import (
 )
 
 from specinfer import vllm_metrics as vm
-from specinfer.monitoring.panels import Labels, Panel, panels
+from specinfer.monitoring.panels import DEFAULT_LABELS, Labels, Panel, panels
 
 UID = "specinfer-overview"
 TITLE = "specinfer: speculative decoding"
 DATASOURCE = DataSourceRef(type_val="prometheus", uid="${datasource}")
 WIDTH, HEIGHT = 8, 8  # three panels a row on Grafana's 24-column grid
-
-
-def _thresholds(panel: Panel) -> common_builders.GraphThresholdsStyleConfig | None:
-    return common_builders.GraphThresholdsStyleConfig().mode(common.GraphThresholdsStyleMode.DASHED) \
-        if panel.thresholds else None
 
 
 def _panel(panel: Panel, panel_id: int):
@@ -45,18 +40,20 @@ def _panel(panel: Panel, panel_id: int):
         builder = builder.with_target(prometheus_builders.Dataquery().expr(query.expr).legend_format(query.legend)
                                       .ref_id(chr(ord("A") + index)).datasource(DATASOURCE))
     if panel.thresholds:
-        steps = [Threshold(value=None, color="transparent")] + [Threshold(value=v, color=c) for v, c in panel.thresholds]
+        steps = [Threshold(value=None, color="transparent")]
+        steps += [Threshold(value=v, color=c) for v, c in panel.thresholds]
         builder = builder.thresholds(dashboard_builders.ThresholdsConfig().mode(ThresholdsMode.ABSOLUTE).steps(steps))
-        if panel.kind == "timeseries":
-            builder = builder.thresholds_style(_thresholds(panel))
-    if panel.kind == "timeseries":
+    if isinstance(builder, timeseries.Panel):
+        if panel.thresholds:
+            builder = builder.thresholds_style(
+                common_builders.GraphThresholdsStyleConfig().mode(common.GraphThresholdsStyleMode.DASHED))
         builder = builder.legend(common_builders.VizLegendOptions().show_legend(True)
                                  .display_mode(common.LegendDisplayMode.LIST)
                                  .placement(common.LegendPlacement.BOTTOM))
     return builder
 
 
-def build_dashboard(labels: Labels = Labels()) -> dict:
+def build_dashboard(labels: Labels = DEFAULT_LABELS) -> dict:
     """The dashboard as a JSON-able dict (Grafana's dashboard JSON model)."""
     engine_series = vm.GENERATION_TOKENS.series  # every engine exports it: the variables' source
     builder = (dashboard_builders.Dashboard(TITLE).uid(UID)
@@ -85,5 +82,5 @@ def build_dashboard(labels: Labels = Labels()) -> dict:
     return json.loads(json.dumps(builder.build(), cls=JSONEncoder))
 
 
-def render_dashboard(labels: Labels = Labels()) -> str:
+def render_dashboard(labels: Labels = DEFAULT_LABELS) -> str:
     return json.dumps(build_dashboard(labels), indent=2, sort_keys=True) + "\n"

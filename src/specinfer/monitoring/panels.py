@@ -27,6 +27,9 @@ class Labels:
     resource: str = "specinfer_io_name"
 
 
+DEFAULT_LABELS = Labels()
+
+
 @dataclass(frozen=True)
 class Query:
     expr: str
@@ -55,7 +58,7 @@ def _rate(series: str, selector: str, by: str) -> str:
     return f"sum by ({by}) (rate({series}{selector}[$__rate_interval]))"
 
 
-def panels(labels: Labels = Labels()) -> tuple[Panel, ...]:
+def panels(labels: Labels = DEFAULT_LABELS) -> tuple[Panel, ...]:
     engine = _engine(labels)
     per_resource = labels.resource
     by_position = f"{per_resource}, {si.LABEL_POSITION}"

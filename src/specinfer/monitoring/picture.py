@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from prometheus_api_client import PrometheusConnect
@@ -34,13 +35,11 @@ def legend(template: str, labels: dict[str, str]) -> str:
 
 def panel_lines(client: PrometheusConnect, panel: Panel, *, namespace: str, resource: str, start: float,
                 end: float, step: float, rate_interval: str) -> list[Line]:
-    from datetime import datetime, timezone
-
     lines = []
     for query in panel.queries:
         result = client.custom_query_range(
             resolve(query.expr, namespace=namespace, resource=resource, rate_interval=rate_interval),
-            start_time=datetime.fromtimestamp(start, timezone.utc), end_time=datetime.fromtimestamp(end, timezone.utc),
+            start_time=datetime.fromtimestamp(start, UTC), end_time=datetime.fromtimestamp(end, UTC),
             step=f"{step:g}s")
         for series in result:
             points = [(float(t) - start, float(v)) for t, v in series["values"]]

@@ -81,7 +81,7 @@ class Operator:
         """The operator configuration of the next start (e.g. rateLimit to slow a reconcile down)."""
         self.config.write_text(yaml.safe_dump({**OPERATOR_CONFIG, **overrides}))
 
-    def start(self, *, wait: bool = True) -> "Operator":
+    def start(self, *, wait: bool = True) -> Operator:
         self.starts += 1
         self.log_path = self.workdir / f"{self.name}-{self.starts}.log"
         args = [*self.argv, "-n", self.namespace, "--config", str(self.config), "--prometheus-url",
@@ -160,7 +160,7 @@ class Namespace:
             raise AssertionError(f"kubectl {' '.join(args)}: {result.stderr}")
         return result
 
-    def create(self) -> "Namespace":
+    def create(self) -> Namespace:
         for crd in CRDS:
             self.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(crd))
         self.kubectl("wait", "--for=condition=Established", "crd/speculativeinferences.specinfer.io",

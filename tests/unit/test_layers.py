@@ -1,0 +1,87 @@
+"""The layer contracts (pyproject.toml [tool.importlinter]) hold, checked by `lint-imports` on a fresh
+import view (tools/import_view.py), so `make test` catches a layering regression without `make lint`.
+
+The view is built in a temporary folder, never in build/import-view, so a concurrent `make lint` is not
+disturbed; its links point at the repository's files, which the tests only read.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[2]
+LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
+
+
+def _import_view_tool() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("import_view", ROOT / "tools" / "import_view.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def view(tmp_path: Path) -> Path:
+    return _import_view_tool().build(tmp_path / "import-view")
+
+
+def _lint_imports(view: Path) -> subprocess.CompletedProcess[str]:
+    if not LINT_IMPORTS.exists():
+        pytest.fail(f"{LINT_IMPORTS} not found: import-linter is a dev dependency (pip install -e '.[dev]')")
+    return subprocess.run([str(LINT_IMPORTS), "--config", str(ROOT / "pyproject.toml"), "--no-cache"],
+                          cwd=view, env={**os.environ, "PYTHONPATH": str(view)},
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_every_layer_contract_is_kept(view: Path):
+    result = _lint_imports(view)
+    assert result.returncode == 0, f"a layer contract is broken:\n{result.stdout}\n{result.stderr}"
+    assert "0 broken" in result.stdout, result.stdout
+
+
+def test_an_upward_import_breaks_its_contract(view: Path):
+    """The check is live: a module in the API that imports the operator is reported, by contract name."""
+    api = view / "specinfer" / "api"
+    repository_api = api.resolve()
+    api.unlink()  # a link to src/specinfer/api: replace it by a folder of links, so the probe stays out of the repo
+    api.mkdir()
+    for entry in repository_api.iterdir():
+        (api / entry.name).symlink_to(entry)
+    (api / "layer_probe.py").write_text("import specinfer.operator.controller\n")
+
+    result = _lint_imports(view)
+
+    assert result.returncode != 0, result.stdout
+    assert "The API stands on the catalogue alone BROKEN" in " ".join(result.stdout.split()), result.stdout
+    assert "specinfer.api.layer_probe -> specinfer.operator.controller" in result.stdout
+
+
+def test_the_view_resolves_mapped_packages_to_the_repository_files(view: Path):
+    """Python, given only the view on its path, imports the packages that the package-dir mapping hides
+    from static tools from the repository's own folders."""
+    expected = {
+        "specinfer.operator.tuner.policy": ROOT / "operator" / "tuner" / "policy" / "__init__.py",
+        "specinfer.runtime.methods": ROOT / "runtime" / "methods" / "__init__.py",
+        "specinfer.bench": ROOT / "bench" / "__init__.py",
+        "specinfer.api": ROOT / "src" / "specinfer" / "api" / "__init__.py",
+    }
+    script = ("import importlib, sys\n"
+              "for name in sys.argv[1:]:\n"
+              "    print(importlib.import_module(name).__file__)\n")
+    result = subprocess.run([sys.executable, "-c", script, *expected], env={**os.environ, "PYTHONPATH": str(view)},
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    found = dict(zip(expected, result.stdout.split(), strict=True))
+    for name, path in expected.items():
+        assert Path(found[name]).is_relative_to(view), f"{name} was imported from {found[name]}, not the view"
+        assert Path(found[name]).resolve() == path, f"{name}: {found[name]} links to {Path(found[name]).resolve()}"
