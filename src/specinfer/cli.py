@@ -26,6 +26,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "render": "specinfer.operator.render_cli:render_command",
     "operator": "specinfer.operator.operator_cli:operator_command",
     "engine": "specinfer.engine.cli:engine",
+    "models": "specinfer.engine.models_cli:models",
 }
 
 
