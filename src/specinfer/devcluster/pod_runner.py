@@ -11,6 +11,9 @@ emulated and nothing else:
   become empty folders; environment values and arguments under a mount path are
   rewritten to the local folder, and a config mounted at the runtime's default folder is
   passed through `SPECINFER_CONFIG`;
+- image: a pod that runs the real vLLM on CPU (engine vllm, accelerator cpu) runs in the cached
+  engine environment with this checkout's code on its path (devcluster/engine_pods.py), from
+  its own folder as working directory; other pods run in this process's venv;
 - network: every pod has its own IP in a cluster, locally they share loopback, so the
   serving port in the mounted runtime config is remapped to a free port;
 - restarts: a process that exits is restarted with a back-off (restartPolicy Always);
@@ -36,6 +39,7 @@ from pathlib import Path
 from kubernetes import client, config
 
 from specinfer.devcluster import processes
+from specinfer.devcluster.engine_pods import cpu_image_env, runs_cpu_engine
 from specinfer.devcluster.http_probe import http_ok
 from specinfer.devcluster.prometheus import PrometheusServer
 
@@ -70,6 +74,7 @@ class LocalPod:
     failure_threshold: int = 3
     ready: bool = False
     probe_failures: int = 0
+    cwd: Path | None = None  # the image's working directory; None: this process's
 
     @property
     def key(self) -> str:
@@ -171,18 +176,21 @@ class PodRunner:
         for item in container.env or []:
             env[item.name] = local(self._env_value(pod, item))
         port = None
+        cwd = None
         if RUNTIME_CONFIG_DIR in mounts:
             config_file = mounts[RUNTIME_CONFIG_DIR] / RUNTIME_CONFIG_FILE
             env.setdefault("SPECINFER_CONFIG", str(config_file))
             if config_file.exists():
                 port = self._remap_port(config_file)
+                if runs_cpu_engine(json.loads(config_file.read_text())):
+                    env, cwd = cpu_image_env(env), folder
         argv = [local(arg) for arg in [*(container.command or []), *(container.args or [])]]
         if not argv:
             raise ValueError("container has no command: the image's entrypoint cannot be known locally")
         probe = container.readiness_probe
         http_get = probe.http_get if probe is not None else None
         return LocalPod(namespace=namespace, name=name, uid=pod.metadata.uid, folder=folder, argv=argv,
-                        env=env, port=port, labels=dict(pod.metadata.labels or {}),
+                        env=env, port=port, labels=dict(pod.metadata.labels or {}), cwd=cwd,
                         readiness_path=(http_get.path or "/") if http_get is not None else None,
                         failure_threshold=(probe.failure_threshold or 3) if probe is not None else 3)
 
@@ -245,7 +253,7 @@ class PodRunner:
                 return
         pod.next_start = 0.0
         pod.ready, pod.probe_failures = False, 0  # a new process must pass its readiness probe again
-        pod.record = processes.start(pod.name, pod.argv, log_dir=pod.folder, env=pod.env)
+        pod.record = processes.start(pod.name, pod.argv, log_dir=pod.folder, env=pod.env, cwd=pod.cwd)
         pod.started.append(now)
         if self.prometheus is not None and pod.port is not None:
             labels = {"namespace": pod.namespace, "pod": pod.name, "container": "engine",

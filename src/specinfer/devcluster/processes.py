@@ -50,7 +50,8 @@ def _start_ticks(pid: int) -> int | None:
     return int(fields[19]) if fields else None
 
 
-def start(name: str, argv: list[str], *, log_dir: Path, env: dict | None = None) -> ProcessRecord:
+def start(name: str, argv: list[str], *, log_dir: Path, env: dict | None = None,
+          cwd: Path | None = None) -> ProcessRecord:
     """Start `argv` in a session of its own (it outlives `specinfer cluster up` and ignores our Ctrl-C)."""
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{name}.log"
@@ -58,7 +59,7 @@ def start(name: str, argv: list[str], *, log_dir: Path, env: dict | None = None)
     executable = shutil.which(argv[0], path=environment.get("PATH")) or argv[0]
     with open(log_path, "ab") as log:
         process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   env=environment, start_new_session=True)
+                                   env=environment, start_new_session=True, cwd=cwd)
     return ProcessRecord(name=name, pid=process.pid, executable=executable, argv=argv, log=str(log_path),
                          start_ticks=_start_ticks(process.pid))
 
