@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from specinfer.demo.stack import Stack
-from tests.support import wait_for
+from tests.support import condition, wait_for
 
 pytestmark = pytest.mark.engine
 
@@ -91,6 +91,12 @@ def test_ngram_and_draft_model_serve_and_export_both_series(engine_stack, tiny_m
         log = Path(pod.record.log).read_text()
         assert "specinfer runtime: exec vllm serve" in log  # the runtime entrypoint exec'd the real engine
         assert "specinfer-telemetry -> specinfer.runtime.telemetry.vllm_plugin:SpecinferStatLogger" in log
+
+    for name in wanted:  # the runner owns these pods' status: Ready follows the engine, not kwok
+        def ready(name=name):
+            result = cluster.kubectl("-n", namespace, "get", "speculativeinference", name, "-o", "json")
+            return condition(json.loads(result.stdout), "Ready").get("status") == "True"
+        wait_for(ready, timeout=60, interval=1, what=f"{name}: Ready=True")
 
     for name, url in endpoints.items():
         answer = complete(url, REPETITIVE)

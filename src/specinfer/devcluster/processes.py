@@ -17,6 +17,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 
+# Popen objects of the processes this process started: kept so that their exit codes can be read
+# (a dropped Popen is reaped by the subprocess module's own clean-up, losing its exit code).
+_children: dict[int, subprocess.Popen] = {}
+
+
 @dataclass(frozen=True)
 class ProcessRecord:
     name: str
@@ -60,6 +65,7 @@ def start(name: str, argv: list[str], *, log_dir: Path, env: dict | None = None,
     with open(log_path, "ab") as log:
         process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    env=environment, start_new_session=True, cwd=cwd)
+    _children[process.pid] = process
     return ProcessRecord(name=name, pid=process.pid, executable=executable, argv=argv, log=str(log_path),
                          start_ticks=_start_ticks(process.pid))
 
@@ -94,10 +100,21 @@ def stop(record: ProcessRecord, *, timeout: float = 15.0) -> None:
 
 
 def _reap(pid: int) -> None:
+    child = _children.pop(pid, None)
+    if child is not None:
+        child.poll()
+        return
     try:
         os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
         pass
+
+
+def exit_code(record: ProcessRecord) -> int | None:
+    """The exit code (negative: killed by that signal) of an ended process this process started;
+    None while it runs or when it is not our child."""
+    child = _children.get(record.pid)
+    return None if child is None else child.poll()
 
 
 def log_tail(record: ProcessRecord, lines: int = 25) -> str:
