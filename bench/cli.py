@@ -8,6 +8,7 @@ import click
 
 # name -> "module:attribute"; each benchmark lives in its own module under bench/.
 BENCHMARKS: dict[str, str] = {
+    "engine-cpu": "specinfer.bench.engine_cpu:engine_cpu_command",
     "load": "specinfer.bench.load:load_command",
     "operator-scale": "specinfer.bench.operator_scale:operator_scale_command",
     "sim-capacity": "specinfer.bench.sim_capacity:sim_capacity_command",
