@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from specinfer.api.status import EffectiveConfig
 from specinfer.operator.engine_pods import engine_failure, pod_failure
 from specinfer.operator.status import Rollout, workload_status
 
@@ -66,10 +67,9 @@ def test_the_first_failing_pod_by_name_is_reported():
 def test_status_says_engine_failing_even_when_the_deployment_looks_available():
     rollout = Rollout(True, False, "Available", "1/1 replicas ready", 1, 1, "h")
     resource = {"metadata": {"name": "tiny", "generation": 1}, "status": {}}
-    status = workload_status(resource=resource, effective={"method": "ngram", "numSpeculativeTokens": 3,
-                                                           "configHash": "h"},
+    status = workload_status(resource=resource, effective=EffectiveConfig(method="ngram", config_hash="h"),
                              rollout=rollout, desired_replicas=1, now="2026-11-30T00:00:00Z",
-                             engine_failure="engine pod tiny-1: CrashLoopBackOff, exit code 2 (1 restarts): x")
+                             engine_failure="engine pod tiny-1: CrashLoopBackOff, exit code 2 (1 restarts): x").to_json()
     conditions = {c["type"]: c for c in status["conditions"]}
     assert conditions["Ready"]["status"] == "False" and conditions["Ready"]["reason"] == "EngineFailing"
     assert conditions["Degraded"]["status"] == "True" and "exit code 2" in conditions["Degraded"]["message"]
