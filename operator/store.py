@@ -78,11 +78,11 @@ class Store:
 
     def drop_pod(self, body: Mapping[str, Any]) -> None:
         owner = owner_key(body)
-        pods = self.pods.get(owner) if owner is not None else None
-        if pods is not None:
-            pods.pop(body["metadata"]["name"], None)
-            if not pods:
-                del self.pods[owner]
+        if owner is None or owner not in self.pods:
+            return
+        self.pods[owner].pop(body["metadata"]["name"], None)
+        if not self.pods[owner]:
+            del self.pods[owner]
 
     def child(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         return self.children.get((kind, namespace, name))

@@ -1,4 +1,5 @@
-"""`specinfer models make`: deterministic files that the real vLLM CPU engine loads, with the acceptance they promise."""
+"""`specinfer models make`: deterministic files that the real vLLM CPU engine loads, with the acceptance
+they promise."""
 
 from __future__ import annotations
 

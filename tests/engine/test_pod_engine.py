@@ -98,7 +98,7 @@ def test_ngram_and_draft_model_serve_and_export_both_series(engine_stack, tiny_m
             return condition(json.loads(result.stdout), "Ready").get("status") == "True"
         wait_for(ready, timeout=60, interval=1, what=f"{name}: Ready=True")
 
-    for name, url in endpoints.items():
+    for url in endpoints.values():
         answer = complete(url, REPETITIVE)
         assert answer["model"] == "tiny" and answer["usage"]["completion_tokens"] == 48, answer
         assert answer["choices"][0]["text"], answer

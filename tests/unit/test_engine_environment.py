@@ -98,7 +98,8 @@ def test_overlay_maps_packages_and_entry_points_from_pyproject():
     assert folders[""] == REPO_ROOT / "src" / "specinfer"
     assert folders["runtime"] == REPO_ROOT / "runtime" and folders["operator"] == REPO_ROOT / "operator"
     text = overlay.entry_points_text(pyproject)
-    assert "[vllm.stat_logger_plugins]\nspecinfer-telemetry = specinfer.runtime.telemetry.vllm_plugin:SpecinferStatLogger" in text
+    plugin = "specinfer-telemetry = specinfer.runtime.telemetry.vllm_plugin:SpecinferStatLogger"
+    assert f"[vllm.stat_logger_plugins]\n{plugin}" in text
     assert "[console_scripts]\nspecinfer = specinfer.cli:main" in text
 
 
@@ -113,7 +114,8 @@ def test_overlay_exposes_this_checkout_to_another_interpreter(tmp_path):
     env = overlay.overlay_env(fake_engine, built, "/usr/bin:/bin")
     probe = ("import importlib.metadata as m, specinfer.runtime.telemetry as t; "
              "print(t.__file__); print([e.value for e in m.entry_points(group='vllm.stat_logger_plugins')])")
-    result = subprocess.run([sys.executable, "-I", "-S", "-c", f"import sys; sys.path.insert(0, {env['PYTHONPATH']!r}); {probe}"],
+    script = f"import sys; sys.path.insert(0, {env['PYTHONPATH']!r}); {probe}"
+    result = subprocess.run([sys.executable, "-I", "-S", "-c", script],
                             capture_output=True, text=True, cwd=tmp_path, check=True)
     module_file, entry_points = result.stdout.splitlines()  # -S: no site-packages, only the overlay
     assert Path(module_file).resolve() == (REPO_ROOT / "runtime" / "telemetry" / "__init__.py").resolve()

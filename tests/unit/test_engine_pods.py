@@ -34,7 +34,8 @@ def test_crash_loop_reports_exit_code_restarts_and_termination_message():
 
 
 def test_an_image_that_cannot_be_had_reports_the_waiting_message():
-    failure = pod_failure(pod("tiny-1", waiting={"reason": "ErrImageNeverPull", "message": "run specinfer engine install"}))
+    waiting = {"reason": "ErrImageNeverPull", "message": "run specinfer engine install"}
+    failure = pod_failure(pod("tiny-1", waiting=waiting))
     assert failure.describe() == "engine pod tiny-1: ErrImageNeverPull: run specinfer engine install"
 
 
@@ -69,7 +70,8 @@ def test_status_says_engine_failing_even_when_the_deployment_looks_available():
     resource = {"metadata": {"name": "tiny", "generation": 1}, "status": {}}
     status = workload_status(resource=resource, effective=EffectiveConfig(method="ngram", config_hash="h"),
                              rollout=rollout, desired_replicas=1, now="2026-11-30T00:00:00Z",
-                             engine_failure="engine pod tiny-1: CrashLoopBackOff, exit code 2 (1 restarts): x").to_json()
+                             engine_failure="engine pod tiny-1: CrashLoopBackOff, exit code 2 (1 restarts): x",
+                             ).to_json()
     conditions = {c["type"]: c for c in status["conditions"]}
     assert conditions["Ready"]["status"] == "False" and conditions["Ready"]["reason"] == "EngineFailing"
     assert conditions["Degraded"]["status"] == "True" and "exit code 2" in conditions["Degraded"]["message"]

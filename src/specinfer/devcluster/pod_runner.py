@@ -45,8 +45,8 @@ from kubernetes import client, config
 
 from specinfer.devcluster import processes
 from specinfer.devcluster.engine_pods import EngineNotInstalled, cpu_image_env, runs_cpu_engine
-from specinfer.devcluster.pod_status import Termination, container_state, pod_status, signature, termination_message
 from specinfer.devcluster.http_probe import http_ok
+from specinfer.devcluster.pod_status import Termination, container_state, pod_status, signature, termination_message
 from specinfer.devcluster.prometheus import PrometheusServer
 
 RUNTIME_LABEL = "specinfer.io/name"

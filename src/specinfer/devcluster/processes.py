@@ -16,7 +16,6 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-
 # Popen objects of the processes this process started: kept so that their exit codes can be read
 # (a dropped Popen is reaped by the subprocess module's own clean-up, losing its exit code).
 _children: dict[int, subprocess.Popen] = {}
