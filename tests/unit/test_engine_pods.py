@@ -75,3 +75,18 @@ def test_status_says_engine_failing_even_when_the_deployment_looks_available():
     conditions = {c["type"]: c for c in status["conditions"]}
     assert conditions["Ready"]["status"] == "False" and conditions["Ready"]["reason"] == "EngineFailing"
     assert conditions["Degraded"]["status"] == "True" and "exit code 2" in conditions["Degraded"]["message"]
+
+
+def test_the_store_indexes_engine_pods_by_their_resource_label():
+    from specinfer.operator.store import Store
+
+    store = Store()
+    first, other = pod("tiny-1"), pod("other-1")
+    other["metadata"]["labels"] = {"specinfer.io/name": "other"}
+    for body in (first, other):
+        body["metadata"]["namespace"] = "ns"
+        store.put_child(body)
+    assert [p["metadata"]["name"] for p in store.pods_of(("ns", "tiny"))] == ["tiny-1"]
+    assert not store.children  # pods are not children: the reconciler never applies them
+    store.drop_pod(first)
+    assert store.pods_of(("ns", "tiny")) == [] and store.pods_of(("ns", "other"))
