@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from specinfer.cli import LazyGroup
-
 import click
+
+from specinfer.cli import LazyGroup
 
 # name -> "module:attribute"; each benchmark lives in its own module under bench/.
 BENCHMARKS: dict[str, str] = {

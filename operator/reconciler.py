@@ -34,8 +34,14 @@ from specinfer.operator.events import EventRecorder
 from specinfer.operator.kube import Kube, object_path
 from specinfer.operator.render import Rendering, render
 from specinfer.operator.secrets import opt_in_refusal
-from specinfer.operator.status import (Rollout, invalid_status, rollout_of, status_covered, stored_conditions,
-                                       workload_status)
+from specinfer.operator.status import (
+    Rollout,
+    invalid_status,
+    rollout_of,
+    status_covered,
+    stored_conditions,
+    workload_status,
+)
 from specinfer.operator.store import Key, Store, controlled_by
 
 log = logging.getLogger("specinfer.operator.reconcile")

@@ -111,7 +111,8 @@ def workload_status(*, resource: Mapping[str, Any], effective: EffectiveConfig, 
     elif rollout.done:
         updates = [
             ConditionUpdate("Ready", "True", "Available",
-                            f"{rollout.ready_replicas}/{desired_replicas} replicas ready, running {_describe(effective)}"),
+                            f"{rollout.ready_replicas}/{desired_replicas} replicas ready, "
+                            f"running {_describe(effective)}"),
             ConditionUpdate("Progressing", "False", "RolloutComplete", f"config {effective.config_hash} rolled out"),
             ConditionUpdate("Degraded", "False", "AsExpected", "no problems observed"),
         ]

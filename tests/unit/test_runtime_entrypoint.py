@@ -114,7 +114,8 @@ def test_simulator_engine_runs_the_simulator_from_the_same_config(tmp_path, monk
     [settings] = served
     assert (settings.method, settings.drafting, settings.num_speculative_tokens) == ("eagle3", "sequential", 4)
     assert settings.schedule == ((1, 8, 4), (9, 32, 0))
-    assert (settings.port, settings.time_scale, settings.cost_model, settings.max_batch_size) == (9001, 20, "rtx3090-llama8b", 64)
+    assert (settings.port, settings.time_scale, settings.cost_model, settings.max_batch_size) == (
+        9001, 20, "rtx3090-llama8b", 64)
     assert settings.phases[0].workload == "code" and settings.model_name == "meta-llama/Llama-3.1-8B-Instruct"
 
 

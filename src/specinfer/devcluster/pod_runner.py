@@ -145,7 +145,7 @@ class PodRunner:
             if uid not in self.pods:
                 try:
                     self.pods[uid] = self._prepare(pod)
-                except Exception as error:  # a pod we cannot emulate must not stop the others
+                except Exception as error:  # noqa: BLE001 -- a pod we cannot emulate must not stop the others
                     self.log(f"pod {pod.metadata.namespace}/{pod.metadata.name}: cannot run locally: {error}")
                     continue
             self._ensure_running(self.pods[uid])
@@ -158,7 +158,7 @@ class PodRunner:
             while not stop_event.is_set():
                 try:
                     self.sync_once()
-                except Exception as error:  # API server hiccup: keep the pods, retry next tick
+                except Exception as error:  # noqa: BLE001 -- API server hiccup: keep the pods, retry next tick
                     self.log(f"pod runner: {error}")
                 stop_event.wait(interval)
         finally:
