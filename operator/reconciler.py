@@ -28,13 +28,20 @@ from specinfer.operator.access import (
 from specinfer.operator.compare import covers
 from specinfer.operator.conditions import find
 from specinfer.operator.config import OperatorConfig
+from specinfer.operator.engine_pods import engine_failure
 from specinfer.operator.errors import ApiError, TemporaryError
 from specinfer.operator.events import EventRecorder
 from specinfer.operator.kube import Kube, object_path
 from specinfer.operator.render import Rendering, render
 from specinfer.operator.secrets import opt_in_refusal
-from specinfer.operator.status import (Rollout, invalid_status, rollout_of, status_covered, stored_conditions,
-                                       workload_status)
+from specinfer.operator.status import (
+    Rollout,
+    invalid_status,
+    rollout_of,
+    status_covered,
+    stored_conditions,
+    workload_status,
+)
 from specinfer.operator.store import Key, Store, controlled_by
 
 log = logging.getLogger("specinfer.operator.reconcile")
@@ -43,7 +50,7 @@ log = logging.getLogger("specinfer.operator.reconcile")
 REJECTED_RETRY_SECONDS = 30.0
 # Ready reasons announced by a Warning Event when they appear
 WARNING_REASONS = ("InvalidSpec", "RolloutFailed", "ApplyRejected", CHILD_CONFLICT, IMAGE_NOT_ALLOWED,
-                   SECRET_NOT_ALLOWED)
+                   SECRET_NOT_ALLOWED, "EngineFailing")
 
 
 def utc_now() -> str:
@@ -106,9 +113,11 @@ class Reconciler:
             return
         spec_replicas = rendering.manifest("Deployment")["spec"]["replicas"]
         rollout = rollout_of(deployment, desired_hash=rendering.config_hash, desired_replicas=spec_replicas)
+        failure = engine_failure(self.store.pods_of(key))
         await self._write_status(resource, workload_status(resource=resource, effective=rendering.effective_status(),
                                                            rollout=rollout, desired_replicas=spec_replicas,
-                                                           now=self.now()))
+                                                           now=self.now(),
+                                                           engine_failure=failure.describe() if failure else None))
 
     async def _refusal(self, resource: dict[str, Any], rendering: Rendering,
                        changed: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> Refusal | None:

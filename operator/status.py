@@ -95,15 +95,24 @@ def stored_conditions(resource: Mapping[str, Any]) -> list[Condition]:
 
 
 def workload_status(*, resource: Mapping[str, Any], effective: EffectiveConfig, rollout: Rollout,
-                    desired_replicas: int, now: str) -> SpeculativeInferenceStatus:
-    """Status for a valid spec (only the fields this reconciler owns)."""
+                    desired_replicas: int, now: str, engine_failure: str | None = None) -> SpeculativeInferenceStatus:
+    """Status for a valid spec (only the fields this reconciler owns). `engine_failure` describes an
+    engine pod that crash-loops or cannot start (operator/engine_pods.py)."""
     meta = resource.get("metadata") or {}
     generation = meta.get("generation")
     current = stored_conditions(resource)
-    if rollout.done:
+    if engine_failure is not None and not rollout.failed:
+        updates = [
+            ConditionUpdate("Ready", "False", "EngineFailing", engine_failure),
+            ConditionUpdate("Progressing", "True" if not rollout.done else "False", "EngineFailing",
+                            "waiting for the engine to start: the pod restarts it with a back-off"),
+            ConditionUpdate("Degraded", "True", "EngineFailing", engine_failure),
+        ]
+    elif rollout.done:
         updates = [
             ConditionUpdate("Ready", "True", "Available",
-                            f"{rollout.ready_replicas}/{desired_replicas} replicas ready, running {_describe(effective)}"),
+                            f"{rollout.ready_replicas}/{desired_replicas} replicas ready, "
+                            f"running {_describe(effective)}"),
             ConditionUpdate("Progressing", "False", "RolloutComplete", f"config {effective.config_hash} rolled out"),
             ConditionUpdate("Degraded", "False", "AsExpected", "no problems observed"),
         ]

@@ -31,11 +31,16 @@ def controlled_by(obj: Mapping[str, Any], uid: str) -> bool:
     return any(ref.get("controller") and ref.get("uid") == uid for ref in refs)
 
 
+NAME_LABEL = "specinfer.io/name"  # operator/render/labels.py; engine pods carry it (their owner is a ReplicaSet)
+
+
 def owner_key(child: Mapping[str, Any]) -> Key | None:
     meta = child.get("metadata") or {}
     for ref in meta.get("ownerReferences") or []:
         if ref.get("kind") == KIND and ref.get("controller"):
             return meta.get("namespace", ""), ref["name"]
+    if child.get("kind") == "Pod" and (meta.get("labels") or {}).get(NAME_LABEL):
+        return meta.get("namespace", ""), meta["labels"][NAME_LABEL]
     return None
 
 
@@ -43,6 +48,7 @@ class Store:
     def __init__(self) -> None:
         self.resources: dict[Key, dict[str, Any]] = {}
         self.children: dict[tuple[str, str, str], dict[str, Any]] = {}  # (kind, namespace, name)
+        self.pods: dict[Key, dict[str, dict[str, Any]]] = {}  # resource -> pod name -> engine pod
         self.podmonitor_crd = False
 
     def put_resource(self, body: Mapping[str, Any]) -> None:
@@ -56,6 +62,13 @@ class Store:
 
     def put_child(self, body: Mapping[str, Any]) -> None:
         meta = body["metadata"]
+        if body.get("kind") == "Pod":
+            owner = owner_key(body)
+            if owner is not None:
+                pods = self.pods.setdefault(owner, {})
+                if _newer_or_same(body, pods.get(meta["name"])):
+                    pods[meta["name"]] = dict(body)
+            return
         key = (body["kind"], meta.get("namespace", ""), meta["name"])
         if _newer_or_same(body, self.children.get(key)):
             self.children[key] = dict(body)
@@ -63,5 +76,17 @@ class Store:
     def drop_child(self, kind: str, namespace: str, name: str) -> None:
         self.children.pop((kind, namespace, name), None)
 
+    def drop_pod(self, body: Mapping[str, Any]) -> None:
+        owner = owner_key(body)
+        if owner is None or owner not in self.pods:
+            return
+        self.pods[owner].pop(body["metadata"]["name"], None)
+        if not self.pods[owner]:
+            del self.pods[owner]
+
     def child(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         return self.children.get((kind, namespace, name))
+
+    def pods_of(self, key: Key) -> list[dict[str, Any]]:
+        """Engine pods of one resource (from the pod watch)."""
+        return list((self.pods.get(key) or {}).values())

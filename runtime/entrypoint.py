@@ -1,7 +1,9 @@
 """`specinfer runtime`: the pod entrypoint. Config -> preflight -> exec `vllm serve` (or run the simulator).
 
 exec (not a child process) so that Kubernetes' SIGTERM reaches vLLM directly and the
-pod's exit code is vLLM's. Misconfiguration prints one line naming the field and exits 2.
+pod's exit code is vLLM's. Misconfiguration prints one line naming the field and exits 2; the
+same line goes to the container's termination message file, so `kubectl describe pod` and the
+operator (a crash-looping pod's lastState) show the cause.
 """
 
 from __future__ import annotations
@@ -18,10 +20,26 @@ import click
 from specinfer.runtime.config import MisconfigurationError, config_path, load_runtime_config
 
 EXIT_MISCONFIGURED = 2
+# Kubernetes' default terminationMessagePath; the kubelet shows the file's content as the
+# container's termination message. Overridable where the path differs (the local pod runner).
+TERMINATION_LOG_ENV = "SPECINFER_TERMINATION_LOG"
+DEFAULT_TERMINATION_LOG = "/dev/termination-log"
+
+
+def write_termination_message(line: str) -> None:
+    """Best effort: a container without the file (outside Kubernetes) only has stderr."""
+    path = os.environ.get(TERMINATION_LOG_ENV) or DEFAULT_TERMINATION_LOG
+    try:
+        with open(path, "w") as handle:
+            handle.write(line[:4096])  # the kubelet keeps at most 4096 bytes
+    except OSError:
+        pass
 
 
 def fail(error: MisconfigurationError) -> None:
-    click.echo(f"specinfer runtime: {error}", err=True)
+    line = f"specinfer runtime: {error}"
+    click.echo(line, err=True)
+    write_termination_message(line)
     sys.exit(EXIT_MISCONFIGURED)
 
 

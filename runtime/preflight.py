@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
+from pathlib import Path
 
 from specinfer.api import SpeculativeInferenceSpec
 from specinfer.runtime.argv import tensor_parallel_size
@@ -36,6 +37,17 @@ def visible_devices(accelerator: str) -> int | None:
     return int(torch.npu.device_count())  # type: ignore[attr-defined]
 
 
+def local_models(spec: SpeculativeInferenceSpec) -> list[tuple[str, str]]:
+    """(field, path) of the target and draft models given as absolute paths, which vLLM loads from disk.
+
+    vLLM treats a name that is an existing directory as a local model and anything else as a hub
+    id, so a missing directory would otherwise surface as a confusing hub lookup failure."""
+    named = [("spec.model.name", spec.model.name)]
+    if spec.speculation.draft_model is not None:
+        named.append(("spec.speculation.draftModel.name", spec.speculation.draft_model.name))
+    return [(field, name) for field, name in named if name.startswith("/")]
+
+
 def preflight(spec: SpeculativeInferenceSpec, *, engine_binary: bool = True,
               count_devices: DeviceCounter | None = None, which: Callable[[str], str | None] | None = None) -> None:
     """Raise MisconfigurationError for the first problem found."""
@@ -61,6 +73,11 @@ def preflight(spec: SpeculativeInferenceSpec, *, engine_binary: bool = True,
             field,
             f"{field} asks for tensor parallel size {tp} but only {visible} {hardware.accelerator} device(s) "
             "are visible in this container: lower it or request more devices")
+    for field, name in local_models(spec):
+        if not Path(name).is_dir():
+            raise MisconfigurationError(
+                field, f"{field}: the local model directory {name} does not exist in this container: "
+                "mount it (e.g. a volume at that path) or give a Hugging Face model id")
     if engine_binary and which("vllm") is None:
         raise MisconfigurationError(
             "spec.runtime.image",

@@ -172,6 +172,10 @@ def build_deployment(workload: Workload) -> dict[str, Any]:
         "env": _env(workload),
         "volumeMounts": mounts,
         "securityContext": container_security_context(workload),
+        # `specinfer runtime` writes its one-line failure to /dev/termination-log; when vLLM itself
+        # dies the log tail stands in, so a crash-looping pod's lastState says why (the operator
+        # copies it into the resource's conditions)
+        "terminationMessagePolicy": "FallbackToLogsOnError",
         **_probes(workload),
     }
     resources = _resources(workload)

@@ -25,6 +25,8 @@ LAZY_COMMANDS: dict[str, str] = {
     "runtime": "specinfer.runtime.entrypoint:runtime",
     "render": "specinfer.operator.render_cli:render_command",
     "operator": "specinfer.operator.operator_cli:operator_command",
+    "engine": "specinfer.engine.cli:engine",
+    "models": "specinfer.engine.models_cli:models",
 }
 
 

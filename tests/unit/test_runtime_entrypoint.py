@@ -114,7 +114,8 @@ def test_simulator_engine_runs_the_simulator_from_the_same_config(tmp_path, monk
     [settings] = served
     assert (settings.method, settings.drafting, settings.num_speculative_tokens) == ("eagle3", "sequential", 4)
     assert settings.schedule == ((1, 8, 4), (9, 32, 0))
-    assert (settings.port, settings.time_scale, settings.cost_model, settings.max_batch_size) == (9001, 20, "rtx3090-llama8b", 64)
+    assert (settings.port, settings.time_scale, settings.cost_model, settings.max_batch_size) == (
+        9001, 20, "rtx3090-llama8b", 64)
     assert settings.phases[0].workload == "code" and settings.model_name == "meta-llama/Llama-3.1-8B-Instruct"
 
 
@@ -125,3 +126,32 @@ def test_simulator_dry_run_prints_the_settings_as_json(tmp_path):
     assert result.exit_code == 0, result.output
     settings = json.loads(result.output.removeprefix("simulator "))
     assert settings["workload"] == "math" and settings["method"] == "eagle3" and settings["port"] == 8000
+
+
+def test_a_missing_local_model_directory_fails_preflight_naming_the_field(tmp_path):
+    spec = {"model": {"name": str(tmp_path / "no-such-model")}, "speculation": {"method": "ngram"},
+            "hardware": {"accelerator": "cpu"}}
+    result = invoke("--config", str(write_config(tmp_path, spec)), "--dry-run")
+    assert result.exit_code == 2
+    assert "spec.model.name" in result.output and "no-such-model does not exist" in result.output
+
+
+def test_preflight_accepts_existing_local_models_and_checks_the_draft_too(tmp_path):
+    (tmp_path / "target").mkdir()
+    spec = parse_spec({"model": {"name": str(tmp_path / "target")},
+                       "speculation": {"method": "draftModel", "draftModel": {"name": str(tmp_path / "draft")}},
+                       "hardware": {"accelerator": "cpu"}})
+    with pytest.raises(MisconfigurationError, match="spec.speculation.draftModel.name"):
+        preflight(spec, engine_binary=False)
+    (tmp_path / "draft").mkdir()
+    preflight(spec, engine_binary=False)
+
+
+def test_misconfiguration_goes_to_the_termination_message_file(tmp_path):
+    spec = json.loads(json.dumps(SPEC))
+    spec["speculation"].pop("draftModel")
+    log = tmp_path / "termination-log"
+    result = invoke("--config", str(write_config(tmp_path, spec)), env={"SPECINFER_TERMINATION_LOG": str(log)})
+    assert result.exit_code == 2
+    assert log.read_text() == result.output.strip()
+    assert "spec.speculation.draftModel" in log.read_text()

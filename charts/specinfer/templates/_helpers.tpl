@@ -130,6 +130,10 @@ so there is no delete; no wildcard, no pods, no list/watch of Secrets.
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create", "patch"]
+# Engine pods, read-only: a crash-looping engine's last termination message goes into conditions.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "list", "watch"]
 {{- if .Values.rbac.podMonitors }}
 - apiGroups: ["monitoring.coreos.com"]
   resources: ["podmonitors"]

@@ -11,13 +11,21 @@ emulated and nothing else:
   become empty folders; environment values and arguments under a mount path are
   rewritten to the local folder, and a config mounted at the runtime's default folder is
   passed through `SPECINFER_CONFIG`;
+- image: a pod that runs the real vLLM on CPU (engine vllm, accelerator cpu) runs in the cached
+  engine environment with this checkout's code on its path (devcluster/engine_pods.py), from
+  its own folder as working directory; other pods run in this process's venv;
 - network: every pod has its own IP in a cluster, locally they share loopback, so the
   serving port in the mounted runtime config is remapped to a free port;
 - restarts: a process that exits is restarted with a back-off (restartPolicy Always);
 - readiness: the container's readinessProbe (httpGet) is probed every sync round, and only
   ready pods serve (`serving_pods`), as kube-proxy routes only to Ready endpoints. kwok still
   marks pods Ready in the API at once, so a Deployment may stop the old pod before the new one
-  answers: a client then finds no pod serving for a moment instead of a refused connection.
+  answers: a client then finds no pod serving for a moment instead of a refused connection;
+- status: for pods that run the real engine the runner writes the pod status the kubelet would
+  (devcluster/pod_status.py): Ready from the probe, restarts, CrashLoopBackOff with the last
+  termination's exit code and message (the container's termination message file, or its log tail
+  under FallbackToLogsOnError), and ErrImageNeverPull when the engine environment that stands in
+  for the image is not installed. The operator reads these to explain a failing engine.
 """
 
 from __future__ import annotations
@@ -36,14 +44,22 @@ from pathlib import Path
 from kubernetes import client, config
 
 from specinfer.devcluster import processes
+from specinfer.devcluster.engine_pods import EngineNotInstalled, cpu_image_env, runs_cpu_engine
 from specinfer.devcluster.http_probe import http_ok
+from specinfer.devcluster.pod_status import Termination, container_state, pod_status, signature, termination_message
 from specinfer.devcluster.prometheus import PrometheusServer
 
 RUNTIME_LABEL = "specinfer.io/name"
 RUNTIME_CONFIG_DIR = "/etc/specinfer"
 RUNTIME_CONFIG_FILE = "runtime.json"
 TERMINATION_GRACE_SECONDS = 30.0
+TERMINATION_LOG = "termination-log"  # in the pod folder: the kubelet's /dev/termination-log
+TERMINATION_LOG_ENV = "SPECINFER_TERMINATION_LOG"  # runtime/entrypoint.py writes its failure there
 PROBE_TIMEOUT_SECONDS = 0.5  # loopback: a healthy engine answers in milliseconds
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def prometheus_label_name(label: str) -> str:
@@ -70,6 +86,14 @@ class LocalPod:
     failure_threshold: int = 3
     ready: bool = False
     probe_failures: int = 0
+    cwd: Path | None = None  # the image's working directory; None: this process's
+    owns_status: bool = False  # the runner writes this pod's status (pods of the real engine)
+    container: str = "engine"
+    image: str = ""
+    termination_policy: str | None = None
+    cannot_start: tuple[str, str] | None = None  # (waiting reason, message): the image is not available
+    started_at: str | None = None
+    last_termination: Termination | None = None
 
     @property
     def key(self) -> str:
@@ -121,18 +145,20 @@ class PodRunner:
             if uid not in self.pods:
                 try:
                     self.pods[uid] = self._prepare(pod)
-                except Exception as error:  # a pod we cannot emulate must not stop the others
+                except Exception as error:  # noqa: BLE001 -- a pod we cannot emulate must not stop the others
                     self.log(f"pod {pod.metadata.namespace}/{pod.metadata.name}: cannot run locally: {error}")
                     continue
             self._ensure_running(self.pods[uid])
             probe_readiness(self.pods[uid])
+            if self.pods[uid].owns_status:
+                self._write_status(self.pods[uid], pod)
 
     def run(self, stop_event, *, interval: float = 1.0) -> None:
         try:
             while not stop_event.is_set():
                 try:
                     self.sync_once()
-                except Exception as error:  # API server hiccup: keep the pods, retry next tick
+                except Exception as error:  # noqa: BLE001 -- API server hiccup: keep the pods, retry next tick
                     self.log(f"pod runner: {error}")
                 stop_event.wait(interval)
         finally:
@@ -167,22 +193,33 @@ class PodRunner:
             return value
 
         env = {"PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
-               "HOME": str(folder), "PYTHONUNBUFFERED": "1"}
+               "HOME": str(folder), "PYTHONUNBUFFERED": "1", TERMINATION_LOG_ENV: str(folder / TERMINATION_LOG)}
         for item in container.env or []:
             env[item.name] = local(self._env_value(pod, item))
         port = None
+        cwd = None
+        owns_status, cannot_start = False, None
         if RUNTIME_CONFIG_DIR in mounts:
             config_file = mounts[RUNTIME_CONFIG_DIR] / RUNTIME_CONFIG_FILE
             env.setdefault("SPECINFER_CONFIG", str(config_file))
             if config_file.exists():
                 port = self._remap_port(config_file)
+                if runs_cpu_engine(json.loads(config_file.read_text())):
+                    owns_status, cwd = True, folder
+                    try:
+                        env = cpu_image_env(env)
+                    except EngineNotInstalled as error:
+                        cannot_start = ("ErrImageNeverPull", f"the CPU runtime image is modelled locally by the "
+                                        f"cached vLLM CPU engine environment: {error}")
         argv = [local(arg) for arg in [*(container.command or []), *(container.args or [])]]
         if not argv:
             raise ValueError("container has no command: the image's entrypoint cannot be known locally")
         probe = container.readiness_probe
         http_get = probe.http_get if probe is not None else None
         return LocalPod(namespace=namespace, name=name, uid=pod.metadata.uid, folder=folder, argv=argv,
-                        env=env, port=port, labels=dict(pod.metadata.labels or {}),
+                        env=env, port=port, labels=dict(pod.metadata.labels or {}), cwd=cwd,
+                        owns_status=owns_status, cannot_start=cannot_start, container=container.name,
+                        image=container.image or "", termination_policy=container.termination_message_policy,
                         readiness_path=(http_get.path or "/") if http_get is not None else None,
                         failure_threshold=(probe.failure_threshold or 3) if probe is not None else 3)
 
@@ -234,9 +271,15 @@ class PodRunner:
     def _ensure_running(self, pod: LocalPod) -> None:
         if pod.record is not None and processes.is_running(pod.record):
             return
+        if pod.cannot_start is not None:
+            if pod.next_start == 0.0:
+                pod.next_start = float("inf")  # say it once; a kubelet keeps retrying the pull, nothing changes here
+                self.log(f"pod {pod.namespace}/{pod.name} cannot start: {pod.cannot_start[1]}")
+            return
         now = time.monotonic()
         if pod.record is not None:  # it exited: restart with a capped exponential back-off
             if pod.next_start == 0.0:
+                self._record_termination(pod)
                 pod.restarts += 1
                 pod.next_start = now + min(30.0, 2.0 ** min(pod.restarts, 5))
                 self.log(f"pod {pod.namespace}/{pod.name} exited; restart #{pod.restarts} in "
@@ -245,12 +288,45 @@ class PodRunner:
                 return
         pod.next_start = 0.0
         pod.ready, pod.probe_failures = False, 0  # a new process must pass its readiness probe again
-        pod.record = processes.start(pod.name, pod.argv, log_dir=pod.folder, env=pod.env)
+        if pod.record is not None:
+            processes.stop(pod.record)  # reaps the exited process
+        (pod.folder / TERMINATION_LOG).unlink(missing_ok=True)  # each container instance gets a fresh file
+        pod.record = processes.start(pod.name, pod.argv, log_dir=pod.folder, env=pod.env, cwd=pod.cwd)
         pod.started.append(now)
+        pod.started_at = _now()
         if self.prometheus is not None and pod.port is not None:
             labels = {"namespace": pod.namespace, "pod": pod.name, "container": "engine",
                       **{prometheus_label_name(k): v for k, v in pod.labels.items()}}
             self.prometheus.add_target(pod.key, f"127.0.0.1:{pod.port}", labels)
+
+    def _record_termination(self, pod: LocalPod) -> None:
+        assert pod.record is not None
+        code = processes.exit_code(pod.record)
+        code = 1 if code is None else code  # not our child (cannot happen for pods we start): say it failed
+        message = termination_message(pod.folder / TERMINATION_LOG, Path(pod.record.log), exit_code=code,
+                                      policy=pod.termination_policy)
+        pod.last_termination = Termination(exit_code=code, message=message, finished_at=_now())
+
+    def _write_status(self, pod: LocalPod, live) -> None:
+        """Patch the pod's status when what it says differs from what runs here."""
+        running = pod.record is not None and processes.is_running(pod.record)
+        waiting = pod.cannot_start
+        if waiting is None and not running and pod.record is not None:
+            back_off = max(0.0, pod.next_start - time.monotonic())
+            waiting = ("CrashLoopBackOff", f"back-off {back_off:.0f}s restarting failed container={pod.container} "
+                                           f"pod={pod.name}_{pod.namespace}({pod.uid})")
+        desired = pod_status(container=pod.container, image=pod.image, ready=pod.ready and running,
+                             restarts=pod.restarts, state=container_state(running=running, started_at=pod.started_at,
+                                                                          waiting=waiting),
+                             last=pod.last_termination, now=_now())
+        current = self.api.api_client.sanitize_for_serialization(live.status) if live.status else {}
+        if signature(desired) == signature(current):
+            return
+        try:
+            self.api.patch_namespaced_pod_status(pod.name, pod.namespace, {"status": desired})
+        except client.ApiException as error:
+            if error.status != 404:  # a pod deleted meanwhile is forgotten next round
+                raise
 
     def _terminate(self, pod: LocalPod) -> bool:
         """Graceful termination without blocking the loop; True once the process is gone.

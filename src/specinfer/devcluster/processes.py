@@ -16,6 +16,10 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+# Popen objects of the processes this process started: kept so that their exit codes can be read
+# (a dropped Popen is reaped by the subprocess module's own clean-up, losing its exit code).
+_children: dict[int, subprocess.Popen] = {}
+
 
 @dataclass(frozen=True)
 class ProcessRecord:
@@ -50,7 +54,8 @@ def _start_ticks(pid: int) -> int | None:
     return int(fields[19]) if fields else None
 
 
-def start(name: str, argv: list[str], *, log_dir: Path, env: dict | None = None) -> ProcessRecord:
+def start(name: str, argv: list[str], *, log_dir: Path, env: dict | None = None,
+          cwd: Path | None = None) -> ProcessRecord:
     """Start `argv` in a session of its own (it outlives `specinfer cluster up` and ignores our Ctrl-C)."""
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{name}.log"
@@ -58,7 +63,8 @@ def start(name: str, argv: list[str], *, log_dir: Path, env: dict | None = None)
     executable = shutil.which(argv[0], path=environment.get("PATH")) or argv[0]
     with open(log_path, "ab") as log:
         process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   env=environment, start_new_session=True)
+                                   env=environment, start_new_session=True, cwd=cwd)
+    _children[process.pid] = process
     return ProcessRecord(name=name, pid=process.pid, executable=executable, argv=argv, log=str(log_path),
                          start_ticks=_start_ticks(process.pid))
 
@@ -93,10 +99,21 @@ def stop(record: ProcessRecord, *, timeout: float = 15.0) -> None:
 
 
 def _reap(pid: int) -> None:
+    child = _children.pop(pid, None)
+    if child is not None:
+        child.poll()
+        return
     try:
         os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
         pass
+
+
+def exit_code(record: ProcessRecord) -> int | None:
+    """The exit code (negative: killed by that signal) of an ended process this process started;
+    None while it runs or when it is not our child."""
+    child = _children.get(record.pid)
+    return None if child is None else child.poll()
 
 
 def log_tail(record: ProcessRecord, lines: int = 25) -> str:

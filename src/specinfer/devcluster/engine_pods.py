@@ -1,0 +1,41 @@
+"""Which local pods run the real vLLM CPU engine, and the environment that models the CPU runtime image.
+
+The runtime image for `hardware.accelerator: cpu` is vLLM's CPU build with specinfer installed; its
+entrypoint `specinfer runtime` execs `vllm serve`. Locally the cached engine environment
+(specinfer.engine) plays that image, with this checkout's code on its path (the overlay). Pods for
+GPU accelerators cannot be modelled here and keep running in the project's venv, where the
+runtime's preflight stops them (no `vllm` on PATH); simulator pods need no engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from specinfer.engine.environment import EngineNotInstalled
+from specinfer.vllm_source import cache_dir
+
+__all__ = ["EngineNotInstalled", "cpu_image_env", "runs_cpu_engine"]
+
+
+def runs_cpu_engine(runtime_config: Mapping) -> bool:
+    """True for a RuntimeConfig whose pod execs the real vLLM on CPU."""
+    spec = runtime_config.get("spec") or {}
+    engine = (spec.get("runtime") or {}).get("engine", "vllm")
+    accelerator = (spec.get("hardware") or {}).get("accelerator")
+    return engine == "vllm" and accelerator == "cpu"
+
+
+def compile_cache_dir() -> Path:
+    """vLLM's torch.compile cache, shared by local engine pods (a pod's HOME is its own folder):
+    a persistent cache volume, in cluster terms. It keys entries by model and config itself."""
+    return cache_dir() / "engines" / "vllm-cache"
+
+
+def cpu_image_env(pod_env: Mapping[str, str]) -> dict[str, str]:
+    """The pod's environment inside the modelled CPU image. Raises EngineNotInstalled."""
+    from specinfer.engine.overlay import engine_process_env
+
+    env = engine_process_env(pod_env)
+    env.setdefault("VLLM_CACHE_ROOT", str(compile_cache_dir()))
+    return env
