@@ -4,7 +4,8 @@ Contenders per scenario (bench/scenarios.py): no speculation, static K=3, static
 static K in hindsight, the policy fed our plugin's series, the policy fed only vLLM's standard
 series, and the per-phase oracle (best config per phase with the true model, switching for free:
 the upper bound). Prints goodput, p99 per-token latency, SLO-violation minutes and restarts, checks
-the issue's goals, writes one PNG per scenario, and `--json` prints the same figures as JSON.
+the issue's goals for both signal sets, writes one PNG per scenario, and `--json` prints the same
+figures as JSON.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from specinfer.operator.tuner.policy import Decision, DraftConfig, Observation, 
 from specinfer.operator.tuner.target import tuning_input as operator_tuning_input
 from specinfer.runtime.methods import get_method
 
-from .scenarios import SCENARIOS, TICK_SECONDS, Engine, Scenario, phase_at, profile_of, run
+from .scenarios import SCENARIOS, SIGNAL_SETS, TICK_SECONDS, Engine, Scenario, phase_at, profile_of, run
 
 # A roofline estimate, wrong by up to 30% (kneeSharpness stays exact).
 PRIOR_ERROR = {"floor": 1.15, "compute_per_token": 0.8, "kv_per_sequence": 1.3, "draft_pass": 1.3, "draft_token": 0.7}
@@ -47,7 +48,8 @@ def scenario_spec(scenario: Scenario) -> SpeculativeInferenceSpec:
         "speculation": speculation,
         "runtime": {"engine": "simulator", "simulator": {"costModel": scenario.cost_preset,
                                                           "maxNumSeqs": scenario.max_batch_size}},
-        "updateStrategy": scenario.update_strategy,
+        "replicas": scenario.replicas,
+        "updateStrategy": scenario.strategy,
         "tuning": tuning,
     })
 
@@ -93,6 +95,9 @@ class PolicyController:
         return None
 
 
+POLICIES = {"specinfer": "policy", "vllm": "policy (vLLM series only)"}  # contender name per signal set
+
+
 def summarise(scenario: Scenario, engine: Engine) -> dict:
     minutes = engine.minutes
     seconds = len(minutes) * TICK_SECONDS
@@ -105,7 +110,8 @@ def summarise(scenario: Scenario, engine: Engine) -> dict:
         "p99PerTokenMs": 1000 * p99s[min(len(p99s) - 1, int(0.99 * len(p99s)))],
         "sloViolationMinutes": sum(1 for m in minutes if m["violation"]),
         "restarts": engine.restarts,
-        "restartsPerHour": engine.restarts / (seconds / 3600),
+        # every rollout restarts each replica once
+        "restartsPerReplicaHour": engine.restarts / (seconds / 3600),
         "phaseGoodput": {name: tokens / (60 * p.minutes) for name, tokens in phases.items()
                          for p in scenario.phases if p.name == name},
     }
@@ -117,7 +123,7 @@ def run_scenario(scenario: Scenario, *, seed: int, substeps: int, quick: bool) -
     results: dict[str, dict] = {}
     traces: dict[str, Engine] = {}
 
-    def play(name: str, initial: dict, controller, **kwargs) -> None:
+    def play(name: str, initial: DraftConfig, controller, **kwargs) -> None:
         engine = run(scenario, initial, controller, seed=seed, substeps=substeps, **kwargs)
         traces[name] = engine
         results[name] = summarise(scenario, engine)
@@ -135,11 +141,11 @@ def run_scenario(scenario: Scenario, *, seed: int, substeps: int, quick: bool) -
     results[f"best static (K={best_k})"], traces["best static"] = statics[best_k]
     start_k = scenario.initial_k if scenario.initial_k is not None else get_method(scenario.method).k_default
     initial = DraftConfig(num_speculative_tokens=max(k_min, min(start_k, k_max)))
-    policy = PolicyController(tuning_input(scenario))
-    play("policy", initial, policy)
-    decisions = policy.decisions
-    if not quick:
-        play("policy (vLLM series only)", initial, PolicyController(tuning_input(scenario)), signals="vllm")
+    decisions: dict[str, list[tuple[float, Decision]]] = {}
+    for signals in SIGNAL_SETS:
+        policy = PolicyController(tuning_input(scenario))
+        play(POLICIES[signals], initial, policy, signals=signals)
+        decisions[signals] = policy.decisions
 
     def oracle(observation, now, engine):
         minute = int(now // TICK_SECONDS)
@@ -151,11 +157,11 @@ def run_scenario(scenario: Scenario, *, seed: int, substeps: int, quick: bool) -
     probe = Engine(scenario, initial)
     play("per-phase oracle", oracle_config(scenario, 0, probe), oracle, free_switches=True)
     return {"scenario": scenario, "results": results, "traces": traces, "decisions": decisions,
-            "goals": goals(scenario, results)}
+            "goals": {signals: goals(scenario, results, POLICIES[signals]) for signals in SIGNAL_SETS}}
 
 
-def goals(scenario: Scenario, results: dict[str, dict]) -> dict:
-    policy = results["policy"]
+def goals(scenario: Scenario, results: dict[str, dict], contender: str = "policy") -> dict:
+    policy = results[contender]
     oracle = results["per-phase oracle"]
     none = results["no speculation"]
     best_static = next(v for k, v in results.items() if k.startswith("best static"))
@@ -163,7 +169,7 @@ def goals(scenario: Scenario, results: dict[str, dict]) -> dict:
     checks = {
         "vsOracle": {"value": policy["goodput"] / oracle["goodput"], "goal": 0.95},
         "worstPhaseVsNoSpeculation": {"value": worst_phase, "goal": 0.98},
-        "restartsPerHour": {"value": policy["restartsPerHour"], "goal": 6.0, "atMost": True},
+        "restartsPerReplicaHour": {"value": policy["restartsPerReplicaHour"], "goal": 6.0, "atMost": True},
     }
     # No controller can beat the per-phase oracle, so its lead over the best static K bounds this goal.
     checks["vsBestStatic"] = {"value": policy["goodput"] / best_static["goodput"],
@@ -181,16 +187,19 @@ def _table(reports: list[dict]) -> str:
              f"{'p99 ms/tok':>10} {'SLO-viol min':>12} {'restarts':>8}"]
     for report in reports:
         oracle = report["results"]["per-phase oracle"]["goodput"]
+        scenario = report["scenario"]
+        lines.append(f"{scenario.name} ({scenario.replicas} replica(s), {scenario.strategy})")
         for name, r in report["results"].items():
-            lines.append(f"{report['scenario'].name:<19} {name:<27} {r['goodput']:>13.0f} {r['goodput'] / oracle:>9.3f} "
+            lines.append(f"{scenario.name:<19} {name:<27} {r['goodput']:>13.0f} {r['goodput'] / oracle:>9.3f} "
                          f"{r['p99PerTokenMs']:>10.1f} {r['sloViolationMinutes']:>12d} {r['restarts']:>8d}")
-        goal_text = []
-        for name, check in report["goals"].items():
-            mark = "" if check["met"] is None else (" ok" if check["met"] else " MISSED")
-            bound = f", oracle bound {check['bound']:.3f}" if "bound" in check else ""
-            goal_text.append(f"{name} {check['value']:.3f}"
-                             + (f" (goal {check['goal']}{bound}){mark}" if check["goal"] is not None else ""))
-        lines.append(f"{'':<19} goals: " + "; ".join(goal_text))
+        for signals, checks in report["goals"].items():
+            goal_text = []
+            for name, check in checks.items():
+                mark = "" if check["met"] is None else (" ok" if check["met"] else " MISSED")
+                bound = f", oracle bound {check['bound']:.3f}" if "bound" in check else ""
+                goal_text.append(f"{name} {check['value']:.3f}"
+                                 + (f" (goal {check['goal']}{bound}){mark}" if check["goal"] is not None else ""))
+            lines.append(f"{'':<19} goals, {signals} series: " + "; ".join(goal_text))
     return "\n".join(lines)
 
 
@@ -204,21 +213,21 @@ def _plot(report: dict, out: Path) -> Path | None:
         return None
     scenario: Scenario = report["scenario"]
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 6.5), sharex=True)
-    for name in ("no speculation", "best static", "policy", "per-phase oracle"):
+    for name in ("no speculation", "best static", *POLICIES.values(), "per-phase oracle"):
         engine = report["traces"][name]
         top.plot([m["minute"] for m in engine.minutes], [m["tokens"] / TICK_SECONDS for m in engine.minutes], label=name)
     top.set_ylabel("goodput (tokens/s)")
     top.set_title(f"{scenario.name}: {scenario.description}", fontsize=9)
     top.legend(fontsize=8)
-    for name in ("policy", "per-phase oracle"):
+    for name in (*POLICIES.values(), "per-phase oracle"):
         engine = report["traces"][name]
         bottom.step([m["minute"] for m in engine.minutes], [m["k"] for m in engine.minutes], where="post", label=f"K in force ({name})")
-    bottom.set_ylabel("K at the running batch size")
+    bottom.set_ylabel("K at a replica's batch size")
     bottom.set_xlabel("minute")
     twin = bottom.twinx()
     engine = report["traces"]["policy"]
     twin.plot([m["minute"] for m in engine.minutes], [m["batch"] for m in engine.minutes], color="grey", alpha=0.4, label="batch size")
-    twin.set_ylabel("running batch size")
+    twin.set_ylabel("running batch size per replica")
     bottom.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     out.mkdir(parents=True, exist_ok=True)
@@ -229,29 +238,35 @@ def _plot(report: dict, out: Path) -> Path | None:
 
 
 def _json_report(report: dict) -> dict:
-    decisions = [{"time": time, "action": d.action, "config": d.config.to_json() if d.config else None,
-                  "predictedGain": d.predicted_gain, "reason": d.reason} for time, d in report["decisions"]]
-    return {"description": report["scenario"].description, "results": report["results"],
-            "goals": report["goals"], "policyDecisions": decisions}
+    decisions = {signals: [{"time": time, "action": d.action, "config": d.config.to_json() if d.config else None,
+                            "predictedGain": d.predicted_gain, "reason": d.reason} for time, d in made]
+                 for signals, made in report["decisions"].items()}
+    scenario = report["scenario"]
+    return {"description": scenario.description, "replicas": scenario.replicas,
+            "updateStrategy": scenario.strategy, "results": report["results"], "goals": report["goals"],
+            "policyDecisions": decisions}
 
 
 @click.command("tuner")
 @click.option("--scenario", "names", multiple=True, type=click.Choice(sorted(SCENARIOS)),
               help="Run only these scenarios (repeatable); default: all.")
-@click.option("--quick", is_flag=True, help="Fewer sub-steps, a smaller static-K search, no vLLM-series-only run.")
+@click.option("--quick", is_flag=True, help="Fewer sub-steps and a smaller static-K search.")
 @click.option("--seed", default=7, show_default=True, help="Seed of the load path and the metric noise.")
 @click.option("--out", "out_dir", default="out/bench-tuner", show_default=True, type=click.Path(file_okay=False),
               help="Folder for the per-scenario PNG plots.")
-@click.option("--update-strategy", type=click.Choice(["Surge", "Replace"]), default="Surge", show_default=True,
-              help="How each restart rolls out (spec.updateStrategy): Surge keeps the old pod serving while the "
-                   "new one reloads the model; Replace (no spare accelerator) serves nothing meanwhile.")
+@click.option("--update-strategy", type=click.Choice(["Surge", "Replace"]), default=None,
+              help="How every scenario's restarts roll out (spec.updateStrategy), one replica at a time: Surge keeps "
+                   "the old pod serving while the new one reloads the model; Replace (no spare accelerator) stops it "
+                   "first, and the other replicas carry its load. Default: each scenario's own (Surge unless it "
+                   "says Replace).")
 @click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON instead of a table.")
-def tuner_command(names: tuple[str, ...], quick: bool, seed: int, out_dir: str, update_strategy: str,
+def tuner_command(names: tuple[str, ...], quick: bool, seed: int, out_dir: str, update_strategy: str | None,
                   no_plots: bool, as_json: bool) -> None:
     """Closed-loop runs of the tuning policy against the simulator's engine model (simulated time)."""
     started = time.monotonic()
-    scenarios = [replace(SCENARIOS[n], update_strategy=update_strategy) for n in (names or SCENARIOS)]
+    scenarios = [replace(SCENARIOS[n], update_strategy=update_strategy or SCENARIOS[n].update_strategy)
+                 for n in (names or SCENARIOS)]
     reports = [run_scenario(s, seed=seed, substeps=3 if quick else 6, quick=quick) for s in scenarios]
     plots = [] if no_plots else [p for p in (_plot(r, Path(out_dir)) for r in reports) if p]
     if as_json:

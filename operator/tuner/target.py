@@ -105,9 +105,11 @@ def tuning_input(spec: SpeculativeInferenceSpec, defaults: PolicyDefaults | None
         min_drafts=float(tuning.min_samples),
     )
     # What a restart costs in serving capacity: Surge keeps every replica serving while the new pod
-    # loads (0); Replace takes one replica down for restartSeconds, N times over -- restartSeconds of
-    # full capacity whatever the replica count (1). An operator-wide value still wins.
+    # loads (0); Replace takes each replica down in turn for restartSeconds (1), and what that costs
+    # the fleet depends on the load the other replicas then carry (policy/restart.py). An
+    # operator-wide value still wins.
     fields.setdefault("downtime_fraction", downtime_fraction(spec.update_strategy))
+    fields["replicas"] = max(1, spec.replicas)
     slo = tuning.slo
     if slo is not None:
         fields["slo"] = {"per_token_p99_seconds": slo.p99_time_per_output_token_seconds,

@@ -291,7 +291,7 @@ def test_noisy_measurements_extend_verification_before_any_rollback():
     spec = tuning(confirmations=2, cooldown_seconds=600)
     _, state = decide(observe(60.0), spec, None, 60.0)
     decision, state = decide(observe(120.0), spec, state, 120.0)
-    state.calibration = state.calibration.model_copy(update={"variance": 0.08**2})  # step times jump ~8% per window
+    state.noise_variance = 0.08**2  # step times jump ~8% per window
     new = decision.config
     guards_seen = []
     for now in (300.0, 360.0, 420.0):
@@ -325,7 +325,7 @@ def test_noisy_measurements_raise_the_threshold():
     assert quiet_decision.action in CHANGES
     _, state = decide(observe(60.0), tuning(min_gain=10.0), None, 60.0)  # learn, hold
     # Measured speed jumps from window to window by more than the gain on offer.
-    state.calibration = state.calibration.model_copy(update={"variance": (2 * quiet_decision.predicted_gain) ** 2})
+    state.noise_variance = (2 * quiet_decision.predicted_gain) ** 2
     held, _ = decide(observe(120.0), tuning(min_gain=0.01), state, 120.0)
     assert held.guard == "belowThreshold"
     assert "measurement noise" in held.reason

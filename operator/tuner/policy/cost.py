@@ -85,20 +85,28 @@ class CostModel:
         return {"cells": {key: ([float(f"{v:.6g}") for v in x], float(f"{seconds:.6g}"), round(weight, 4))
                           for key, (x, seconds, weight) in self.cells.items()}}
 
-    def add(self, key: str, x: Sequence[float], seconds: float, count: float) -> None:
-        """One observed mean step time for cell `key`, worth min(count, cap)/cap of a full window."""
+    def add(self, key: str, x: Sequence[float], seconds: float, count: float) -> tuple[float, float] | None:
+        """One observed mean step time for cell `key`, worth min(count, cap)/cap of a full window.
+
+        Returns (squared relative deviation from what the cell remembered, its weight) when the cell
+        was seen before: a sample of the measurement noise that no model error enters."""
         if seconds <= 0 or count <= 0 or not math.isfinite(seconds):
-            return
+            return None
         worth = min(count, SAMPLE_CAP) / SAMPLE_CAP
+        deviation = None
         if key in self.cells:
             _, old_seconds, old_weight = self.cells[key]
             share = worth / (worth + min(old_weight, CELL_MEMORY))
             self.cells[key] = [list(map(float, x)), old_seconds + share * (seconds - old_seconds),
                                min(old_weight + worth, MAX_CELL_WEIGHT)]
+            # The remembered mean carries noise too: scale so the sample estimates one window's variance.
+            remembered = min(old_weight, CELL_MEMORY)
+            deviation = ((seconds / old_seconds - 1) ** 2 * remembered / (remembered + 1), worth * remembered)
         else:
             self.cells[key] = [list(map(float, x)), float(seconds), worth]
         if len(self.cells) > MAX_CELLS:
             del self.cells[min(self.cells, key=lambda k: self.cells[k][2])]
+        return deviation
 
     def decay(self, forget: float) -> None:
         for key in list(self.cells):
@@ -171,33 +179,46 @@ class CostModel:
         multipliers = self.multipliers() if theta is None else theta
         return float(terms(self.prior, batch_size, k, self.drafting) @ multipliers)
 
-    def learn(self, obs: Observation) -> int:
-        """Fold this window's step latencies in; returns how many samples were used."""
+    def learn(self, obs: Observation) -> float | None:
+        """Fold this window's step latencies in; returns the window's measurement noise: the weighted
+        mean squared relative deviation of its step times from the cells' memory (None: no cell was
+        seen before)."""
+        deviations: list[tuple[float, float]] = []
+
+        def add(key: str, x: Sequence[float], seconds: float, count: float) -> None:
+            deviation = self.add(key, x, seconds, count)
+            if deviation is not None and deviation[1] > 0:
+                deviations.append(deviation)
+
         if obs.step_samples:
-            used = 0
             for sample in obs.step_samples:
                 if sample.count > 0 and sample.mean_seconds > 0:
-                    key = f"{round(sample.batch_size)}:{sample.k}"
-                    self.add(key, terms(self.prior, sample.batch_size, sample.k, self.drafting),
-                             sample.mean_seconds, sample.count)
-                    used += 1
-            return used
-        if obs.sequence_steps <= 0 or obs.step_mean_seconds <= 0:
-            return 0
-        # vLLM's inter-token latency pools every step once per running request: batch size b holds
-        # a share f(b) of engine time, so f(b)*b/T(b) request-steps per second. The model is linear
-        # in theta, so the pooled mean is the request-step-weighted mean of the term vectors
-        # (weights from the current estimate of T).
+                    add(f"{round(sample.batch_size)}:{sample.k}", terms(self.prior, sample.batch_size, sample.k,
+                                                                       self.drafting), sample.mean_seconds, sample.count)
+        elif obs.sequence_steps > 0 and obs.step_mean_seconds > 0:
+            add(self.pooled_key(obs), self.pooled_terms(obs), obs.step_mean_seconds, obs.sequence_steps)
+        total = sum(weight for _, weight in deviations)
+        return sum(value * weight for value, weight in deviations) / total if total > 0 else None
+
+    @staticmethod
+    def pooled_key(obs: Observation) -> str:
+        applied = obs.applied.config
+        return f"pooled:{round(obs.batch_size_mean)}:{applied.num_speculative_tokens}:{applied.schedule}"
+
+    def pooled_terms(self, obs: Observation) -> np.ndarray:
+        """vLLM's inter-token latency pools every step once per running request: batch size b holds
+        a share f(b) of engine time, so f(b)*b/T(b) request-steps per second. The model is linear in
+        theta, so the pooled mean is the request-step-weighted mean of the term vectors (weights
+        from the current estimate of T)."""
         theta = self.multipliers()
         applied = obs.applied.config
         mix = []
         for size, fraction in obs.batch_distribution():
-            x = terms(self.prior, size, effective_k(size, applied.num_speculative_tokens, applied.schedule), self.drafting)
+            x = terms(self.prior, size, effective_k(size, applied.num_speculative_tokens, applied.schedule),
+                      self.drafting)
             mix.append((size * fraction / float(x @ theta), x))
         total = sum(w for w, _ in mix)
         mean_x = np.zeros(TERMS)
         for weight, x in mix:
             mean_x += (weight / total) * x
-        key = f"pooled:{round(obs.batch_size_mean)}:{applied.num_speculative_tokens}:{applied.schedule}"
-        self.add(key, mean_x, obs.step_mean_seconds, obs.sequence_steps)
-        return 1
+        return mean_x

@@ -65,13 +65,14 @@ def sequence_speed(model: Model, dense: Sequence[int], distribution: Distributio
     return goodput(model, dense, distribution) / running if running > 0 else 0.0
 
 
-
-
-def best_dense(model: Model, spec: TuningInput, current: Sequence[int], distribution: Distribution) -> list[int]:
+def best_dense(model: Model, spec: TuningInput, current: Sequence[int], distribution: Distribution, *,
+               one_k_where_observed: bool = False) -> list[int]:
     """The best K at each batch size within the method's and the spec's bounds.
 
     With schedules allowed every batch size picks its own K; otherwise one K for all, chosen on
     the observed batch-size distribution. K = 0 is a candidate only when allowDisable is set.
+    `one_k_where_observed` runs one K across today's batch sizes (vLLM's series only: see
+    `_one_k_over`).
     """
     size = spec.max_batch_size
     positive = list(range(spec.k_min, spec.k_max + 1))
@@ -92,7 +93,35 @@ def best_dense(model: Model, spec: TuningInput, current: Sequence[int], distribu
         if now in speeds and speeds[now] >= speeds[best] * (1 - KEEP_TOLERANCE):
             best = now
         dense.append(best)
+    if one_k_where_observed:
+        dense = _one_k_over(model, candidates, dense, current, distribution)
     return limit_ranges(model, dense, MAX_RANGES)
+
+
+def _one_k_over(model: Model, candidates: Sequence[int], dense: list[int], current: Sequence[int],
+                distribution: Distribution) -> list[int]:
+    """The best single K across today's batch sizes (lowest to highest seen), the per-size best elsewhere.
+
+    vLLM's own series pool every step of a window: one inter-token latency and one accepted count
+    per position. When the schedule changes K inside the observed range, the policy must split
+    them by a batch-size mix known only from five quantiles of the running-requests gauge, and
+    its model learns the wrong K's cost and acceptance. One K there keeps each window a clean
+    measurement of one config, at a cost of a fraction of a percent (the best K moves slowly with
+    the batch size).
+    """
+    top = len(dense) - 1
+    low = _clamp(min(size for size, _ in distribution), top)
+    high = _clamp(max(size for size, _ in distribution), top)
+
+    def with_k(k: int) -> list[int]:
+        return [*dense[:low], *([k] * (high - low + 1)), *dense[high + 1 :]]
+
+    scored = {k: goodput(model, with_k(k), distribution) for k in candidates}
+    best = max(scored, key=lambda k: (scored[k], -k))
+    now = set(current[low : high + 1]) if len(current) > high else set()
+    if len(now) == 1 and (k_now := now.pop()) in scored and scored[k_now] >= scored[best] * (1 - KEEP_TOLERANCE):
+        best = k_now
+    return with_k(best)
 
 
 def limit_ranges(model: Model, dense: Sequence[int], max_ranges: int) -> list[int]:
@@ -117,9 +146,22 @@ def limit_ranges(model: Model, dense: Sequence[int], max_ranges: int) -> list[in
     return merged
 
 
-def coverage_gain(model: Model, best: Sequence[int], current: Sequence[int], up_to: int) -> float:
-    """Gain judged over the batch sizes the engine may meet next, not only today's: goodput with
-    the engine's time spread evenly over batch sizes 1, 2, 4, ... up_to (capped at maxBatchSize)."""
-    top = min(len(current) - 1, max(1, up_to))
-    sizes = sorted({*(1 << i for i in range(top.bit_length()) if (1 << i) <= top), top})
-    return goodput(model, best, [(b, 1.0) for b in sizes]) / goodput(model, current, [(b, 1.0) for b in sizes]) - 1
+def anticipated_sizes(distribution: Distribution, max_batch_size: int, lookahead: float) -> list[tuple[int, float]]:
+    """The batch sizes to come, above today's largest: steps of sqrt(2) up to `lookahead` times it
+    (at most maxBatchSize), each an equal share of time. Empty when today's load is at the top."""
+    top = max(size for size, _ in distribution)
+    sizes, step = set(), 1
+    while 2 ** (step / 2) <= lookahead:
+        size = min(max_batch_size, round(top * 2 ** (step / 2)))
+        if size > top:
+            sizes.add(size)
+        step += 1
+    return [(size, 1.0 / len(sizes)) for size in sorted(sizes)]
+
+
+def coverage_gain(model: Model, candidate: Sequence[int], current: Sequence[int], sizes: Distribution) -> float:
+    """Gain judged over other batch sizes than today's (`sizes`, e.g. the anticipated ones)."""
+    if not sizes:
+        return 0.0
+    before = goodput(model, current, sizes)
+    return goodput(model, candidate, sizes) / before - 1 if before > 0 else 0.0

@@ -18,7 +18,7 @@ from .config import DraftConfig
 
 STATE_VERSION = 1
 RESTART_WINDOW_SECONDS = 3600.0
-DEFAULT_NOISE = 0.01  # relative window-to-window noise of measured speed until observed
+DEFAULT_NOISE = 0.01  # relative window-to-window noise of measured step times until observed
 
 # A cost cell: the prior's term vector at (batch size, K), the remembered mean step time, its weight.
 CostCell = tuple[list[float], float, float]
@@ -53,11 +53,10 @@ class Rejection(_State):
 
 
 class Calibration(_State):
-    """Smoothed ratio of measured to modelled speed for `config`, and its window-to-window variance."""
+    """Smoothed ratio of measured to modelled speed for `config`."""
 
     config: DraftConfig
     value: float
-    variance: float = DEFAULT_NOISE**2
 
 
 class PolicyState(_State):
@@ -74,6 +73,10 @@ class PolicyState(_State):
     confirmations: int = 0
     rejected: list[Rejection] = Field(default_factory=list)
     calibration: Calibration | None = None
+    # Window-to-window relative noise of step times (squared), measured against each cell's memory:
+    # a property of the engine and the scrapes, kept across config changes. None until measured.
+    noise_variance: float | None = None
+    evidence: float = 0.0  # predicted gain beyond the threshold, summed over the confirming windows
 
     def restarts_within(self, now: float, seconds: float = RESTART_WINDOW_SECONDS) -> int:
         """Changes issued in the `seconds` before `now` (each one restarted the pods)."""
@@ -83,6 +86,7 @@ class PolicyState(_State):
         self.changes = [t for t in self.changes if now - t < RESTART_WINDOW_SECONDS] + [now]
         self.last_change_at = now
         self.confirmations = 0
+        self.evidence = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)

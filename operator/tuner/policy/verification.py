@@ -24,6 +24,7 @@ from .observation import Observation
 from .state import DEFAULT_NOISE, Calibration, PolicyState, Rejection
 
 CALIBRATION_WEIGHT = 0.3  # per window, for the measured/modelled speed ratio
+NOISE_WEIGHT = 0.3  # per window, for the measurement noise
 MAX_VERIFY_WINDOWS = 8
 MIN_DIFFERING_SHARE = 0.5  # a window verifies a change only where the change alters K
 
@@ -36,22 +37,36 @@ def calibrate(st: PolicyState, obs: Observation, model: Model, current: DraftCon
     if not 0.2 < ratio < 5.0:
         return
     if st.calibration and st.calibration.config.same_as(current, max_batch_size):
-        previous = st.calibration.value
-        value = (1 - CALIBRATION_WEIGHT) * previous + CALIBRATION_WEIGHT * ratio
-        spread = (1 - CALIBRATION_WEIGHT) * st.calibration.variance + CALIBRATION_WEIGHT * (ratio / previous - 1) ** 2
+        value = (1 - CALIBRATION_WEIGHT) * st.calibration.value + CALIBRATION_WEIGHT * ratio
     else:
-        value, spread = ratio, DEFAULT_NOISE**2
-    st.calibration = Calibration(config=current, value=value, variance=spread)
+        value = ratio
+    st.calibration = Calibration(config=current, value=value)
+
+
+def update_noise(st: PolicyState, sample: float | None) -> None:
+    """Fold one window's measurement noise (cost.CostModel.learn) into the smoothed estimate.
+
+    Measured on the step times themselves, not on measured/modelled speed: the model's own
+    learning (a workload shift, a new K) must not read as noise and hold a good change back."""
+    if sample is None or not math.isfinite(sample):
+        return
+    previous = st.noise_variance
+    st.noise_variance = sample if previous is None else (1 - NOISE_WEIGHT) * previous + NOISE_WEIGHT * sample
 
 
 def measured_noise(st: PolicyState) -> float:
-    """Relative window-to-window noise of measured speed (1% until observed)."""
-    return math.sqrt(st.calibration.variance) if st.calibration else DEFAULT_NOISE
+    """Relative window-to-window noise of measured step times (1% until observed)."""
+    return math.sqrt(st.noise_variance) if st.noise_variance is not None else DEFAULT_NOISE
+
+
+def window_noise(st: PolicyState) -> float | None:
+    """One window's noise of the predicted gain, bounded by the step times' noise (None until measured)."""
+    return math.sqrt(st.noise_variance) if st.noise_variance is not None else None
 
 
 def model_noise(st: PolicyState) -> float:
-    """Two standard errors of a prediction, from the window-to-window noise of measured speed
-    averaged over the windows a step-time cell remembers (quiet engines: ~1%, no effect)."""
+    """Two standard errors of a prediction, from the window-to-window noise of step times averaged
+    over the windows a step-time cell remembers (quiet engines: ~1%, no effect)."""
     return 2 * measured_noise(st) / math.sqrt(CELL_MEMORY + 1)
 
 
