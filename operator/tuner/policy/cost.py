@@ -133,17 +133,24 @@ class CostModel:
                 shares.append((x / float(x @ PRIOR_THETA)) ** 2)
         return np.maximum(np.mean(shares, axis=0), 1e-3)
 
-    def multipliers(self) -> np.ndarray:
-        """theta: the posterior mode of the terms' multipliers (ridge towards PRIOR_THETA)."""
+    def _prior_scale(self, xtx: np.ndarray, xty: np.ndarray) -> float:
+        """The one factor that best fits the prior's level to the data (least squares)."""
+        predicted_sq = float(PRIOR_THETA @ xtx @ PRIOR_THETA)
+        scale = float(PRIOR_THETA @ xty) / predicted_sq if predicted_sq > 0 else 1.0
+        return min(max(scale, 0.1), 10.0)
+
+    def _system(self) -> tuple[np.ndarray, np.ndarray, float]:
+        """The ridge's normal equations a @ theta = b, and the prior's scale."""
         # The prior's level is often off (another GPU, another model size): rescale it to the data
         # first (least squares on one factor), then let the ridge hold only the prior's *shape*.
         xtx, xty = self._normal_equations()
-        predicted_sq = float(PRIOR_THETA @ xtx @ PRIOR_THETA)
-        scale = float(PRIOR_THETA @ xty) / predicted_sq if predicted_sq > 0 else 1.0
-        scale = min(max(scale, 0.1), 10.0)
+        scale = self._prior_scale(xtx, xty)
         ridge = self.prior.strength * np.diag(self._term_weights()) / scale**2
-        a = xtx + ridge
-        b = xty + ridge @ (scale * PRIOR_THETA)
+        return xtx + ridge, xty + ridge @ (scale * PRIOR_THETA), scale
+
+    def multipliers(self) -> np.ndarray:
+        """theta: the posterior mode of the terms' multipliers (ridge towards PRIOR_THETA)."""
+        a, b, scale = self._system()
         lower = MIN_THETA * scale
         # Multipliers cannot be negative (a cost term never saves time): solve, pin the terms that
         # fall below their floor, and solve again for the rest (a small active-set loop).
@@ -159,6 +166,13 @@ class CostModel:
                 break
             pinned |= below
         return np.maximum(theta, lower)
+
+    def relative_spread(self, direction: np.ndarray) -> float:
+        """Standard deviation of direction @ theta per unit of window noise: the ridge's posterior
+        (a^-1 times the relative variance of one window's step time). Large where no data constrains
+        the terms that `direction` weighs (batch sizes or K never observed), small near the data."""
+        a, _, _ = self._system()
+        return float(np.sqrt(max(direction @ np.linalg.solve(a, direction), 0.0)))
 
     def table(self, max_batch_size: int, k_max: int, theta: np.ndarray) -> np.ndarray:
         """T[b, k] for b in 0..max_batch_size and k in 0..k_max in one vectorised pass (row 0 unused)."""

@@ -27,7 +27,7 @@ from .lookahead import LOOKAHEAD, look_ahead
 from .observation import Observation, ObservationError, observation_problems, parse_observation, settling_problem
 from .restart import restart_cost_seconds
 from .state import PendingChange, PolicyState
-from .verification import calibrate, model_noise, update_noise, verify, window_noise
+from .verification import calibrate, measured_noise, model_noise, update_noise, verify, window_noise
 
 ACCEPTANCE_FORGET = 0.5  # per window: follows a workload shift within ~3 windows
 COST_FORGET = 0.995  # per window: cells not seen again fade over hours (step cost hardly drifts)
@@ -150,7 +150,8 @@ def _decide_on_valid(obs: Observation, spec: TuningInput, st: PolicyState, now: 
     if held_by:
         # Not enough at today's batch sizes, but a restart is cheapest before the load rises: program
         # the batch sizes to come now (lookahead.py; docs/tuner.md, "Looking ahead").
-        plan = look_ahead(model, spec, current_dense, best_dense_ks, gain, distribution, restart_cost, noise)
+        plan = look_ahead(model, spec, current_dense, best_dense_ks, gain, distribution, restart_cost, noise,
+                          measured_noise(st))
         if plan is not None:
             whole = plan.dense == best_dense_ks
             held_by, best_dense_ks, excess = None, plan.dense, plan.gain - plan.needed
@@ -168,7 +169,8 @@ def _decide_on_valid(obs: Observation, spec: TuningInput, st: PolicyState, now: 
         (guards.RECENTLY_REJECTED, guards.rejected_guard(st, best_dense_ks, spec.max_batch_size, now)),
         (guards.COOLDOWN, guards.cooldown_guard(st, spec, now)),
         (guards.RESTART_BUDGET, guards.budget_guard(st, spec, now, reserve=1)),
-        (guards.CONFIRMING, guards.confirmation_guard(st, spec, window_noise(st))),
+        # The step times' noise measures predictions at today's batch sizes only, not the look-ahead's.
+        (guards.CONFIRMING, guards.confirmation_guard(st, spec, None if ahead else window_noise(st))),
     ]
     for name, why in checks:
         if why:

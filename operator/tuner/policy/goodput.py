@@ -15,7 +15,7 @@ import numpy as np
 from specinfer.runtime.methods.schedule import compress
 
 from .acceptance import expected_tokens
-from .cost import CostModel
+from .cost import CostModel, terms
 from .inputs import TuningInput
 
 TABLE_BATCH = 1024  # step times up to this batch size are computed once per decision, vectorised
@@ -165,3 +165,17 @@ def coverage_gain(model: Model, candidate: Sequence[int], current: Sequence[int]
         return 0.0
     before = goodput(model, current, sizes)
     return goodput(model, candidate, sizes) / before - 1 if before > 0 else 0.0
+
+
+def goodput_sensitivity(model: Model, dense: Sequence[int], distribution: Distribution) -> np.ndarray:
+    """d log(goodput) / d theta, negated: the goodput-weighted mean of each term's share of the step
+    time. The difference between two configs' is how a step-cost error moves the gain between them."""
+    top = len(dense) - 1
+    parts = [(f * b * model.speed(b, dense[_clamp(b, top)]), b, dense[_clamp(b, top)]) for b, f in distribution]
+    total = sum(weight for weight, _, _ in parts)
+    out = np.zeros(len(model.theta))
+    if total <= 0:
+        return out
+    for weight, size, k in parts:
+        out += (weight / total) * terms(model.cost.prior, size, k, model.cost.drafting) / model.step_time(size, k)
+    return out
