@@ -28,6 +28,7 @@ from specinfer.operator.tuner.observe import distribution_from_quantiles
 from specinfer.operator.tuner.policy import DraftConfig, Observation
 from specinfer.operator.tuner.queries import BATCH_QUANTILES
 from specinfer.runtime.methods import get_method
+from specinfer.runtime.methods.engine_truth import PIECEWISE_COST
 from specinfer.runtime.sim.model import COLLAPSED, AcceptanceProfile, acceptance_profile, cost_model, draft_scale
 
 from .observations import synthetic_observation
@@ -63,6 +64,8 @@ class Scenario:
     initial_k: int | None = None  # K the policy starts from (default: the catalogue's k_default)
     replicas: int = 1  # spec.replicas
     update_strategy: str | None = None  # spec.updateStrategy; None: the command line's (default Surge)
+    advanced: dict | None = None  # spec.speculation.advanced
+    schedule_step_factor: float = 1.0  # every step slower while a schedule is configured (PIECEWISE graphs)
 
     @property
     def minutes(self) -> float:
@@ -105,6 +108,12 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
                                                             Phase("peak", 60, "chat", 256)),
              cost_preset="h100x4-llama70b", replicas=2, update_strategy="Replace", max_batch_size=256,
              per_token_slo=0.080),
+    Scenario("ramp-suffix", "suffix decoding on code, concurrency doubling 1 -> 64 every 10 minutes: vLLM 0.33 "
+             "drops a schedule for suffix (Model Runner V1), so one K at a time", _ramp("code"), method="suffix"),
+    Scenario("piecewise-ramp", "EAGLE-3 with parallel drafting (P-EAGLE: Model Runner V1) on chat, concurrency "
+             "doubling 1 -> 64: a schedule downgrades full CUDA graphs to PIECEWISE, every step ~19% slower "
+             "(vllm#49548)", _ramp(), advanced={"parallel_drafting": True},
+             schedule_step_factor=PIECEWISE_COST.step_time_factor),
     Scenario("fleet-ramp", "four replicas rolled one at a time with Replace, fleet concurrency 4 -> 512 "
              "(x4 every 15 minutes), then back to 16", tuple(
                  Phase(f"c={c}", 15, "chat", c) for c in (4, 16, 64, 256, 512, 16)),
@@ -156,9 +165,12 @@ class Engine:
     def next_config(self) -> DraftConfig | None:
         return self.rollout.config if self.rollout else None
 
-    def step_time(self, batch_size: int, k: int) -> float:
+    def step_time(self, batch_size: int, k: int, config: DraftConfig | None = None) -> float:
+        """T(B, K) under `config` (default: the one in force); a schedule may slow every step."""
         cm = cost_model(self.scenario.cost_preset)
-        return cm.step_time(batch_size, k, self.drafting, draft_scale=draft_scale(self.scenario.method))
+        seconds = cm.step_time(batch_size, k, self.drafting, draft_scale=draft_scale(self.scenario.method))
+        running = self.config if config is None else config
+        return seconds * (self.scenario.schedule_step_factor if running.schedule else 1.0)
 
     def apply(self, config: DraftConfig, now: float) -> None:
         """A rollout, one replica at a time (the preset's reload time each)."""
@@ -252,7 +264,7 @@ def run(scenario: Scenario, initial: DraftConfig, controller: Controller, *, see
                 if batch <= 0:
                     continue
                 k = configs[i].dense(scenario.max_batch_size)[batch]
-                step = engine.step_time(batch, k)
+                step = engine.step_time(batch, k, configs[i])
                 expected = profile.expected_tokens(k) if k else 1.0
                 tokens += dt * batch * expected / step
                 worst_per_token = max(worst_per_token, step / expected)

@@ -40,7 +40,7 @@ def scenario_spec(scenario: Scenario) -> SpeculativeInferenceSpec:
                     "slo": {"p99TimePerOutputTokenSeconds": scenario.per_token_slo}}
     if scenario.k_max is not None:
         tuning["maxNumSpeculativeTokens"] = scenario.k_max
-    speculation: dict = {"method": scenario.method}
+    speculation: dict = {"method": scenario.method, **({"advanced": scenario.advanced} if scenario.advanced else {})}
     if get_method(scenario.method).needs_draft_model:
         speculation["draftModel"] = {"name": "bench/draft"}
     return SpeculativeInferenceSpec.model_validate({
@@ -55,22 +55,39 @@ def scenario_spec(scenario: Scenario) -> SpeculativeInferenceSpec:
 
 
 def tuning_input(scenario: Scenario) -> TuningInput:
-    """What the tuning loop passes for this scenario (the operator's own builder), with a rough prior."""
+    """What the tuning loop passes for this scenario (the operator's own builder), with a rough prior.
+
+    The simulated engine has no CUDA graphs, so the builder leaves scheduleStepFactor at 1; a
+    scenario that plays vLLM's Model Runner V1 with full graphs passes the catalogue's factor, as
+    the builder does for engine vllm."""
     exact = operator_tuning_input(scenario_spec(scenario))
     prior = exact.cost_prior.model_copy(update={name: getattr(exact.cost_prior, name) * factor
                                                 for name, factor in PRIOR_ERROR.items()})
-    return exact.model_copy(update={"cost_prior": prior})
+    return exact.model_copy(update={"cost_prior": prior, "schedule_step_factor": scenario.schedule_step_factor})
 
 
 def oracle_config(scenario: Scenario, minute: int, engine: Engine) -> DraftConfig:
-    """Best K per batch size with the true acceptance and cost of the phase at `minute`."""
-    profile = profile_of(scenario, phase_at(scenario, minute))
+    """Best config for the phase at `minute` with the true acceptance and cost: the best K per batch
+    size -- or the best single K at the phase's load where the engine keeps no schedule or a
+    schedule slows every step."""
+    phase = phase_at(scenario, minute)
+    profile = profile_of(scenario, phase)
     k_min, k_max = k_bounds(scenario)
     candidates = [0, *range(k_min, k_max + 1)]
     dense = [0]
     for b in range(1, scenario.max_batch_size + 1):
         dense.append(max(candidates, key=lambda k: (profile.expected_tokens(k) / engine.step_time(b, k), -k)))
-    return DraftConfig.from_dense(dense)
+    batch = max(1, min(round(0.92 * phase.concurrency / scenario.replicas), scenario.max_batch_size))
+    single = max(candidates, key=lambda k: profile.expected_tokens(k) / engine.step_time(batch, k))
+    scheduled = DraftConfig.from_dense(dense)
+    if not scheduled.schedule:
+        return scheduled
+    with_schedule = profile.expected_tokens(dense[batch]) / engine.step_time(batch, dense[batch], scheduled)
+    if not tuning_input(scenario).allow_schedule or \
+            profile.expected_tokens(single) / engine.step_time(batch, single, DraftConfig(num_speculative_tokens=single)) \
+            >= with_schedule:
+        return DraftConfig(num_speculative_tokens=single)
+    return scheduled
 
 
 def _static(k: int):

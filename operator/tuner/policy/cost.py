@@ -193,14 +193,15 @@ class CostModel:
         multipliers = self.multipliers() if theta is None else theta
         return float(terms(self.prior, batch_size, k, self.drafting) @ multipliers)
 
-    def learn(self, obs: Observation) -> float | None:
+    def learn(self, obs: Observation, slowdown: float = 1.0) -> float | None:
         """Fold this window's step latencies in; returns the window's measurement noise: the weighted
         mean squared relative deviation of its step times from the cells' memory (None: no cell was
-        seen before)."""
+        seen before). `slowdown` is what the applied config adds to every step (PIECEWISE graphs
+        under a schedule): the cells remember the engine's own step time without it."""
         deviations: list[tuple[float, float]] = []
 
         def add(key: str, x: Sequence[float], seconds: float, count: float) -> None:
-            deviation = self.add(key, x, seconds, count)
+            deviation = self.add(key, x, seconds / slowdown, count)
             if deviation is not None and deviation[1] > 0:
                 deviations.append(deviation)
 

@@ -83,7 +83,8 @@ def _learn(obs: Observation, spec: TuningInput,
         st.method, st.cost, st.acceptance = spec.method, None, None
     cost = CostModel.from_state(st.cost, spec.cost_prior, spec.drafting)
     cost.decay(COST_FORGET)
-    update_noise(st, cost.learn(obs))
+    slowdown = spec.schedule_step_factor if obs.applied.config.schedule else 1.0
+    update_noise(st, cost.learn(obs, slowdown))
     theta = cost.multipliers()
     fresh = estimate_from(obs, lambda size, k: cost.step_time(size, k, theta))
     memory = blend(st.acceptance, fresh, ACCEPTANCE_FORGET)
@@ -117,7 +118,7 @@ def _decide_on_valid(obs: Observation, spec: TuningInput, st: PolicyState, now: 
     if memory is None:
         return _keep("no acceptance measured yet for this method: nothing to predict from",
                      guards.NO_ACCEPTANCE_DATA, signals)
-    model = Model(extrapolated_prefix(memory, spec.k_max), cost, cost.multipliers())
+    model = Model(extrapolated_prefix(memory, spec.k_max), cost, cost.multipliers(), spec.schedule_step_factor)
     distribution = obs.batch_distribution()
     current_dense = current.dense(spec.max_batch_size)
     summary = _model_summary(model, spec, obs, current_dense, distribution)

@@ -31,6 +31,7 @@ class Model:
     prefix: Sequence[float]
     cost: CostModel
     theta: np.ndarray
+    schedule_factor: float = 1.0  # every step's time while a schedule is configured (PIECEWISE CUDA graphs)
     _tables: dict = field(default_factory=dict, compare=False, repr=False)
 
     def step_time(self, batch_size: float, k: int) -> float:
@@ -52,10 +53,16 @@ def _clamp(size: int, max_batch_size: int) -> int:
     return max(1, min(int(size), max_batch_size))
 
 
+def is_schedule(dense: Sequence[int]) -> bool:
+    """The K differs by batch size: the engine runs a Dynamic SD schedule."""
+    return any(k != dense[1] for k in dense[2:])
+
+
 def goodput(model: Model, dense: Sequence[int], distribution: Distribution) -> float:
     """Expected tokens/s of the engine, averaged over the batch-size distribution (time fractions)."""
     top = len(dense) - 1
-    return sum(f * b * model.speed(b, dense[_clamp(b, top)]) for b, f in distribution)
+    total = sum(f * b * model.speed(b, dense[_clamp(b, top)]) for b, f in distribution)
+    return total / model.schedule_factor if model.schedule_factor != 1.0 and is_schedule(dense) else total
 
 
 def sequence_speed(model: Model, dense: Sequence[int], distribution: Distribution) -> float:
@@ -75,15 +82,8 @@ def best_dense(model: Model, spec: TuningInput, current: Sequence[int], distribu
     `_one_k_over`).
     """
     size = spec.max_batch_size
-    positive = list(range(spec.k_min, spec.k_max + 1))
     if not spec.allow_schedule:
-        candidates = positive + ([0] if spec.allow_disable else [])
-        scored = {k: goodput(model, [0] + [k] * size, distribution) for k in candidates}
-        best = max(scored, key=lambda k: (scored[k], -k))
-        current_k = current[1] if len(current) > 1 else None
-        if current_k in scored and scored[current_k] >= scored[best] * (1 - KEEP_TOLERANCE):
-            best = current_k
-        return [0] + [best] * size
+        return [0] + [_best_single_k(model, spec, current, distribution)] * size
     candidates = spec.allowed_ks()
     dense = [0]
     for b in range(1, size + 1):
@@ -95,7 +95,24 @@ def best_dense(model: Model, spec: TuningInput, current: Sequence[int], distribu
         dense.append(best)
     if one_k_where_observed:
         dense = _one_k_over(model, candidates, dense, current, distribution)
-    return limit_ranges(model, dense, MAX_RANGES)
+    dense = limit_ranges(model, dense, MAX_RANGES)
+    if model.schedule_factor != 1.0 and is_schedule(dense):
+        # A schedule slows every step here (PIECEWISE graphs): it must beat the best single K by that much.
+        single = [0] + [_best_single_k(model, spec, current, distribution)] * size
+        if goodput(model, single, distribution) >= goodput(model, dense, distribution):
+            return single
+    return dense
+
+
+def _best_single_k(model: Model, spec: TuningInput, current: Sequence[int], distribution: Distribution) -> int:
+    """The one K for every batch size with the best goodput on `distribution` (the current K when within 1%)."""
+    size = spec.max_batch_size
+    scored = {k: goodput(model, [0] + [k] * size, distribution) for k in spec.allowed_ks()}
+    best = max(scored, key=lambda k: (scored[k], -k))
+    current_k = current[1] if len(current) > 1 and not is_schedule(current) else None
+    if current_k in scored and scored[current_k] >= scored[best] * (1 - KEEP_TOLERANCE):
+        return current_k
+    return best
 
 
 def _one_k_over(model: Model, candidates: Sequence[int], dense: list[int], current: Sequence[int],

@@ -107,7 +107,8 @@ def verify(obs: Observation, spec: TuningInput, st: PolicyState, model: Model, d
     pending.measured_tokens += obs.generated_tokens
     # The model as it was when deciding, the one the calibration belongs to: learning from the new
     # config since then must not move the baseline.
-    then = Model(pending.prefix, model.cost, np.asarray(pending.theta)) if pending.theta else model
+    then = Model(pending.prefix, model.cost, np.asarray(pending.theta), model.schedule_factor) if pending.theta \
+        else model
     pending.expected_tokens += busy * sequence_speed(then, previous_dense, distribution) * pending.calibration
     pending.windows += 1
     realised = pending.measured_tokens / pending.expected_tokens - 1 if pending.expected_tokens > 0 else 0.0
