@@ -28,6 +28,7 @@ from specinfer.operator.tuner.observe import distribution_from_quantiles
 from specinfer.operator.tuner.policy import DraftConfig, Observation
 from specinfer.operator.tuner.queries import BATCH_QUANTILES
 from specinfer.runtime.methods import get_method
+from specinfer.runtime.methods.cost_presets import DraftingStyle
 from specinfer.runtime.methods.engine_truth import PIECEWISE_COST
 from specinfer.runtime.sim.model import COLLAPSED, AcceptanceProfile, acceptance_profile, cost_model, draft_scale
 
@@ -158,7 +159,7 @@ class Engine:
     minutes: list[dict] = field(default_factory=list)
 
     @property
-    def drafting(self) -> str:
+    def drafting(self) -> DraftingStyle:
         return get_method(self.scenario.method).drafting
 
     @property
@@ -259,12 +260,13 @@ def run(scenario: Scenario, initial: DraftConfig, controller: Controller, *, see
             configs = engine.replica_configs(t)
             serving = [i for i, c in enumerate(configs) if c is not None]
             stalled = stalled or len(serving) < len(configs)
-            for i, batch in zip(serving, spread(running, len(serving), scenario.max_batch_size)):
+            for i, batch in zip(serving, spread(running, len(serving), scenario.max_batch_size), strict=True):
                 gauges[i].append(float(batch))
-                if batch <= 0:
+                config = configs[i]
+                if batch <= 0 or config is None:
                     continue
-                k = configs[i].dense(scenario.max_batch_size)[batch]
-                step = engine.step_time(batch, k, configs[i])
+                k = config.dense(scenario.max_batch_size)[batch]
+                step = engine.step_time(batch, k, config)
                 expected = profile.expected_tokens(k) if k else 1.0
                 tokens += dt * batch * expected / step
                 worst_per_token = max(worst_per_token, step / expected)

@@ -83,9 +83,9 @@ def oracle_config(scenario: Scenario, minute: int, engine: Engine) -> DraftConfi
     if not scheduled.schedule:
         return scheduled
     with_schedule = profile.expected_tokens(dense[batch]) / engine.step_time(batch, dense[batch], scheduled)
-    if not tuning_input(scenario).allow_schedule or \
-            profile.expected_tokens(single) / engine.step_time(batch, single, DraftConfig(num_speculative_tokens=single)) \
-            >= with_schedule:
+    alone = profile.expected_tokens(single) / engine.step_time(batch, single,
+                                                               DraftConfig(num_speculative_tokens=single))
+    if not tuning_input(scenario).allow_schedule or alone >= with_schedule:
         return DraftConfig(num_speculative_tokens=single)
     return scheduled
 
@@ -232,18 +232,21 @@ def _plot(report: dict, out: Path) -> Path | None:
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 6.5), sharex=True)
     for name in ("no speculation", "best static", *POLICIES.values(), "per-phase oracle"):
         engine = report["traces"][name]
-        top.plot([m["minute"] for m in engine.minutes], [m["tokens"] / TICK_SECONDS for m in engine.minutes], label=name)
+        top.plot([m["minute"] for m in engine.minutes], [m["tokens"] / TICK_SECONDS for m in engine.minutes],
+                 label=name)
     top.set_ylabel("goodput (tokens/s)")
     top.set_title(f"{scenario.name}: {scenario.description}", fontsize=9)
     top.legend(fontsize=8)
     for name in (*POLICIES.values(), "per-phase oracle"):
         engine = report["traces"][name]
-        bottom.step([m["minute"] for m in engine.minutes], [m["k"] for m in engine.minutes], where="post", label=f"K in force ({name})")
+        bottom.step([m["minute"] for m in engine.minutes], [m["k"] for m in engine.minutes], where="post",
+                    label=f"K in force ({name})")
     bottom.set_ylabel("K at a replica's batch size")
     bottom.set_xlabel("minute")
     twin = bottom.twinx()
     engine = report["traces"]["policy"]
-    twin.plot([m["minute"] for m in engine.minutes], [m["batch"] for m in engine.minutes], color="grey", alpha=0.4, label="batch size")
+    twin.plot([m["minute"] for m in engine.minutes], [m["batch"] for m in engine.minutes], color="grey", alpha=0.4,
+              label="batch size")
     twin.set_ylabel("running batch size per replica")
     bottom.legend(fontsize=8, loc="upper left")
     fig.tight_layout()

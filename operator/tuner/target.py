@@ -66,13 +66,15 @@ def read_target(resource: Mapping[str, Any]) -> ResourceTarget:
         spec: SpeculativeInferenceSpec | None = parse_spec(raw_spec)
     except (InvalidSpecError, ValueError):
         spec = None
+    mode: str
     if spec is not None:
         mode, interval = spec.tuning.mode, float(spec.tuning.interval_seconds)
     else:
-        raw_tuning = raw_spec.get("tuning") if isinstance(raw_spec.get("tuning"), Mapping) else {}
+        tuning = raw_spec.get("tuning")
+        raw_tuning: Mapping[str, Any] = tuning if isinstance(tuning, Mapping) else {}
         mode = str(raw_tuning.get("mode", "observe"))
-        interval = raw_tuning.get("intervalSeconds", 30)
-        interval = float(interval) if isinstance(interval, (int, float)) and interval >= 5 else 30.0
+        raw_interval = raw_tuning.get("intervalSeconds", 30)
+        interval = float(raw_interval) if isinstance(raw_interval, (int, float)) and raw_interval >= 5 else 30.0
     problem = None
     try:
         status = SpeculativeInferenceStatus.model_validate(resource.get("status") or {})

@@ -10,8 +10,16 @@ import pytest
 from pydantic import ValidationError
 
 from specinfer.bench.observations import synthetic_observation
-from specinfer.operator.tuner.policy import (OFF, CostPrior, DraftConfig, PolicyState, TuningInput, decide,
-                                             decide_json, tuning_from_json)
+from specinfer.operator.tuner.policy import (
+    OFF,
+    CostPrior,
+    DraftConfig,
+    PolicyState,
+    TuningInput,
+    decide,
+    decide_json,
+    tuning_from_json,
+)
 from specinfer.operator.tuner.policy.state import Rejection
 
 pytestmark = pytest.mark.unit

@@ -74,7 +74,7 @@ class CostModel:
 
     prior: CostPrior
     drafting: str
-    cells: dict[str, list]  # key -> [term vector, mean seconds, weight]
+    cells: dict[str, list[Any]]  # key -> [term vector, mean seconds, weight]
 
     @staticmethod
     def from_state(data: dict[str, Any] | None, prior: CostPrior, drafting: str) -> CostModel:
@@ -85,7 +85,8 @@ class CostModel:
         return {"cells": {key: ([float(f"{v:.6g}") for v in x], float(f"{seconds:.6g}"), round(weight, 4))
                           for key, (x, seconds, weight) in self.cells.items()}}
 
-    def add(self, key: str, x: Sequence[float], seconds: float, count: float) -> tuple[float, float] | None:
+    def add(self, key: str, x: Sequence[float] | np.ndarray, seconds: float,
+            count: float) -> tuple[float, float] | None:
         """One observed mean step time for cell `key`, worth min(count, cap)/cap of a full window.
 
         Returns (squared relative deviation from what the cell remembered, its weight) when the cell
@@ -131,7 +132,7 @@ class CostModel:
             for k in (0, 1, 3, 7):
                 x = terms(self.prior, batch_size, k, self.drafting)
                 shares.append((x / float(x @ PRIOR_THETA)) ** 2)
-        return np.maximum(np.mean(shares, axis=0), 1e-3)
+        return np.asarray(np.maximum(np.mean(shares, axis=0), 1e-3), dtype=float)
 
     def _prior_scale(self, xtx: np.ndarray, xty: np.ndarray) -> float:
         """The one factor that best fits the prior's level to the data (least squares)."""
@@ -172,7 +173,8 @@ class CostModel:
         (a^-1 times the relative variance of one window's step time). Large where no data constrains
         the terms that `direction` weighs (batch sizes or K never observed), small near the data."""
         a, _, _ = self._system()
-        return float(np.sqrt(max(direction @ np.linalg.solve(a, direction), 0.0)))
+        variance = float(direction @ np.linalg.solve(a, direction))
+        return math.sqrt(max(variance, 0.0))
 
     def table(self, max_batch_size: int, k_max: int, theta: np.ndarray) -> np.ndarray:
         """T[b, k] for b in 0..max_batch_size and k in 0..k_max in one vectorised pass (row 0 unused)."""
@@ -187,7 +189,7 @@ class CostModel:
         columns += [(prior.floor**p + (prior.compute_per_token * shift * tokens) ** p) ** (1.0 / p) - prior.floor
                     for shift in KNEE_SHIFTS]
         columns += [prior.kv_per_sequence * b + 0 * k, prior.draft_pass * passes + 0 * b, prior.draft_token * b * k]
-        return sum(theta[i] * column for i, column in enumerate(columns))
+        return np.asarray(sum(theta[i] * column for i, column in enumerate(columns)), dtype=float)
 
     def step_time(self, batch_size: float, k: int, theta: np.ndarray | None = None) -> float:
         multipliers = self.multipliers() if theta is None else theta
@@ -200,7 +202,7 @@ class CostModel:
         under a schedule): the cells remember the engine's own step time without it."""
         deviations: list[tuple[float, float]] = []
 
-        def add(key: str, x: Sequence[float], seconds: float, count: float) -> None:
+        def add(key: str, x: Sequence[float] | np.ndarray, seconds: float, count: float) -> None:
             deviation = self.add(key, x, seconds / slowdown, count)
             if deviation is not None and deviation[1] > 0:
                 deviations.append(deviation)
@@ -208,8 +210,8 @@ class CostModel:
         if obs.step_samples:
             for sample in obs.step_samples:
                 if sample.count > 0 and sample.mean_seconds > 0:
-                    add(f"{round(sample.batch_size)}:{sample.k}", terms(self.prior, sample.batch_size, sample.k,
-                                                                       self.drafting), sample.mean_seconds, sample.count)
+                    x = terms(self.prior, sample.batch_size, sample.k, self.drafting)
+                    add(f"{round(sample.batch_size)}:{sample.k}", x, sample.mean_seconds, sample.count)
         elif obs.sequence_steps > 0 and obs.step_mean_seconds > 0:
             add(self.pooled_key(obs), self.pooled_terms(obs), obs.step_mean_seconds, obs.sequence_steps)
         total = sum(weight for _, weight in deviations)

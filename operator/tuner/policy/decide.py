@@ -56,7 +56,8 @@ def decide_json(observation: Any, tuning: Any, state: Any, now: float) -> tuple[
     try:
         spec = tuning_from_json(tuning if isinstance(tuning, dict) else {})
     except (ValidationError, ValueError, TypeError) as error:
-        return _keep(f"invalid tuning input: {_first_error(error)}", guards.INVALID_TUNING, None).to_json(), st.to_json()
+        held = _keep(f"invalid tuning input: {_first_error(error)}", guards.INVALID_TUNING, None)
+        return held.to_json(), st.to_json()
     try:
         obs = parse_observation(observation)
     except ObservationError as error:
@@ -154,11 +155,12 @@ def _decide_on_valid(obs: Observation, spec: TuningInput, st: PolicyState, now: 
         plan = look_ahead(model, spec, current_dense, best_dense_ks, gain, distribution, restart_cost, noise,
                           measured_noise(st))
         if plan is not None:
-            whole = plan.dense == best_dense_ks
+            here = any(plan.dense[min(b, spec.max_batch_size)] != current_dense[min(b, spec.max_batch_size)]
+                       for b, _ in distribution)
             held_by, best_dense_ks, excess = None, plan.dense, plan.gain - plan.needed
-            gain = gain if whole else 0.0
+            gain = gain if here else 0.0
             best = DraftConfig.from_dense(best_dense_ks)
-            ahead = ("; " + ("" if whole else "nothing changes at today's batch sizes; ")
+            ahead = ("; " + ("" if here else "nothing changes at today's batch sizes; ")
                      + f"over the batch sizes to come {plan.gain:+.1%} (needed {plan.needed:.1%}, "
                      f"restart cost {restart_cost:.0f}s of goodput now)")
     if held_by:
@@ -230,7 +232,7 @@ def _model_summary(model: Model, spec: TuningInput, obs: Observation, dense: lis
     off = goodput(model, [0] * len(dense), distribution)
     return ModelSummary(
         acceptance_prefix=[round(p, 4) for p in model.prefix],
-        expected_tokens={str(k): round(expected_tokens(model.prefix, k), 3) for k in range(0, spec.k_max + 1)},
+        expected_tokens={str(k): round(expected_tokens(model.prefix, k), 3) for k in range(spec.k_max + 1)},
         step_cost_multipliers=[round(float(t), 3) for t in model.theta],
         predicted_speed=round(sequence_speed(model, dense, distribution), 3),
         measured_speed=round(obs.measured_speed, 3),

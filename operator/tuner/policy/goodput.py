@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -32,7 +33,7 @@ class Model:
     cost: CostModel
     theta: np.ndarray
     schedule_factor: float = 1.0  # every step's time while a schedule is configured (PIECEWISE CUDA graphs)
-    _tables: dict = field(default_factory=dict, compare=False, repr=False)
+    _tables: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def step_time(self, batch_size: float, k: int) -> float:
         if float(batch_size).is_integer() and 0 < batch_size <= TABLE_BATCH and k <= len(self.prefix):
@@ -49,7 +50,7 @@ class Model:
         return expected / self.step_time(batch_size, k)
 
 
-def _clamp(size: int, max_batch_size: int) -> int:
+def _clamp(size: float, max_batch_size: int) -> int:
     return max(1, min(int(size), max_batch_size))
 
 
@@ -58,8 +59,9 @@ def is_schedule(dense: Sequence[int]) -> bool:
     return any(k != dense[1] for k in dense[2:])
 
 
-def goodput(model: Model, dense: Sequence[int], distribution: Distribution) -> float:
-    """Expected tokens/s of the engine, averaged over the batch-size distribution (time fractions)."""
+def goodput(model: Model, dense: Sequence[int], distribution: Sequence[tuple[float, float]]) -> float:
+    """Expected tokens/s of the engine, averaged over the batch-size distribution (time fractions;
+    fractional batch sizes are a replica's share of a load spread over several)."""
     top = len(dense) - 1
     total = sum(f * b * model.speed(b, dense[_clamp(b, top)]) for b, f in distribution)
     return total / model.schedule_factor if model.schedule_factor != 1.0 and is_schedule(dense) else total

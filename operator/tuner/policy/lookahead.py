@@ -19,8 +19,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .goodput import (MAX_RANGES, Distribution, Model, anticipated_sizes, coverage_gain, goodput_sensitivity,
-                      limit_ranges)
+from .goodput import (
+    MAX_RANGES,
+    Distribution,
+    Model,
+    anticipated_sizes,
+    coverage_gain,
+    goodput_sensitivity,
+    limit_ranges,
+)
 from .guards import required_gain
 from .inputs import TuningInput
 
