@@ -22,7 +22,7 @@ from specinfer.operator.tuner.policy import Decision, DraftConfig, Observation, 
 from specinfer.operator.tuner.target import tuning_input as operator_tuning_input
 from specinfer.runtime.methods import get_method
 
-from .scenarios import SCENARIOS, SIGNAL_SETS, TICK_SECONDS, Engine, Scenario, phase_at, profile_of, run
+from .scenarios import SCENARIOS, SIGNAL_SETS, TICK_SECONDS, Controller, Engine, Scenario, phase_at, profile_of, run
 
 # A roofline estimate, wrong by up to 30% (kneeSharpness stays exact).
 PRIOR_ERROR = {"floor": 1.15, "compute_per_token": 0.8, "kv_per_sequence": 1.3, "draft_pass": 1.3, "draft_token": 0.7}
@@ -54,7 +54,7 @@ def scenario_spec(scenario: Scenario) -> SpeculativeInferenceSpec:
     })
 
 
-def tuning_input(scenario: Scenario) -> TuningInput:
+def tuning_input(scenario: Scenario, *, exact_prior: bool = False) -> TuningInput:
     """What the tuning loop passes for this scenario (the operator's own builder), with a rough prior.
 
     The simulated engine has no CUDA graphs, so the builder leaves scheduleStepFactor at 1; a
@@ -62,7 +62,7 @@ def tuning_input(scenario: Scenario) -> TuningInput:
     the builder does for engine vllm."""
     exact = operator_tuning_input(scenario_spec(scenario))
     prior = exact.cost_prior.model_copy(update={name: getattr(exact.cost_prior, name) * factor
-                                                for name, factor in PRIOR_ERROR.items()})
+                                                for name, factor in PRIOR_ERROR.items() if not exact_prior})
     return exact.model_copy(update={"cost_prior": prior, "schedule_step_factor": scenario.schedule_step_factor})
 
 
@@ -134,7 +134,7 @@ def summarise(scenario: Scenario, engine: Engine) -> dict:
     }
 
 
-def run_scenario(scenario: Scenario, *, seed: int, substeps: int, quick: bool) -> dict:
+def run_scenario(scenario: Scenario, *, seed: int, substeps: int, quick: bool, exact_prior: bool = False) -> dict:
     """Every contender on one scenario: results, traces for the plot, the policy's decisions, goals."""
     k_min, k_max = k_bounds(scenario)
     results: dict[str, dict] = {}
@@ -160,7 +160,7 @@ def run_scenario(scenario: Scenario, *, seed: int, substeps: int, quick: bool) -
     initial = DraftConfig(num_speculative_tokens=max(k_min, min(start_k, k_max)))
     decisions: dict[str, list[tuple[float, Decision]]] = {}
     for signals in SIGNAL_SETS:
-        policy = PolicyController(tuning_input(scenario))
+        policy = PolicyController(tuning_input(scenario, exact_prior=exact_prior))
         play(POLICIES[signals], initial, policy, signals=signals)
         decisions[signals] = policy.decisions
 
@@ -173,8 +173,48 @@ def run_scenario(scenario: Scenario, *, seed: int, substeps: int, quick: bool) -
 
     probe = Engine(scenario, initial)
     play("per-phase oracle", oracle_config(scenario, 0, probe), oracle, free_switches=True)
+    plan = rollout_plan(scenario, initial, seed=seed, substeps=substeps)
+    play("oracle paying its rollouts", initial, plan)
     return {"scenario": scenario, "results": results, "traces": traces, "decisions": decisions,
             "goals": {signals: goals(scenario, results, POLICIES[signals]) for signals in SIGNAL_SETS}}
+
+
+def _phase_starts(scenario: Scenario) -> list[int]:
+    starts, minute = [], 0
+    for phase in scenario.phases:
+        starts.append(int(minute))
+        minute += phase.minutes
+    return starts
+
+
+def _planned(scenario: Scenario, switches: dict[int, bool]) -> Controller:
+    """Switch to the phase's best config where `switches` says so, as the phase begins (the first phase:
+    after its first minute, the first moment a controller can act), paying the rollout."""
+    def controller(observation: Observation | None, now: float, engine: Engine) -> DraftConfig | None:
+        minute = int(now // TICK_SECONDS)
+        phase = next((i for i, start in enumerate(_phase_starts(scenario)) if max(start, 1) == minute), None)
+        if phase is None or not switches.get(phase) or minute >= scenario.minutes:
+            return None
+        wanted = oracle_config(scenario, minute, engine)
+        return None if wanted.same_as(engine.config, scenario.max_batch_size) else wanted
+    return controller
+
+
+def rollout_plan(scenario: Scenario, initial: DraftConfig, *, seed: int, substeps: int) -> Controller:
+    """The per-phase oracle made to pay for its rollouts like any controller: it knows each phase's best
+    config from the start and, phase by phase (greedily, in hindsight), switches only where the
+    rollout repays itself within the phase. A reference for what restarting can reach without
+    programming the sizes to come ahead of time; with schedules a controller can do better."""
+    switches: dict[int, bool] = {}
+    for index in range(len(scenario.phases)):
+        ends = sum(p.minutes for p in scenario.phases[: index + 1])
+        scored = {}
+        for switch in (False, True):
+            engine = run(scenario, initial, _planned(scenario, {**switches, index: switch}), seed=seed,
+                         substeps=substeps)
+            scored[switch] = sum(m["tokens"] for m in engine.minutes if m["minute"] < ends)
+        switches[index] = scored[True] > scored[False]
+    return _planned(scenario, switches)
 
 
 def goals(scenario: Scenario, results: dict[str, dict], contender: str = "policy") -> dict:
@@ -279,15 +319,18 @@ def _json_report(report: dict) -> dict:
                    "the old pod serving while the new one reloads the model; Replace (no spare accelerator) stops it "
                    "first, and the other replicas carry its load. Default: each scenario's own (Surge unless it "
                    "says Replace).")
+@click.option("--exact-prior", is_flag=True,
+              help="Give the policy the preset's own roofline as its cost prior (default: one 15-30% off).")
 @click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON instead of a table.")
 def tuner_command(names: tuple[str, ...], quick: bool, seed: int, out_dir: str, update_strategy: str | None,
-                  no_plots: bool, as_json: bool) -> None:
+                  exact_prior: bool, no_plots: bool, as_json: bool) -> None:
     """Closed-loop runs of the tuning policy against the simulator's engine model (simulated time)."""
     started = time.monotonic()
     scenarios = [replace(SCENARIOS[n], update_strategy=update_strategy or SCENARIOS[n].update_strategy)
                  for n in (names or SCENARIOS)]
-    reports = [run_scenario(s, seed=seed, substeps=3 if quick else 6, quick=quick) for s in scenarios]
+    reports = [run_scenario(s, seed=seed, substeps=3 if quick else 6, quick=quick, exact_prior=exact_prior)
+               for s in scenarios]
     plots = [] if no_plots else [p for p in (_plot(r, Path(out_dir)) for r in reports) if p]
     if as_json:
         click.echo(json.dumps({r["scenario"].name: _json_report(r) for r in reports}, indent=2, default=str))
