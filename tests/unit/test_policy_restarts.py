@@ -154,3 +154,26 @@ def test_with_vllm_series_one_k_runs_across_todays_batch_sizes():
     assert len(set(plugin.recommendation.config.dense(64)[8:25])) > 1  # per batch size with the plugin's series
     assert len(set(vllm.recommendation.config.dense(64)[8:25])) == 1  # one K there with vLLM's pooled series
     assert vllm.signals == "vllm" and plugin.signals == "specinfer"
+
+
+def test_a_restart_must_repay_itself_while_the_load_lasts():
+    state = PolicyState()
+    for now, batch in ((0.0, 4.0), (300.0, 5.0), (540.0, 3.0)):  # one load, within 2x of where it began
+        state.note_load(batch, now)
+    assert state.payback_horizon(1800.0) == 1800.0  # no load has ended yet: paybackSeconds
+    state.note_load(10.0, 600.0)  # the load more than doubled: the first one lasted 600 s
+    assert state.payback_horizon(1800.0) == 600.0
+    state.note_load(30.0, 1800.0)  # the next lasted 1200 s
+    assert state.payback_horizon(1800.0) == pytest.approx(900.0)
+    spec = tuning(downtime_fraction=1.0, replicas=1, restart_seconds=90)
+    _, needed_steady = guard_threshold(spec, 1800.0)
+    _, needed_short = guard_threshold(spec, 600.0)
+    assert (needed_steady, needed_short) == (pytest.approx(0.05), pytest.approx(0.15))
+
+
+def guard_threshold(spec: TuningInput, horizon: float) -> tuple[str, float]:
+    from specinfer.operator.tuner.policy.guards import required_gain
+
+    needed, name = required_gain(spec, slo_violated=False, restart_cost_seconds=spec.restart_seconds,
+                                 horizon_seconds=horizon)
+    return name, needed

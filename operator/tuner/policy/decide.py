@@ -100,6 +100,7 @@ def _decide_on_valid(obs: Observation, spec: TuningInput, st: PolicyState, now: 
     if short_of_samples:
         return _keep(short_of_samples, guards.INSUFFICIENT_SAMPLES, signals)
     cost, fresh, memory = _learn(obs, spec, st)
+    st.note_load(obs.batch_size_mean, now)
     if fresh is not None and fresh.biased:
         signals = "vllm-biased"
     current = obs.applied.config
@@ -146,8 +147,11 @@ def _decide_on_valid(obs: Observation, spec: TuningInput, st: PolicyState, now: 
     slo = guards.slo_violated(obs, spec)
     noise = model_noise(st)
     restart_cost = restart_cost_seconds(model, current_dense, distribution, spec)
-    needed, _ = guards.required_gain(spec, slo_violated=slo, noise=noise, restart_cost_seconds=restart_cost)
-    held_by = guards.threshold_guard(gain, spec, slo_violated=slo, noise=noise, restart_cost_seconds=restart_cost)
+    horizon = st.payback_horizon(spec.payback_seconds)
+    needed, _ = guards.required_gain(spec, slo_violated=slo, noise=noise, restart_cost_seconds=restart_cost,
+                                     horizon_seconds=horizon)
+    held_by = guards.threshold_guard(gain, spec, slo_violated=slo, noise=noise, restart_cost_seconds=restart_cost,
+                                     horizon_seconds=horizon)
     excess, ahead = gain - needed, ""
     if held_by:
         # Not enough at today's batch sizes, but a restart is cheapest before the load rises: program

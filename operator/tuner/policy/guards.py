@@ -71,17 +71,18 @@ def budget_guard(state: PolicyState, spec: TuningInput, now: float, *, reserve: 
     return None
 
 
-def required_gain(spec: TuningInput, *, slo_violated: bool, noise: float = 0.0,
-                  restart_cost_seconds: float = 0.0) -> tuple[float, str]:
+def required_gain(spec: TuningInput, *, slo_violated: bool, noise: float = 0.0, restart_cost_seconds: float = 0.0,
+                  horizon_seconds: float | None = None) -> tuple[float, str]:
     """The gain a change must promise: the hysteresis threshold, the restart's payback, and the
     model's own noise.
 
     A rollout costs `restart_cost_seconds` of the fleet's goodput at today's load (restart.py); over
-    `paybackSeconds` the gain must repay it. `noise` is the relative error the measurements leave in
+    `horizon_seconds` (paybackSeconds, or less where loads last less) the gain must repay it. `noise` is the relative error the measurements leave in
     the model (two standard errors): a predicted gain inside it is not evidence. While the SLO is
     violated the hysteresis threshold is waived; payback and noise still hold.
     """
-    candidates = [(restart_cost_seconds / spec.payback_seconds, "restart payback")]
+    horizon = spec.payback_seconds if horizon_seconds is None else horizon_seconds
+    candidates = [(restart_cost_seconds / horizon, "restart payback")]
     if not slo_violated:
         candidates.append((spec.min_gain, "hysteresis threshold"))
     if noise > 0:
@@ -91,9 +92,9 @@ def required_gain(spec: TuningInput, *, slo_violated: bool, noise: float = 0.0,
 
 
 def threshold_guard(gain: float, spec: TuningInput, *, slo_violated: bool, noise: float = 0.0,
-                    restart_cost_seconds: float = 0.0) -> str | None:
+                    restart_cost_seconds: float = 0.0, horizon_seconds: float | None = None) -> str | None:
     needed, name = required_gain(spec, slo_violated=slo_violated, noise=noise,
-                                 restart_cost_seconds=restart_cost_seconds)
+                                 restart_cost_seconds=restart_cost_seconds, horizon_seconds=horizon_seconds)
     if gain < needed:
         return f"predicted gain {gain:+.1%} is below the {name} of {needed:.1%}"
     return None

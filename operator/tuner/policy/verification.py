@@ -21,7 +21,7 @@ from .decision import Decision, ModelSummary, Signals
 from .goodput import Distribution, Model, sequence_speed
 from .inputs import TuningInput
 from .observation import Observation
-from .state import DEFAULT_NOISE, Calibration, PolicyState, Rejection
+from .state import DEFAULT_NOISE, LOAD_SHIFT, Calibration, PolicyState, Rejection
 
 CALIBRATION_WEIGHT = 0.3  # per window, for the measured/modelled speed ratio
 NOISE_WEIGHT = 0.3  # per window, for the measurement noise
@@ -91,7 +91,7 @@ def verify(obs: Observation, spec: TuningInput, st: PolicyState, model: Model, d
             return None
         return Decision(action="keep", reason=f"waiting for {pending.config.describe()} to be applied",
                         guard=guards.VERIFYING, signals=signals, model=summary)
-    if pending.batch_mean > 0 and not 0.5 <= obs.batch_size_mean / pending.batch_mean <= 2.0:
+    if pending.batch_mean > 0 and not 1 / LOAD_SHIFT <= obs.batch_size_mean / pending.batch_mean <= LOAD_SHIFT:
         # The load moved too far to judge the change by: the optimiser decides afresh instead.
         st.pending = None
         return None
