@@ -77,9 +77,10 @@ def required_gain(spec: TuningInput, *, slo_violated: bool, noise: float = 0.0, 
     model's own noise.
 
     A rollout costs `restart_cost_seconds` of the fleet's goodput at today's load (restart.py); over
-    `horizon_seconds` (paybackSeconds, or less where loads last less) the gain must repay it. `noise` is the relative error the measurements leave in
-    the model (two standard errors): a predicted gain inside it is not evidence. While the SLO is
-    violated the hysteresis threshold is waived; payback and noise still hold.
+    `horizon_seconds` (paybackSeconds, or less where loads last less) the gain must repay it.
+    `noise` is the relative error the measurements leave in the model (two standard errors): a
+    predicted gain inside it is not evidence. While the SLO is violated the hysteresis threshold is
+    waived; payback and noise still hold.
     """
     horizon = spec.payback_seconds if horizon_seconds is None else horizon_seconds
     candidates = [(restart_cost_seconds / horizon, "restart payback")]
