@@ -188,3 +188,20 @@ def test_an_applied_config_the_engine_would_not_run_is_dropped():
     target = read_target(body)
     problem = applied_problem(target, tuning_input(target.spec))
     assert problem is not None and "vllm/config/vllm.py:" in problem  # names the line vLLM follows
+
+
+def test_a_hold_before_the_policy_ran_keeps_the_restart_count():
+    """The new pods' series are missing right after a rollout: the tick holds without consulting the
+    policy, and status.tuning.restartsLastHour must still count the rollout it just made."""
+    import json
+
+    from specinfer.operator.tuner.policy import PolicyState
+    from specinfer.operator.tuner.record import Tick, tick_status
+
+    body = resource("a")
+    stored = PolicyState(changes=[NOW - 120.0], last_change_at=NOW - 120.0)
+    body["status"]["tuning"] = {"mode": "auto", "policyState": json.dumps(stored.to_json())}
+    hold = Tick(mode="auto", now=NOW, degraded=("SeriesMissing", "no series yet"), hold_reason="holding")
+    assert tick_status(read_target(body), hold).status.tuning.restarts_last_hour == 1
+    later = Tick(mode="auto", now=NOW + 3600, degraded=("SeriesMissing", "no series yet"), hold_reason="holding")
+    assert tick_status(read_target(body), later).status.tuning.restarts_last_hour == 0
