@@ -367,3 +367,20 @@ def test_differing_share_counts_only_batch_sizes_where_k_changes():
     assert differing_share([(94, 1.0)], before, after, 256) == 0.0
     assert differing_share([(2, 0.25), (94, 0.75)], before, after, 256) == 0.25
 
+
+
+def test_the_json_interface_takes_the_new_optional_keys_and_reads_old_states():
+    tuning_json = {"method": "eagle3", "replicas": 4, "downtimeFraction": 1.0, "scheduleStepFactor": 1.19}
+    decision, state = decide_json(DOC_OBSERVATION, tuning_json, None, 1764410400.0)
+    assert decision["guard"] not in ("invalidTuning", "invalidData")
+    assert tuning_from_json(tuning_json).replicas == 4
+    with pytest.raises(ValidationError, match="scheduleStepFactor"):
+        tuning_from_json({"method": "eagle3", "scheduleStepFactor": 0.5})  # a schedule never speeds steps up
+    # A state stored by the previous release (calibration with its variance, no noise fields) still loads.
+    old = json.loads(json.dumps(state))
+    old.pop("noiseVariance", None)
+    old.pop("noise_variance", None)
+    old["calibration"] = {"config": {"numSpeculativeTokens": 3, "schedule": None}, "value": 1.02, "variance": 0.0004}
+    loaded = PolicyState.from_json(old)
+    assert loaded.calibration is not None and loaded.calibration.value == 1.02
+    assert loaded.noise_variance is None
