@@ -180,7 +180,8 @@ def run_scenario(scenario: Scenario, *, seed: int, substeps: int, quick: bool, e
 
 
 def _phase_starts(scenario: Scenario) -> list[int]:
-    starts, minute = [], 0
+    starts: list[int] = []
+    minute = 0.0
     for phase in scenario.phases:
         starts.append(int(minute))
         minute += phase.minutes
