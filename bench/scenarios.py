@@ -1,14 +1,20 @@
 """Scenarios for `specinfer bench tuner` and the fluid closed loop that plays them.
 
-A scenario is a list of phases (workload, concurrency, acceptance collapse) on one method and
-cost preset of the simulator's engine model (`specinfer.runtime.sim.model`). The loop runs in
-simulated time, no HTTP and no sleeping: every sub-step the engine serves the running batch at
-the config in force (tokens = B * E_K / T(B, K) per second). A config change is a rollout with
-the resource's `updateStrategy`: under Surge (the operator's default: maxSurge 1, maxUnavailable 0)
-the old pod keeps serving its config while the new one reloads the model, so the change only takes
-effect the preset's reload time later; under Replace (no spare accelerator) the one replica serves
-nothing for the reload time. Every tick a contender sees the last window as the tuning loop would
-(noisy counters, scrape gaps) and may change the config.
+A scenario is a list of phases (workload, concurrency across the fleet, acceptance collapse) on one
+method and cost preset of the simulator's engine model (`specinfer.runtime.sim.model`), served by
+`replicas` engine pods. The loop runs in simulated time, no HTTP and no sleeping: every sub-step the
+running requests are spread evenly over the replicas that are serving (at most maxBatchSize each;
+the rest wait), and each replica serves its batch at the config it runs (tokens = B * E_K / T(B, K)
+per second).
+
+A config change is a rollout with the resource's `updateStrategy`, one replica at a time as the
+operator renders it: under Surge (maxSurge 1, maxUnavailable 0) each new pod loads the model while
+its old pod keeps serving the old config; under Replace (maxSurge 0, maxUnavailable 1; no spare
+accelerator) each old pod stops first, so for the reload time the other replicas carry its requests
+(with one replica nothing is served). The rollout ends after replicas x reload time. Every tick a
+contender sees the last window as the tuning loop would -- with our plugin's series or only vLLM's
+(batch sizes then from quantiles of each pod's running-requests gauge), noisy counters and step
+times, scrape gaps -- and may change the config.
 """
 
 from __future__ import annotations
@@ -18,8 +24,12 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from specinfer.operator.tuner.observe import distribution_from_quantiles
 from specinfer.operator.tuner.policy import DraftConfig, Observation
+from specinfer.operator.tuner.queries import BATCH_QUANTILES
 from specinfer.runtime.methods import get_method
+from specinfer.runtime.methods.cost_presets import DraftingStyle
+from specinfer.runtime.methods.engine_truth import PIECEWISE_COST
 from specinfer.runtime.sim.model import COLLAPSED, AcceptanceProfile, acceptance_profile, cost_model, draft_scale
 
 from .observations import synthetic_observation
@@ -27,6 +37,7 @@ from .observations import synthetic_observation
 TICK_SECONDS = 60.0  # tuning interval and observation window
 OUTPUT_TOKENS = 256  # per request: spreads a restart stall over a request's per-token latency
 P99_OVER_MEAN = 1.3  # per-token p99 / mean within a minute (request mix), applied to the fluid mean
+SIGNAL_SETS = ("specinfer", "vllm")  # our plugin's series, or only vLLM's own
 
 
 @dataclass(frozen=True)
@@ -34,7 +45,7 @@ class Phase:
     name: str
     minutes: float
     workload: str = "chat"
-    concurrency: int = 8
+    concurrency: int = 8  # requests in flight across the fleet
     collapsed: bool = False  # acceptance near zero (e.g. a broken attention backend after an upgrade)
 
 
@@ -52,11 +63,18 @@ class Scenario:
     gap_rate: float = 0.0  # share of ticks whose scrape is stale, NaN or incomplete
     check_vs_static: bool = False  # the ">= 1.10x best static K" goal applies
     initial_k: int | None = None  # K the policy starts from (default: the catalogue's k_default)
-    update_strategy: str = "Surge"  # spec.updateStrategy: how a restart rolls out (see the module doc)
+    replicas: int = 1  # spec.replicas
+    update_strategy: str | None = None  # spec.updateStrategy; None: the command line's (default Surge)
+    advanced: dict | None = None  # spec.speculation.advanced
+    schedule_step_factor: float = 1.0  # every step slower while a schedule is configured (PIECEWISE graphs)
 
     @property
     def minutes(self) -> float:
         return sum(p.minutes for p in self.phases)
+
+    @property
+    def strategy(self) -> str:
+        return self.update_strategy or "Surge"
 
 
 def _ramp(workload: str = "chat") -> tuple[Phase, ...]:
@@ -84,37 +102,99 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              (Phase("healthy", 30, "code", 8), Phase("collapsed", 60, "code", 8, collapsed=True))),
     Scenario("noisy-gaps", "chat at 16 concurrent starting from K=6, 8% step-latency noise, 20% scrape gaps",
              (Phase("chat", 60, "chat", 16),), timing_noise=0.08, gap_rate=0.2, initial_k=6),
+    Scenario("noisy-first-gain", "EAGLE-3 on code at 8 concurrent starting from K=2 (+14% on offer), "
+             "6% step-latency noise, 15 minutes", (Phase("code", 15, "code", 8),), timing_noise=0.06, initial_k=2),
+    Scenario("quiet-peak-day", "two replicas of a 70B target (5-minute reload) rolled one at a time with Replace: "
+             "an hour at 4 requests, then an hour at 256", (Phase("quiet", 60, "chat", 4),
+                                                            Phase("peak", 60, "chat", 256)),
+             cost_preset="h100x4-llama70b", replicas=2, update_strategy="Replace", max_batch_size=256,
+             per_token_slo=0.080),
+    Scenario("ramp-suffix", "suffix decoding on code, concurrency doubling 1 -> 64 every 10 minutes: vLLM 0.33 "
+             "drops a schedule for suffix (Model Runner V1), so one K at a time", _ramp("code"), method="suffix"),
+    Scenario("piecewise-ramp", "EAGLE-3 with parallel drafting (P-EAGLE: Model Runner V1) on chat, concurrency "
+             "doubling 1 -> 64: a schedule downgrades full CUDA graphs to PIECEWISE, every step ~19% slower "
+             "(vllm#49548)", _ramp(), advanced={"parallel_drafting": True},
+             schedule_step_factor=PIECEWISE_COST.step_time_factor),
+    Scenario("fleet-ramp", "four replicas rolled one at a time with Replace, fleet concurrency 4 -> 512 "
+             "(x4 every 15 minutes), then back to 16", tuple(
+                 Phase(f"c={c}", 15, "chat", c) for c in (4, 16, 64, 256, 512, 16)),
+             replicas=4, update_strategy="Replace", max_batch_size=256, per_token_slo=0.080),
 )}
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """A config change rolled one replica at a time: replica i reloads during [started + i*R, started + (i+1)*R)."""
+
+    config: DraftConfig
+    started: float
+    reload_seconds: float
+    replicas: int
+    strategy: str
+
+    @property
+    def finished_at(self) -> float:
+        return self.started + self.replicas * self.reload_seconds
+
+    def state(self, replica: int, t: float) -> str:
+        """'old', 'down' or 'new' for that replica at time t."""
+        begins = self.started + replica * self.reload_seconds
+        ends = begins + self.reload_seconds
+        if t >= ends:
+            return "new"
+        if t >= begins and self.strategy == "Replace":
+            return "down"  # the old pod stopped before its replacement started
+        return "old"  # Surge: the old pod serves until its replacement is ready
 
 
 @dataclass
 class Engine:
-    """What the engine runs and serves: config in force, pending restart, per-minute records."""
+    """What the fleet runs and serves: config in force, a rollout under way, per-minute records."""
 
     scenario: Scenario
     config: DraftConfig
     since: float = 0.0
-    down_until: float = -1.0
-    ready_at: float = -1.0
-    next_config: DraftConfig | None = None
-    restarts: int = 0
+    rollout: Rollout | None = None
+    restarts: int = 0  # rollouts: each restarts every replica once
     minutes: list[dict] = field(default_factory=list)
 
     @property
-    def drafting(self) -> str:
+    def drafting(self) -> DraftingStyle:
         return get_method(self.scenario.method).drafting
 
-    def step_time(self, batch_size: int, k: int) -> float:
+    @property
+    def next_config(self) -> DraftConfig | None:
+        return self.rollout.config if self.rollout else None
+
+    def step_time(self, batch_size: int, k: int, config: DraftConfig | None = None) -> float:
+        """T(B, K) under `config` (default: the one in force); a schedule may slow every step."""
         cm = cost_model(self.scenario.cost_preset)
-        return cm.step_time(batch_size, k, self.drafting, draft_scale=draft_scale(self.scenario.method))
+        seconds = cm.step_time(batch_size, k, self.drafting, draft_scale=draft_scale(self.scenario.method))
+        running = self.config if config is None else config
+        return seconds * (self.scenario.schedule_step_factor if running.schedule else 1.0)
 
     def apply(self, config: DraftConfig, now: float) -> None:
-        """A rollout: the new pod loads the model for the preset's restart time, then `config` runs."""
+        """A rollout, one replica at a time (the preset's reload time each)."""
         self.restarts += 1
-        self.next_config = config
-        self.ready_at = now + cost_model(self.scenario.cost_preset).restart_s
-        if self.scenario.update_strategy == "Replace":
-            self.down_until = self.ready_at  # the only replica stopped before its replacement started
+        self.rollout = Rollout(config, now, cost_model(self.scenario.cost_preset).restart_s,
+                               self.scenario.replicas, self.scenario.strategy)
+
+    def replica_configs(self, t: float) -> list[DraftConfig | None]:
+        """The config each replica serves at t (None: down); finishes the rollout when its time has come."""
+        if self.rollout is not None and t >= self.rollout.finished_at:
+            self.config, self.since, self.rollout = self.rollout.config, self.rollout.finished_at, None
+        if self.rollout is None:
+            return [self.config] * self.scenario.replicas
+        states = [self.rollout.state(i, t) for i in range(self.scenario.replicas)]
+        return [None if s == "down" else (self.rollout.config if s == "new" else self.config) for s in states]
+
+
+def spread(running: int, serving: int, max_batch_size: int) -> list[int]:
+    """Requests per serving replica: spread evenly (a load balancer), at most maxBatchSize each."""
+    if serving <= 0:
+        return []
+    base, extra = divmod(running, serving)
+    return [min(base + (1 if i < extra else 0), max_batch_size) for i in range(serving)]
 
 
 def profile_of(scenario: Scenario, phase: Phase) -> AcceptanceProfile:
@@ -131,13 +211,22 @@ def phase_at(scenario: Scenario, minute: int) -> Phase:
 
 
 def batch_path(scenario: Scenario, seed: int, substeps: int) -> list[list[int]]:
-    """Running batch size per sub-step of every minute; the same path for every contender."""
+    """Requests running across the fleet per sub-step of every minute; the same path for every contender."""
     rng = random.Random(seed)
     path = []
     for minute in range(int(scenario.minutes)):
         c = phase_at(scenario, minute).concurrency
         path.append([max(1, sum(1 for _ in range(c) if rng.random() < 0.92)) for _ in range(substeps)])
     return path
+
+
+def prometheus_quantile(q: float, values: list[float]) -> float:
+    """quantile_over_time as Prometheus computes it: linear interpolation between the sorted samples."""
+    ordered = sorted(values)
+    rank = q * (len(ordered) - 1)
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
 # (observation or None when the tick has none, now, engine) -> a new config or None
@@ -148,8 +237,8 @@ def run(scenario: Scenario, initial: DraftConfig, controller: Controller, *, see
         signals: str = "specinfer", free_switches: bool = False) -> Engine:
     """Play the scenario minute by minute; `controller` may return a new config each tick.
 
-    A new config is a rollout (the preset's reload time before it runs; under Replace nothing is
-    served meanwhile) unless `free_switches` (the per-phase oracle, an upper bound that switches at once).
+    A new config is a rollout (see the module doc) unless `free_switches` (the per-phase oracle, an
+    upper bound that switches every replica at once and for free).
     """
     rng = random.Random(seed + 1)
     engine = Engine(scenario, initial)
@@ -160,37 +249,41 @@ def run(scenario: Scenario, initial: DraftConfig, controller: Controller, *, see
         phase = phase_at(scenario, minute)
         profile = profile_of(scenario, phase)
         start = minute * TICK_SECONDS
-        dense = engine.config.dense(scenario.max_batch_size)
         tokens = 0.0
         worst_per_token = 0.0
-        mix: dict[int, float] = {}
+        mix: dict[int, float] = {}  # batch size -> engine-seconds (every replica), once the config is in force
+        gauges: list[list[float]] = [[] for _ in range(scenario.replicas)]  # running requests, per pod
         stalled = False
-        for index, batch in enumerate(batches):
+        shown_k = 0
+        for index, running in enumerate(batches):
             t = start + index * dt
-            if engine.next_config is not None and t >= engine.ready_at:
-                engine.config, engine.since, engine.next_config = engine.next_config, engine.ready_at, None
-                dense = engine.config.dense(scenario.max_batch_size)
-            if t < engine.down_until:
-                stalled = True
-                continue
-            k = dense[min(batch, scenario.max_batch_size)]
-            step = engine.step_time(batch, k)
-            expected = profile.expected_tokens(k) if k else 1.0
-            tokens += dt * batch * expected / step
-            worst_per_token = max(worst_per_token, step / expected)
-            if t >= engine.since:
-                mix[batch] = mix.get(batch, 0.0) + dt
+            configs = engine.replica_configs(t)
+            serving = [i for i, c in enumerate(configs) if c is not None]
+            stalled = stalled or len(serving) < len(configs)
+            for i, batch in zip(serving, spread(running, len(serving), scenario.max_batch_size), strict=True):
+                gauges[i].append(float(batch))
+                config = configs[i]
+                if batch <= 0 or config is None:
+                    continue
+                k = config.dense(scenario.max_batch_size)[batch]
+                step = engine.step_time(batch, k, config)
+                expected = profile.expected_tokens(k) if k else 1.0
+                tokens += dt * batch * expected / step
+                worst_per_token = max(worst_per_token, step / expected)
+                shown_k = k
+                if t >= engine.since and engine.rollout is None:
+                    mix[batch] = mix.get(batch, 0.0) + dt
         p99 = worst_per_token * P99_OVER_MEAN + (restart_s / OUTPUT_TOKENS if stalled else 0.0)
-        mean_batch = sum(batches) / len(batches)
         engine.minutes.append({"minute": minute, "phase": phase.name, "tokens": tokens, "p99": p99,
-                               "batch": mean_batch, "k": dense[min(round(mean_batch), scenario.max_batch_size)],
+                               "batch": sum(batches) / len(batches) / scenario.replicas, "k": shown_k,
                                "violation": p99 > scenario.per_token_slo})
         now = start + TICK_SECONDS
+        engine.replica_configs(now)  # a rollout that ended with the minute is in force for the next window
         observation = None
         if mix:
-            observation = _observe(scenario, engine, profile, mix, now, rng, signals, p99)
+            observation = _observe(scenario, engine, profile, mix, gauges, now, rng, signals, p99)
         new_config = controller(observation, now, engine)
-        if new_config is None or engine.next_config is not None:
+        if new_config is None or engine.rollout is not None:
             continue
         if free_switches:
             engine.config, engine.since = new_config, now
@@ -200,7 +293,8 @@ def run(scenario: Scenario, initial: DraftConfig, controller: Controller, *, see
 
 
 def _observe(scenario: Scenario, engine: Engine, profile: AcceptanceProfile, mix: dict[int, float],
-             now: float, rng: random.Random, signals: str, p99: float) -> Observation | None:
+             gauges: list[list[float]], now: float, rng: random.Random, signals: str,
+             p99: float) -> Observation | None:
     """The window as the tuning loop would build it from Prometheus, gaps included (None: the
     series were missing, so the loop holds without consulting the policy)."""
     busy = sum(mix.values())
@@ -211,8 +305,10 @@ def _observe(scenario: Scenario, engine: Engine, profile: AcceptanceProfile, mix
         batch_sizes={b: s / busy for b, s in mix.items()}, prefix=profile.prefix_probs(max(k_top, 1)),
         step_time=engine.step_time, signals=signals, rng=rng, timing_noise=scenario.timing_noise,
         busy_fraction=busy / TICK_SECONDS, per_token_p99_seconds=p99 * math.exp(rng.gauss(0, 0.05)),
-        rollout_in_progress=engine.next_config is not None,
+        rollout_in_progress=engine.rollout is not None,
     )
+    if signals == "vllm":
+        observation = vllm_batch_sizes(observation, gauges)
     if scenario.gap_rate and rng.random() < scenario.gap_rate:
         kind = rng.choice(("stale", "nan", "missing", "partial"))
         if kind == "stale":
@@ -222,5 +318,16 @@ def _observe(scenario: Scenario, engine: Engine, profile: AcceptanceProfile, mix
         if kind == "missing":
             return None
         # the plugin's series missing for a scrape: only vLLM's standard series remain
-        return replace(observation, drafts_per_position=None, step_samples=None)
+        return vllm_batch_sizes(replace(observation, drafts_per_position=None, step_samples=None), gauges)
     return observation
+
+
+def vllm_batch_sizes(observation: Observation, gauges: list[list[float]]) -> Observation:
+    """Without the plugin the loop knows batch sizes only from quantiles of each pod's running-requests
+    gauge over the window (operator/tuner/queries.py), one sample per scrape."""
+    quantiles = [prometheus_quantile(q, samples) for samples in gauges if samples for q in BATCH_QUANTILES]
+    distribution = distribution_from_quantiles(quantiles)
+    if distribution is None:
+        return observation
+    return replace(observation, batch_size_distribution=distribution,
+                   batch_size_mean=sum(size * share for size, share in distribution))

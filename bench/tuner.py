@@ -4,7 +4,8 @@ Contenders per scenario (bench/scenarios.py): no speculation, static K=3, static
 static K in hindsight, the policy fed our plugin's series, the policy fed only vLLM's standard
 series, and the per-phase oracle (best config per phase with the true model, switching for free:
 the upper bound). Prints goodput, p99 per-token latency, SLO-violation minutes and restarts, checks
-the issue's goals, writes one PNG per scenario, and `--json` prints the same figures as JSON.
+the issue's goals for both signal sets, writes one PNG per scenario, and `--json` prints the same
+figures as JSON.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from specinfer.operator.tuner.policy import Decision, DraftConfig, Observation, 
 from specinfer.operator.tuner.target import tuning_input as operator_tuning_input
 from specinfer.runtime.methods import get_method
 
-from .scenarios import SCENARIOS, TICK_SECONDS, Engine, Scenario, phase_at, profile_of, run
+from .scenarios import SCENARIOS, SIGNAL_SETS, TICK_SECONDS, Controller, Engine, Scenario, phase_at, profile_of, run
 
 # A roofline estimate, wrong by up to 30% (kneeSharpness stays exact).
 PRIOR_ERROR = {"floor": 1.15, "compute_per_token": 0.8, "kv_per_sequence": 1.3, "draft_pass": 1.3, "draft_token": 0.7}
@@ -39,7 +40,7 @@ def scenario_spec(scenario: Scenario) -> SpeculativeInferenceSpec:
                     "slo": {"p99TimePerOutputTokenSeconds": scenario.per_token_slo}}
     if scenario.k_max is not None:
         tuning["maxNumSpeculativeTokens"] = scenario.k_max
-    speculation: dict = {"method": scenario.method}
+    speculation: dict = {"method": scenario.method, **({"advanced": scenario.advanced} if scenario.advanced else {})}
     if get_method(scenario.method).needs_draft_model:
         speculation["draftModel"] = {"name": "bench/draft"}
     return SpeculativeInferenceSpec.model_validate({
@@ -47,28 +48,46 @@ def scenario_spec(scenario: Scenario) -> SpeculativeInferenceSpec:
         "speculation": speculation,
         "runtime": {"engine": "simulator", "simulator": {"costModel": scenario.cost_preset,
                                                           "maxNumSeqs": scenario.max_batch_size}},
-        "updateStrategy": scenario.update_strategy,
+        "replicas": scenario.replicas,
+        "updateStrategy": scenario.strategy,
         "tuning": tuning,
     })
 
 
-def tuning_input(scenario: Scenario) -> TuningInput:
-    """What the tuning loop passes for this scenario (the operator's own builder), with a rough prior."""
+def tuning_input(scenario: Scenario, *, exact_prior: bool = False) -> TuningInput:
+    """What the tuning loop passes for this scenario (the operator's own builder), with a rough prior.
+
+    The simulated engine has no CUDA graphs, so the builder leaves scheduleStepFactor at 1; a
+    scenario that plays vLLM's Model Runner V1 with full graphs passes the catalogue's factor, as
+    the builder does for engine vllm."""
     exact = operator_tuning_input(scenario_spec(scenario))
     prior = exact.cost_prior.model_copy(update={name: getattr(exact.cost_prior, name) * factor
-                                                for name, factor in PRIOR_ERROR.items()})
-    return exact.model_copy(update={"cost_prior": prior})
+                                                for name, factor in PRIOR_ERROR.items() if not exact_prior})
+    return exact.model_copy(update={"cost_prior": prior, "schedule_step_factor": scenario.schedule_step_factor})
 
 
 def oracle_config(scenario: Scenario, minute: int, engine: Engine) -> DraftConfig:
-    """Best K per batch size with the true acceptance and cost of the phase at `minute`."""
-    profile = profile_of(scenario, phase_at(scenario, minute))
+    """Best config for the phase at `minute` with the true acceptance and cost: the best K per batch
+    size -- or the best single K at the phase's load where the engine keeps no schedule or a
+    schedule slows every step."""
+    phase = phase_at(scenario, minute)
+    profile = profile_of(scenario, phase)
     k_min, k_max = k_bounds(scenario)
     candidates = [0, *range(k_min, k_max + 1)]
     dense = [0]
     for b in range(1, scenario.max_batch_size + 1):
         dense.append(max(candidates, key=lambda k: (profile.expected_tokens(k) / engine.step_time(b, k), -k)))
-    return DraftConfig.from_dense(dense)
+    batch = max(1, min(round(0.92 * phase.concurrency / scenario.replicas), scenario.max_batch_size))
+    single = max(candidates, key=lambda k: profile.expected_tokens(k) / engine.step_time(batch, k))
+    scheduled = DraftConfig.from_dense(dense)
+    if not scheduled.schedule:
+        return scheduled
+    with_schedule = profile.expected_tokens(dense[batch]) / engine.step_time(batch, dense[batch], scheduled)
+    alone = profile.expected_tokens(single) / engine.step_time(batch, single,
+                                                               DraftConfig(num_speculative_tokens=single))
+    if not tuning_input(scenario).allow_schedule or alone >= with_schedule:
+        return DraftConfig(num_speculative_tokens=single)
+    return scheduled
 
 
 def _static(k: int):
@@ -93,6 +112,9 @@ class PolicyController:
         return None
 
 
+POLICIES = {"specinfer": "policy", "vllm": "policy (vLLM series only)"}  # contender name per signal set
+
+
 def summarise(scenario: Scenario, engine: Engine) -> dict:
     minutes = engine.minutes
     seconds = len(minutes) * TICK_SECONDS
@@ -105,19 +127,20 @@ def summarise(scenario: Scenario, engine: Engine) -> dict:
         "p99PerTokenMs": 1000 * p99s[min(len(p99s) - 1, int(0.99 * len(p99s)))],
         "sloViolationMinutes": sum(1 for m in minutes if m["violation"]),
         "restarts": engine.restarts,
-        "restartsPerHour": engine.restarts / (seconds / 3600),
+        # every rollout restarts each replica once
+        "restartsPerReplicaHour": engine.restarts / (seconds / 3600),
         "phaseGoodput": {name: tokens / (60 * p.minutes) for name, tokens in phases.items()
                          for p in scenario.phases if p.name == name},
     }
 
 
-def run_scenario(scenario: Scenario, *, seed: int, substeps: int, quick: bool) -> dict:
+def run_scenario(scenario: Scenario, *, seed: int, substeps: int, quick: bool, exact_prior: bool = False) -> dict:
     """Every contender on one scenario: results, traces for the plot, the policy's decisions, goals."""
     k_min, k_max = k_bounds(scenario)
     results: dict[str, dict] = {}
     traces: dict[str, Engine] = {}
 
-    def play(name: str, initial: dict, controller, **kwargs) -> None:
+    def play(name: str, initial: DraftConfig, controller, **kwargs) -> None:
         engine = run(scenario, initial, controller, seed=seed, substeps=substeps, **kwargs)
         traces[name] = engine
         results[name] = summarise(scenario, engine)
@@ -135,11 +158,11 @@ def run_scenario(scenario: Scenario, *, seed: int, substeps: int, quick: bool) -
     results[f"best static (K={best_k})"], traces["best static"] = statics[best_k]
     start_k = scenario.initial_k if scenario.initial_k is not None else get_method(scenario.method).k_default
     initial = DraftConfig(num_speculative_tokens=max(k_min, min(start_k, k_max)))
-    policy = PolicyController(tuning_input(scenario))
-    play("policy", initial, policy)
-    decisions = policy.decisions
-    if not quick:
-        play("policy (vLLM series only)", initial, PolicyController(tuning_input(scenario)), signals="vllm")
+    decisions: dict[str, list[tuple[float, Decision]]] = {}
+    for signals in SIGNAL_SETS:
+        policy = PolicyController(tuning_input(scenario, exact_prior=exact_prior))
+        play(POLICIES[signals], initial, policy, signals=signals)
+        decisions[signals] = policy.decisions
 
     def oracle(observation, now, engine):
         minute = int(now // TICK_SECONDS)
@@ -150,12 +173,53 @@ def run_scenario(scenario: Scenario, *, seed: int, substeps: int, quick: bool) -
 
     probe = Engine(scenario, initial)
     play("per-phase oracle", oracle_config(scenario, 0, probe), oracle, free_switches=True)
+    plan = rollout_plan(scenario, initial, seed=seed, substeps=substeps)
+    play("oracle paying its rollouts", initial, plan)
     return {"scenario": scenario, "results": results, "traces": traces, "decisions": decisions,
-            "goals": goals(scenario, results)}
+            "goals": {signals: goals(scenario, results, POLICIES[signals]) for signals in SIGNAL_SETS}}
 
 
-def goals(scenario: Scenario, results: dict[str, dict]) -> dict:
-    policy = results["policy"]
+def _phase_starts(scenario: Scenario) -> list[int]:
+    starts: list[int] = []
+    minute = 0.0
+    for phase in scenario.phases:
+        starts.append(int(minute))
+        minute += phase.minutes
+    return starts
+
+
+def _planned(scenario: Scenario, switches: dict[int, bool]) -> Controller:
+    """Switch to the phase's best config where `switches` says so, as the phase begins (the first phase:
+    after its first minute, the first moment a controller can act), paying the rollout."""
+    def controller(observation: Observation | None, now: float, engine: Engine) -> DraftConfig | None:
+        minute = int(now // TICK_SECONDS)
+        phase = next((i for i, start in enumerate(_phase_starts(scenario)) if max(start, 1) == minute), None)
+        if phase is None or not switches.get(phase) or minute >= scenario.minutes:
+            return None
+        wanted = oracle_config(scenario, minute, engine)
+        return None if wanted.same_as(engine.config, scenario.max_batch_size) else wanted
+    return controller
+
+
+def rollout_plan(scenario: Scenario, initial: DraftConfig, *, seed: int, substeps: int) -> Controller:
+    """The per-phase oracle made to pay for its rollouts like any controller: it knows each phase's best
+    config from the start and, phase by phase (greedily, in hindsight), switches only where the
+    rollout repays itself within the phase. A reference for what restarting can reach without
+    programming the sizes to come ahead of time; with schedules a controller can do better."""
+    switches: dict[int, bool] = {}
+    for index in range(len(scenario.phases)):
+        ends = sum(p.minutes for p in scenario.phases[: index + 1])
+        scored = {}
+        for switch in (False, True):
+            engine = run(scenario, initial, _planned(scenario, {**switches, index: switch}), seed=seed,
+                         substeps=substeps)
+            scored[switch] = sum(m["tokens"] for m in engine.minutes if m["minute"] < ends)
+        switches[index] = scored[True] > scored[False]
+    return _planned(scenario, switches)
+
+
+def goals(scenario: Scenario, results: dict[str, dict], contender: str = "policy") -> dict:
+    policy = results[contender]
     oracle = results["per-phase oracle"]
     none = results["no speculation"]
     best_static = next(v for k, v in results.items() if k.startswith("best static"))
@@ -163,7 +227,7 @@ def goals(scenario: Scenario, results: dict[str, dict]) -> dict:
     checks = {
         "vsOracle": {"value": policy["goodput"] / oracle["goodput"], "goal": 0.95},
         "worstPhaseVsNoSpeculation": {"value": worst_phase, "goal": 0.98},
-        "restartsPerHour": {"value": policy["restartsPerHour"], "goal": 6.0, "atMost": True},
+        "restartsPerReplicaHour": {"value": policy["restartsPerReplicaHour"], "goal": 6.0, "atMost": True},
     }
     # No controller can beat the per-phase oracle, so its lead over the best static K bounds this goal.
     checks["vsBestStatic"] = {"value": policy["goodput"] / best_static["goodput"],
@@ -181,16 +245,19 @@ def _table(reports: list[dict]) -> str:
              f"{'p99 ms/tok':>10} {'SLO-viol min':>12} {'restarts':>8}"]
     for report in reports:
         oracle = report["results"]["per-phase oracle"]["goodput"]
+        scenario = report["scenario"]
+        lines.append(f"{scenario.name} ({scenario.replicas} replica(s), {scenario.strategy})")
         for name, r in report["results"].items():
-            lines.append(f"{report['scenario'].name:<19} {name:<27} {r['goodput']:>13.0f} {r['goodput'] / oracle:>9.3f} "
+            lines.append(f"{scenario.name:<19} {name:<27} {r['goodput']:>13.0f} {r['goodput'] / oracle:>9.3f} "
                          f"{r['p99PerTokenMs']:>10.1f} {r['sloViolationMinutes']:>12d} {r['restarts']:>8d}")
-        goal_text = []
-        for name, check in report["goals"].items():
-            mark = "" if check["met"] is None else (" ok" if check["met"] else " MISSED")
-            bound = f", oracle bound {check['bound']:.3f}" if "bound" in check else ""
-            goal_text.append(f"{name} {check['value']:.3f}"
-                             + (f" (goal {check['goal']}{bound}){mark}" if check["goal"] is not None else ""))
-        lines.append(f"{'':<19} goals: " + "; ".join(goal_text))
+        for signals, checks in report["goals"].items():
+            goal_text = []
+            for name, check in checks.items():
+                mark = "" if check["met"] is None else (" ok" if check["met"] else " MISSED")
+                bound = f", oracle bound {check['bound']:.3f}" if "bound" in check else ""
+                goal_text.append(f"{name} {check['value']:.3f}"
+                                 + (f" (goal {check['goal']}{bound}){mark}" if check["goal"] is not None else ""))
+            lines.append(f"{'':<19} goals, {signals} series: " + "; ".join(goal_text))
     return "\n".join(lines)
 
 
@@ -204,21 +271,24 @@ def _plot(report: dict, out: Path) -> Path | None:
         return None
     scenario: Scenario = report["scenario"]
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 6.5), sharex=True)
-    for name in ("no speculation", "best static", "policy", "per-phase oracle"):
+    for name in ("no speculation", "best static", *POLICIES.values(), "per-phase oracle"):
         engine = report["traces"][name]
-        top.plot([m["minute"] for m in engine.minutes], [m["tokens"] / TICK_SECONDS for m in engine.minutes], label=name)
+        top.plot([m["minute"] for m in engine.minutes], [m["tokens"] / TICK_SECONDS for m in engine.minutes],
+                 label=name)
     top.set_ylabel("goodput (tokens/s)")
     top.set_title(f"{scenario.name}: {scenario.description}", fontsize=9)
     top.legend(fontsize=8)
-    for name in ("policy", "per-phase oracle"):
+    for name in (*POLICIES.values(), "per-phase oracle"):
         engine = report["traces"][name]
-        bottom.step([m["minute"] for m in engine.minutes], [m["k"] for m in engine.minutes], where="post", label=f"K in force ({name})")
-    bottom.set_ylabel("K at the running batch size")
+        bottom.step([m["minute"] for m in engine.minutes], [m["k"] for m in engine.minutes], where="post",
+                    label=f"K in force ({name})")
+    bottom.set_ylabel("K at a replica's batch size")
     bottom.set_xlabel("minute")
     twin = bottom.twinx()
     engine = report["traces"]["policy"]
-    twin.plot([m["minute"] for m in engine.minutes], [m["batch"] for m in engine.minutes], color="grey", alpha=0.4, label="batch size")
-    twin.set_ylabel("running batch size")
+    twin.plot([m["minute"] for m in engine.minutes], [m["batch"] for m in engine.minutes], color="grey", alpha=0.4,
+              label="batch size")
+    twin.set_ylabel("running batch size per replica")
     bottom.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     out.mkdir(parents=True, exist_ok=True)
@@ -229,30 +299,39 @@ def _plot(report: dict, out: Path) -> Path | None:
 
 
 def _json_report(report: dict) -> dict:
-    decisions = [{"time": time, "action": d.action, "config": d.config.to_json() if d.config else None,
-                  "predictedGain": d.predicted_gain, "reason": d.reason} for time, d in report["decisions"]]
-    return {"description": report["scenario"].description, "results": report["results"],
-            "goals": report["goals"], "policyDecisions": decisions}
+    decisions = {signals: [{"time": time, "action": d.action, "config": d.config.to_json() if d.config else None,
+                            "predictedGain": d.predicted_gain, "reason": d.reason} for time, d in made]
+                 for signals, made in report["decisions"].items()}
+    scenario = report["scenario"]
+    return {"description": scenario.description, "replicas": scenario.replicas,
+            "updateStrategy": scenario.strategy, "results": report["results"], "goals": report["goals"],
+            "policyDecisions": decisions}
 
 
 @click.command("tuner")
 @click.option("--scenario", "names", multiple=True, type=click.Choice(sorted(SCENARIOS)),
               help="Run only these scenarios (repeatable); default: all.")
-@click.option("--quick", is_flag=True, help="Fewer sub-steps, a smaller static-K search, no vLLM-series-only run.")
+@click.option("--quick", is_flag=True, help="Fewer sub-steps and a smaller static-K search.")
 @click.option("--seed", default=7, show_default=True, help="Seed of the load path and the metric noise.")
 @click.option("--out", "out_dir", default="out/bench-tuner", show_default=True, type=click.Path(file_okay=False),
               help="Folder for the per-scenario PNG plots.")
-@click.option("--update-strategy", type=click.Choice(["Surge", "Replace"]), default="Surge", show_default=True,
-              help="How each restart rolls out (spec.updateStrategy): Surge keeps the old pod serving while the "
-                   "new one reloads the model; Replace (no spare accelerator) serves nothing meanwhile.")
+@click.option("--update-strategy", type=click.Choice(["Surge", "Replace"]), default=None,
+              help="How every scenario's restarts roll out (spec.updateStrategy), one replica at a time: Surge keeps "
+                   "the old pod serving while the new one reloads the model; Replace (no spare accelerator) stops it "
+                   "first, and the other replicas carry its load. Default: each scenario's own (Surge unless it "
+                   "says Replace).")
+@click.option("--exact-prior", is_flag=True,
+              help="Give the policy the preset's own roofline as its cost prior (default: one 15-30% off).")
 @click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON instead of a table.")
-def tuner_command(names: tuple[str, ...], quick: bool, seed: int, out_dir: str, update_strategy: str,
-                  no_plots: bool, as_json: bool) -> None:
+def tuner_command(names: tuple[str, ...], quick: bool, seed: int, out_dir: str, update_strategy: str | None,
+                  exact_prior: bool, no_plots: bool, as_json: bool) -> None:
     """Closed-loop runs of the tuning policy against the simulator's engine model (simulated time)."""
     started = time.monotonic()
-    scenarios = [replace(SCENARIOS[n], update_strategy=update_strategy) for n in (names or SCENARIOS)]
-    reports = [run_scenario(s, seed=seed, substeps=3 if quick else 6, quick=quick) for s in scenarios]
+    scenarios = [replace(SCENARIOS[n], update_strategy=update_strategy or SCENARIOS[n].update_strategy)
+                 for n in (names or SCENARIOS)]
+    reports = [run_scenario(s, seed=seed, substeps=3 if quick else 6, quick=quick, exact_prior=exact_prior)
+               for s in scenarios]
     plots = [] if no_plots else [p for p in (_plot(r, Path(out_dir)) for r in reports) if p]
     if as_json:
         click.echo(json.dumps({r["scenario"].name: _json_report(r) for r in reports}, indent=2, default=str))

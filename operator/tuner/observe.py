@@ -180,15 +180,18 @@ def _distribution_from_steps(samples: Sequence[StepSample]) -> tuple[tuple[int, 
 
 
 def _distribution_from_quantiles(samples: Samples | None) -> tuple[tuple[int, float], ...] | None:
-    """Quantiles of the running-requests gauge, idle (0) quantiles dropped: time while decoding."""
-    points = []
-    for metric, value in samples or ():
+    for metric, _ in samples or ():
         if metric.get(QUANTILE_LABEL) not in QUANTILES:
             raise MalformedSeries(f"{vm.NUM_REQUESTS_RUNNING.series} quantiles carry "
                                   f"{QUANTILE_LABEL}={metric.get(QUANTILE_LABEL, '')[:40]!r}")
-        if math.isfinite(value) and value >= 0.5:
-            points.append((round(min(value, MAX_BATCH_SIZE)), 1.0))
-    return _merge(points)
+    return distribution_from_quantiles([value for _, value in samples or ()])
+
+
+def distribution_from_quantiles(values: Sequence[float]) -> tuple[tuple[int, float], ...] | None:
+    """Quantiles of the running-requests gauge (every pod's), each an equal share of time; idle (0)
+    quantiles dropped: the distribution while decoding. The benchmark builds vLLM-only windows with it."""
+    return _merge([(round(min(value, MAX_BATCH_SIZE)), 1.0) for value in values
+                   if math.isfinite(value) and value >= 0.5])
 
 
 def _mean(distribution: Sequence[tuple[int, float]] | None) -> float:

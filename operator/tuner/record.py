@@ -140,7 +140,7 @@ def tick_status(target: ResourceTarget, tick: Tick) -> Outcome:
         last_decision=entry,
         realised_gain=None if realised is None else round(float(realised), 4),
         history=_history(previous.history, entry),
-        restarts_last_hour=state.restarts_within(tick.now) if state is not None and tick.mode == "auto" else 0,
+        restarts_last_hour=_restarts_last_hour(tick, previous.policy_state),
         signals=tick.signals or previous.signals,
         policy_state=json.dumps(state.to_json(), separators=(",", ":")) if state is not None
         else previous.policy_state,
@@ -152,6 +152,20 @@ def tick_status(target: ResourceTarget, tick: Tick) -> Outcome:
         metrics=tick.metrics or target.status.metrics,
     )
     return Outcome(status=status, action=action, event=event, applied_changed=applied_changed)
+
+
+def _restarts_last_hour(tick: Tick, stored: str | None) -> int:
+    """Rollouts in the past hour, from this tick's state -- or the stored one when the tick held
+    before the policy ran (series missing while the new pods start, ...): a hold is no restart."""
+    if tick.mode != "auto":
+        return 0
+    state = tick.state
+    if state is None and stored:
+        try:
+            state = PolicyState.from_json(json.loads(stored))
+        except ValueError:
+            state = None
+    return state.restarts_within(tick.now) if state is not None else 0
 
 
 def same_hold(target: ResourceTarget, outcome: Outcome) -> bool:

@@ -15,12 +15,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from specinfer.api import InvalidSpecError, SpeculativeInferenceSpec, effective_speculation, parse_spec
+from specinfer.api.parse import data_parallel_size
 from specinfer.api.status import Condition, SpeculativeInferenceStatus, TuningStatus
 from specinfer.api.timestamps import parse_rfc3339
 from specinfer.operator.tuner.convert import config_of
 from specinfer.operator.tuner.policy import AppliedConfig, CostPrior, DraftConfig, TuningInput
 from specinfer.operator.tuner.settings import PolicyDefaults
 from specinfer.runtime.methods import cost_model, draft_scale, get_method, restart_seconds
+from specinfer.runtime.methods.engine_truth import k_problems, schedule_support
 
 
 class TargetError(ValueError):
@@ -64,13 +66,15 @@ def read_target(resource: Mapping[str, Any]) -> ResourceTarget:
         spec: SpeculativeInferenceSpec | None = parse_spec(raw_spec)
     except (InvalidSpecError, ValueError):
         spec = None
+    mode: str
     if spec is not None:
         mode, interval = spec.tuning.mode, float(spec.tuning.interval_seconds)
     else:
-        raw_tuning = raw_spec.get("tuning") if isinstance(raw_spec.get("tuning"), Mapping) else {}
+        tuning = raw_spec.get("tuning")
+        raw_tuning: Mapping[str, Any] = tuning if isinstance(tuning, Mapping) else {}
         mode = str(raw_tuning.get("mode", "observe"))
-        interval = raw_tuning.get("intervalSeconds", 30)
-        interval = float(interval) if isinstance(interval, (int, float)) and interval >= 5 else 30.0
+        raw_interval = raw_tuning.get("intervalSeconds", 30)
+        interval = float(raw_interval) if isinstance(raw_interval, (int, float)) and raw_interval >= 5 else 30.0
     problem = None
     try:
         status = SpeculativeInferenceStatus.model_validate(resource.get("status") or {})
@@ -105,9 +109,11 @@ def tuning_input(spec: SpeculativeInferenceSpec, defaults: PolicyDefaults | None
         min_drafts=float(tuning.min_samples),
     )
     # What a restart costs in serving capacity: Surge keeps every replica serving while the new pod
-    # loads (0); Replace takes one replica down for restartSeconds, N times over -- restartSeconds of
-    # full capacity whatever the replica count (1). An operator-wide value still wins.
+    # loads (0); Replace takes each replica down in turn for restartSeconds (1), and what that costs
+    # the fleet depends on the load the other replicas then carry (policy/restart.py). An
+    # operator-wide value still wins.
     fields.setdefault("downtime_fraction", downtime_fraction(spec.update_strategy))
+    fields["replicas"] = max(1, spec.replicas)
     slo = tuning.slo
     if slo is not None:
         fields["slo"] = {"per_token_p99_seconds": slo.p99_time_per_output_token_seconds,
@@ -120,10 +126,62 @@ def tuning_input(spec: SpeculativeInferenceSpec, defaults: PolicyDefaults | None
     if fields["k_min"] > fields["k_max"]:
         raise TargetError("InvalidTuningBounds", f"spec.tuning bounds leave no K for {method.name}: "
                                                  f"kMin {fields['k_min']} > kMax {fields['k_max']}")
+    fields.update(engine_truth(spec, fields["k_min"], fields["k_max"]))
     try:
         return TuningInput(**fields)
     except ValidationError as error:
         raise TargetError("InvalidTuningInput", f"the tuning input is invalid: {error}") from None
+
+
+def _advanced(spec: SpeculativeInferenceSpec) -> dict[str, Any]:
+    advanced = spec.speculation.advanced
+    return advanced.model_dump(exclude_none=True) if advanced else {}
+
+
+def engine_truth(spec: SpeculativeInferenceSpec, k_min: int, k_max: int) -> dict[str, Any]:
+    """What the engine would drop, refuse or run differently, as tuning-input fields (docs/tuner.md,
+    "Engine truth"), from the catalogue's rules for this method, accelerator and advanced settings:
+
+    - allowSchedule false where vLLM drops a Dynamic SD schedule (and drafts a static K) or crashes
+      on it: data parallelism > 1, or a drafter on Model Runner V1 that takes no per-step K;
+    - scheduleStepFactor: on Model Runner V1 with full CUDA graphs a schedule downgrades them to
+      PIECEWISE, slowing every step (the simulator has no CUDA graphs: 1 there);
+    - kMin..kMax narrowed to the draft lengths vLLM accepts with the advanced settings (FLy needs
+      K >= 2 and fly_window_size < K; synthetic_acceptance_rates fixes K to its length).
+
+    Raises TargetError when no K is left."""
+    method, accelerator, advanced = spec.speculation.method, spec.hardware.accelerator, _advanced(spec)
+    verdict = schedule_support(method, accelerator, advanced=advanced,
+                               data_parallel_size=data_parallel_size(spec.runtime.extra_args))
+    fields: dict[str, Any] = {}
+    if not verdict.honoured:
+        fields["allow_schedule"] = False
+    if verdict.piecewise_graphs and spec.runtime.engine == "vllm":
+        fields["schedule_step_factor"] = verdict.step_time_factor
+    accepted = [k for k in range(k_min, k_max + 1) if not k_problems(accelerator, k, advanced)]
+    if not accepted:
+        problems = "; ".join(f"spec.speculation.advanced.{p.field} {p.message}"
+                             for p in k_problems(accelerator, k_max, advanced))
+        raise TargetError("InvalidTuningBounds", f"no draft length in {k_min}..{k_max} runs with these settings: "
+                                                 f"{problems}")
+    # the accepted K form one range (a floor from FLy, or the single K that synthetic rates allow)
+    fields["k_min"], fields["k_max"] = min(accepted), max(accepted)
+    return fields
+
+
+def engine_problem(spec: SpeculativeInferenceSpec, config: DraftConfig) -> str | None:
+    """Why the engine would not run `config` as written (None: it would), with the source line."""
+    if config.off:
+        return None
+    advanced = _advanced(spec)
+    if config.schedule:
+        verdict = schedule_support(spec.speculation.method, spec.hardware.accelerator, advanced=advanced,
+                                   data_parallel_size=data_parallel_size(spec.runtime.extra_args))
+        if not verdict.honoured:
+            return f"{verdict.reason} ({verdict.source})"
+    for problem in k_problems(spec.hardware.accelerator, config.num_speculative_tokens, advanced):
+        return f"spec.speculation.advanced.{problem.field} {problem.message} ({problem.source})"
+    return None
 
 
 def downtime_fraction(update_strategy: str) -> float:
@@ -181,6 +239,9 @@ def applied_problem(target: ResourceTarget, tuning: TuningInput) -> str | None:
         effective_speculation(target.spec, applied)
     except (ValueError, InvalidSpecError) as error:
         return f"status.tuning.applied does not fit the spec: {error}"
+    not_run = engine_problem(target.spec, config_of(applied))
+    if not_run:
+        return f"status.tuning.applied is not what the engine would run: {not_run}"
     return None
 
 

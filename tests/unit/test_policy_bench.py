@@ -21,9 +21,11 @@ def test_quick_json_run_of_one_scenario(tmp_path):
     oracle = results["per-phase oracle"]["goodput"]
     statics = [v["goodput"] for k, v in results.items() if k.startswith(("static", "best static", "no spec"))]
     assert all(oracle >= s * 0.999 for s in statics)  # the per-phase oracle bounds every fixed config
-    assert results["policy"]["restarts"] >= 1  # the collapse must be acted on
-    assert any(d["action"] == "disable" for d in report["policyDecisions"])
-    assert set(report["goals"]) == {"vsOracle", "worstPhaseVsNoSpeculation", "restartsPerHour", "vsBestStatic"}
+    for contender, signals in (("policy", "specinfer"), ("policy (vLLM series only)", "vllm")):
+        assert results[contender]["restarts"] >= 1  # the collapse must be acted on, with either signal set
+        assert any(d["action"] == "disable" for d in report["policyDecisions"][signals])
+        assert set(report["goals"][signals]) == {"vsOracle", "worstPhaseVsNoSpeculation", "restartsPerReplicaHour",
+                                                 "vsBestStatic"}
 
 
 def test_plot_is_written(tmp_path):
@@ -61,6 +63,6 @@ def test_surge_rollouts_keep_serving_and_replace_rollouts_stall():
 def test_the_oracle_bounds_the_gain_over_the_best_static_k(tmp_path):
     result = CliRunner().invoke(tuner_command, ["--quick", "--json", "--scenario", "load-ramp", "--no-plots"])
     assert result.exit_code == 0, result.output
-    check = json.loads(result.output)["load-ramp"]["goals"]["vsBestStatic"]
+    check = json.loads(result.output)["load-ramp"]["goals"]["specinfer"]["vsBestStatic"]
     assert check["goal"] == 1.10
     assert check["value"] <= check["bound"] + 1e-9  # no controller beats the per-phase oracle

@@ -10,8 +10,16 @@ import pytest
 from pydantic import ValidationError
 
 from specinfer.bench.observations import synthetic_observation
-from specinfer.operator.tuner.policy import (OFF, CostPrior, DraftConfig, PolicyState, TuningInput, decide,
-                                             decide_json, tuning_from_json)
+from specinfer.operator.tuner.policy import (
+    OFF,
+    CostPrior,
+    DraftConfig,
+    PolicyState,
+    TuningInput,
+    decide,
+    decide_json,
+    tuning_from_json,
+)
 from specinfer.operator.tuner.policy.state import Rejection
 
 pytestmark = pytest.mark.unit
@@ -291,7 +299,7 @@ def test_noisy_measurements_extend_verification_before_any_rollback():
     spec = tuning(confirmations=2, cooldown_seconds=600)
     _, state = decide(observe(60.0), spec, None, 60.0)
     decision, state = decide(observe(120.0), spec, state, 120.0)
-    state.calibration = state.calibration.model_copy(update={"variance": 0.08**2})  # step times jump ~8% per window
+    state.noise_variance = 0.08**2  # step times jump ~8% per window
     new = decision.config
     guards_seen = []
     for now in (300.0, 360.0, 420.0):
@@ -325,7 +333,7 @@ def test_noisy_measurements_raise_the_threshold():
     assert quiet_decision.action in CHANGES
     _, state = decide(observe(60.0), tuning(min_gain=10.0), None, 60.0)  # learn, hold
     # Measured speed jumps from window to window by more than the gain on offer.
-    state.calibration = state.calibration.model_copy(update={"variance": (2 * quiet_decision.predicted_gain) ** 2})
+    state.noise_variance = (2 * quiet_decision.predicted_gain) ** 2
     held, _ = decide(observe(120.0), tuning(min_gain=0.01), state, 120.0)
     assert held.guard == "belowThreshold"
     assert "measurement noise" in held.reason
@@ -359,3 +367,20 @@ def test_differing_share_counts_only_batch_sizes_where_k_changes():
     assert differing_share([(94, 1.0)], before, after, 256) == 0.0
     assert differing_share([(2, 0.25), (94, 0.75)], before, after, 256) == 0.25
 
+
+
+def test_the_json_interface_takes_the_new_optional_keys_and_reads_old_states():
+    tuning_json = {"method": "eagle3", "replicas": 4, "downtimeFraction": 1.0, "scheduleStepFactor": 1.19}
+    decision, state = decide_json(DOC_OBSERVATION, tuning_json, None, 1764410400.0)
+    assert decision["guard"] not in ("invalidTuning", "invalidData")
+    assert tuning_from_json(tuning_json).replicas == 4
+    with pytest.raises(ValidationError, match="scheduleStepFactor"):
+        tuning_from_json({"method": "eagle3", "scheduleStepFactor": 0.5})  # a schedule never speeds steps up
+    # A state stored by the previous release (calibration with its variance, no noise fields) still loads.
+    old = json.loads(json.dumps(state))
+    old.pop("noiseVariance", None)
+    old.pop("noise_variance", None)
+    old["calibration"] = {"config": {"numSpeculativeTokens": 3, "schedule": None}, "value": 1.02, "variance": 0.0004}
+    loaded = PolicyState.from_json(old)
+    assert loaded.calibration is not None and loaded.calibration.value == 1.02
+    assert loaded.noise_variance is None

@@ -55,14 +55,15 @@ def test_tail_extrapolation_follows_the_conditional_rate():
     prefix = extrapolated_prefix(estimate, 8)
     true = CHAT.prefix_probs(8)
     assert prefix[:3] == pytest.approx(true[:3])
-    assert all(b <= a for a, b in zip(prefix, prefix[1:]))
+    assert all(b <= a for a, b in zip(prefix, prefix[1:], strict=False))
     assert prefix[5] == pytest.approx(true[5], rel=0.25)
     assert expected_tokens(prefix, 0) == 1.0
 
 
 def test_cost_fit_learns_from_step_latencies_and_keeps_the_prior_elsewhere():
     wrong = CostPrior(floor=H100.floor_s * 1.5, compute_per_token=H100.compute_per_token_s * 0.6,
-                      kv_per_sequence=H100.kv_per_seq_s, draft_pass=H100.draft_pass_s, draft_token=H100.draft_per_token_s)
+                      kv_per_sequence=H100.kv_per_seq_s, draft_pass=H100.draft_pass_s,
+                      draft_token=H100.draft_per_token_s)
     fitted = CostModel.from_state(None, wrong, "sequential")
     seen = (1, 8, 24, 48)
 
@@ -80,7 +81,8 @@ def test_cost_fit_learns_from_step_latencies_and_keeps_the_prior_elsewhere():
 
 def test_cost_fit_from_vllm_pooled_latency_moves_towards_truth():
     wrong = CostPrior(floor=H100.floor_s * 1.4, compute_per_token=H100.compute_per_token_s,
-                      kv_per_sequence=H100.kv_per_seq_s, draft_pass=H100.draft_pass_s, draft_token=H100.draft_per_token_s)
+                      kv_per_sequence=H100.kv_per_seq_s, draft_pass=H100.draft_pass_s,
+                      draft_token=H100.draft_per_token_s)
     fitted = CostModel.from_state(None, wrong, "sequential")
     for batch in (1, 2, 4, 8, 16):
         fitted.learn(observation(3, batches={batch: 1.0}, signals="vllm"))

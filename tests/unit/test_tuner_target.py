@@ -7,7 +7,7 @@ import base64
 import pytest
 from prometheus_api_client.exceptions import PrometheusApiClientException
 
-from specinfer.api.timestamps import parse_rfc3339
+from specinfer.api.timestamps import parse_rfc3339, rfc3339
 from specinfer.operator.tuner import prometheus as prom
 from specinfer.operator.tuner.policy import DraftConfig
 from specinfer.operator.tuner.queries import Query
@@ -129,3 +129,79 @@ def test_a_prometheus_answering_503_is_reported_as_such_not_as_unreachable():
         server.shutdown()
     assert run.failure.reason == prom.QUERY_FAILED
     assert "answered HTTP 503" in run.failure.message and "RetryError" not in run.failure.message
+
+
+# --- engine truth: what vLLM would drop, refuse or run differently (runtime/methods/engine_truth.py) ---
+
+def _spec(**changes):
+    body = resource("a")
+    spec = body["spec"]
+    spec["runtime"] = {"engine": "vllm"}
+    for path, value in changes.items():
+        node = spec
+        *parents, leaf = path.split(".")
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = value
+    return read_target(body).spec
+
+
+def test_no_schedule_where_vllm_drops_it():
+    assert tuning_input(_spec()).allow_schedule is True  # eagle3 on nvidia: Model Runner V2 keeps it
+    suffix = _spec(speculation={"method": "suffix"})
+    assert tuning_input(suffix).allow_schedule is False  # V1's suffix drafter takes no per-step K
+    data_parallel = _spec(**{"runtime.extraArgs": ["--data-parallel-size", "2"]})
+    assert tuning_input(data_parallel).allow_schedule is False  # dropped for every method with DP > 1
+
+
+def test_the_piecewise_cost_is_priced_where_a_schedule_downgrades_cuda_graphs():
+    from specinfer.runtime.methods.engine_truth import PIECEWISE_COST
+
+    p_eagle = _spec(**{"speculation.advanced": {"parallel_drafting": True}})  # V1, full CUDA graphs on nvidia
+    factor = tuning_input(p_eagle).schedule_step_factor
+    assert factor == pytest.approx(59.6 / 50.0) == PIECEWISE_COST.step_time_factor  # vllm#49548's figure
+    assert tuning_input(_spec()).schedule_step_factor == 1.0  # V2: no downgrade
+    body = resource("a")  # the simulator has no CUDA graphs
+    body["spec"]["speculation"]["advanced"] = {"parallel_drafting": True}
+    assert tuning_input(read_target(body).spec).schedule_step_factor == 1.0
+
+
+def test_k_bounds_follow_what_vllm_accepts_with_the_advanced_settings():
+    fly = _spec(**{"speculation.numSpeculativeTokens": 5,
+                   "speculation.advanced": {"rejection_sample_method": "fly", "fly_window_size": 3}})
+    assert tuning_input(fly).k_min == 4  # FLy: K >= 2 and fly_window_size < K
+    synthetic = _spec(**{"speculation.advanced": {"rejection_sample_method": "synthetic",
+                                                  "synthetic_acceptance_rates": [0.8, 0.6, 0.4]}})
+    data = tuning_input(synthetic)
+    assert (data.k_min, data.k_max) == (3, 3)  # one rate per draft position: K is fixed
+
+
+def test_an_applied_config_the_engine_would_not_run_is_dropped():
+    from specinfer.operator.tuner.target import applied_problem
+
+    body = resource("a")
+    body["spec"]["speculation"] = {"method": "suffix", "numSpeculativeTokens": 3}
+    schedule = [{"minBatchSize": 1, "maxBatchSize": 8, "numSpeculativeTokens": 4},
+                {"minBatchSize": 9, "maxBatchSize": 256, "numSpeculativeTokens": 1}]
+    body["status"]["tuning"] = {"applied": {"method": "suffix", "numSpeculativeTokens": 4, "since": rfc3339(NOW),
+                                            "schedule": schedule}}
+    target = read_target(body)
+    problem = applied_problem(target, tuning_input(target.spec))
+    assert problem is not None and "vllm/config/vllm.py:" in problem  # names the line vLLM follows
+
+
+def test_a_hold_before_the_policy_ran_keeps_the_restart_count():
+    """The new pods' series are missing right after a rollout: the tick holds without consulting the
+    policy, and status.tuning.restartsLastHour must still count the rollout it just made."""
+    import json
+
+    from specinfer.operator.tuner.policy import PolicyState
+    from specinfer.operator.tuner.record import Tick, tick_status
+
+    body = resource("a")
+    stored = PolicyState(changes=[NOW - 120.0], last_change_at=NOW - 120.0)
+    body["status"]["tuning"] = {"mode": "auto", "policyState": json.dumps(stored.to_json())}
+    hold = Tick(mode="auto", now=NOW, degraded=("SeriesMissing", "no series yet"), hold_reason="holding")
+    assert tick_status(read_target(body), hold).status.tuning.restarts_last_hour == 1
+    later = Tick(mode="auto", now=NOW + 3600, degraded=("SeriesMissing", "no series yet"), hold_reason="holding")
+    assert tick_status(read_target(body), later).status.tuning.restarts_last_hour == 0

@@ -67,7 +67,7 @@ def estimate_from(obs: Observation, step_time: StepTime | None = None) -> Accept
     prefix: list[float] = []
     weights: list[float] = []
     previous = 1.0
-    for accepted, drafts in zip(obs.accepted_per_position, denominators):
+    for accepted, drafts in zip(obs.accepted_per_position, denominators, strict=False):
         if drafts <= 0:
             break
         value = min(previous, max(0.0, accepted / drafts))  # prefix acceptance cannot rise
@@ -113,7 +113,7 @@ def blend(memory: AcceptanceEstimate | None, fresh: AcceptanceEstimate | None,
 
 def extrapolated_prefix(estimate: AcceptanceEstimate, k_max: int) -> list[float]:
     """prefix[0..k_max-1]: observed where there is enough data, then the tail's conditional rate."""
-    trusted = [p for p, w in zip(estimate.prefix, estimate.weights) if w >= MIN_POSITION_WEIGHT]
+    trusted = [p for p, w in zip(estimate.prefix, estimate.weights, strict=True) if w >= MIN_POSITION_WEIGHT]
     if not trusted:
         trusted = list(estimate.prefix[:1])
     prefix = list(trusted[:k_max])

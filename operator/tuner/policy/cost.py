@@ -74,7 +74,7 @@ class CostModel:
 
     prior: CostPrior
     drafting: str
-    cells: dict[str, list]  # key -> [term vector, mean seconds, weight]
+    cells: dict[str, list[Any]]  # key -> [term vector, mean seconds, weight]
 
     @staticmethod
     def from_state(data: dict[str, Any] | None, prior: CostPrior, drafting: str) -> CostModel:
@@ -85,20 +85,29 @@ class CostModel:
         return {"cells": {key: ([float(f"{v:.6g}") for v in x], float(f"{seconds:.6g}"), round(weight, 4))
                           for key, (x, seconds, weight) in self.cells.items()}}
 
-    def add(self, key: str, x: Sequence[float], seconds: float, count: float) -> None:
-        """One observed mean step time for cell `key`, worth min(count, cap)/cap of a full window."""
+    def add(self, key: str, x: Sequence[float] | np.ndarray, seconds: float,
+            count: float) -> tuple[float, float] | None:
+        """One observed mean step time for cell `key`, worth min(count, cap)/cap of a full window.
+
+        Returns (squared relative deviation from what the cell remembered, its weight) when the cell
+        was seen before: a sample of the measurement noise that no model error enters."""
         if seconds <= 0 or count <= 0 or not math.isfinite(seconds):
-            return
+            return None
         worth = min(count, SAMPLE_CAP) / SAMPLE_CAP
+        deviation = None
         if key in self.cells:
             _, old_seconds, old_weight = self.cells[key]
             share = worth / (worth + min(old_weight, CELL_MEMORY))
             self.cells[key] = [list(map(float, x)), old_seconds + share * (seconds - old_seconds),
                                min(old_weight + worth, MAX_CELL_WEIGHT)]
+            # The remembered mean carries noise too: scale so the sample estimates one window's variance.
+            remembered = min(old_weight, CELL_MEMORY)
+            deviation = ((seconds / old_seconds - 1) ** 2 * remembered / (remembered + 1), worth * remembered)
         else:
             self.cells[key] = [list(map(float, x)), float(seconds), worth]
         if len(self.cells) > MAX_CELLS:
             del self.cells[min(self.cells, key=lambda k: self.cells[k][2])]
+        return deviation
 
     def decay(self, forget: float) -> None:
         for key in list(self.cells):
@@ -123,19 +132,26 @@ class CostModel:
             for k in (0, 1, 3, 7):
                 x = terms(self.prior, batch_size, k, self.drafting)
                 shares.append((x / float(x @ PRIOR_THETA)) ** 2)
-        return np.maximum(np.mean(shares, axis=0), 1e-3)
+        return np.asarray(np.maximum(np.mean(shares, axis=0), 1e-3), dtype=float)
 
-    def multipliers(self) -> np.ndarray:
-        """theta: the posterior mode of the terms' multipliers (ridge towards PRIOR_THETA)."""
+    def _prior_scale(self, xtx: np.ndarray, xty: np.ndarray) -> float:
+        """The one factor that best fits the prior's level to the data (least squares)."""
+        predicted_sq = float(PRIOR_THETA @ xtx @ PRIOR_THETA)
+        scale = float(PRIOR_THETA @ xty) / predicted_sq if predicted_sq > 0 else 1.0
+        return min(max(scale, 0.1), 10.0)
+
+    def _system(self) -> tuple[np.ndarray, np.ndarray, float]:
+        """The ridge's normal equations a @ theta = b, and the prior's scale."""
         # The prior's level is often off (another GPU, another model size): rescale it to the data
         # first (least squares on one factor), then let the ridge hold only the prior's *shape*.
         xtx, xty = self._normal_equations()
-        predicted_sq = float(PRIOR_THETA @ xtx @ PRIOR_THETA)
-        scale = float(PRIOR_THETA @ xty) / predicted_sq if predicted_sq > 0 else 1.0
-        scale = min(max(scale, 0.1), 10.0)
+        scale = self._prior_scale(xtx, xty)
         ridge = self.prior.strength * np.diag(self._term_weights()) / scale**2
-        a = xtx + ridge
-        b = xty + ridge @ (scale * PRIOR_THETA)
+        return xtx + ridge, xty + ridge @ (scale * PRIOR_THETA), scale
+
+    def multipliers(self) -> np.ndarray:
+        """theta: the posterior mode of the terms' multipliers (ridge towards PRIOR_THETA)."""
+        a, b, scale = self._system()
         lower = MIN_THETA * scale
         # Multipliers cannot be negative (a cost term never saves time): solve, pin the terms that
         # fall below their floor, and solve again for the rest (a small active-set loop).
@@ -152,6 +168,14 @@ class CostModel:
             pinned |= below
         return np.maximum(theta, lower)
 
+    def relative_spread(self, direction: np.ndarray) -> float:
+        """Standard deviation of direction @ theta per unit of window noise: the ridge's posterior
+        (a^-1 times the relative variance of one window's step time). Large where no data constrains
+        the terms that `direction` weighs (batch sizes or K never observed), small near the data."""
+        a, _, _ = self._system()
+        variance = float(direction @ np.linalg.solve(a, direction))
+        return math.sqrt(max(variance, 0.0))
+
     def table(self, max_batch_size: int, k_max: int, theta: np.ndarray) -> np.ndarray:
         """T[b, k] for b in 0..max_batch_size and k in 0..k_max in one vectorised pass (row 0 unused)."""
         b = np.arange(max_batch_size + 1, dtype=float)[:, None]
@@ -165,39 +189,53 @@ class CostModel:
         columns += [(prior.floor**p + (prior.compute_per_token * shift * tokens) ** p) ** (1.0 / p) - prior.floor
                     for shift in KNEE_SHIFTS]
         columns += [prior.kv_per_sequence * b + 0 * k, prior.draft_pass * passes + 0 * b, prior.draft_token * b * k]
-        return sum(theta[i] * column for i, column in enumerate(columns))
+        return np.asarray(sum(theta[i] * column for i, column in enumerate(columns)), dtype=float)
 
     def step_time(self, batch_size: float, k: int, theta: np.ndarray | None = None) -> float:
         multipliers = self.multipliers() if theta is None else theta
         return float(terms(self.prior, batch_size, k, self.drafting) @ multipliers)
 
-    def learn(self, obs: Observation) -> int:
-        """Fold this window's step latencies in; returns how many samples were used."""
+    def learn(self, obs: Observation, slowdown: float = 1.0) -> float | None:
+        """Fold this window's step latencies in; returns the window's measurement noise: the weighted
+        mean squared relative deviation of its step times from the cells' memory (None: no cell was
+        seen before). `slowdown` is what the applied config adds to every step (PIECEWISE graphs
+        under a schedule): the cells remember the engine's own step time without it."""
+        deviations: list[tuple[float, float]] = []
+
+        def add(key: str, x: Sequence[float] | np.ndarray, seconds: float, count: float) -> None:
+            deviation = self.add(key, x, seconds / slowdown, count)
+            if deviation is not None and deviation[1] > 0:
+                deviations.append(deviation)
+
         if obs.step_samples:
-            used = 0
             for sample in obs.step_samples:
                 if sample.count > 0 and sample.mean_seconds > 0:
-                    key = f"{round(sample.batch_size)}:{sample.k}"
-                    self.add(key, terms(self.prior, sample.batch_size, sample.k, self.drafting),
-                             sample.mean_seconds, sample.count)
-                    used += 1
-            return used
-        if obs.sequence_steps <= 0 or obs.step_mean_seconds <= 0:
-            return 0
-        # vLLM's inter-token latency pools every step once per running request: batch size b holds
-        # a share f(b) of engine time, so f(b)*b/T(b) request-steps per second. The model is linear
-        # in theta, so the pooled mean is the request-step-weighted mean of the term vectors
-        # (weights from the current estimate of T).
+                    x = terms(self.prior, sample.batch_size, sample.k, self.drafting)
+                    add(f"{round(sample.batch_size)}:{sample.k}", x, sample.mean_seconds, sample.count)
+        elif obs.sequence_steps > 0 and obs.step_mean_seconds > 0:
+            add(self.pooled_key(obs), self.pooled_terms(obs), obs.step_mean_seconds, obs.sequence_steps)
+        total = sum(weight for _, weight in deviations)
+        return sum(value * weight for value, weight in deviations) / total if total > 0 else None
+
+    @staticmethod
+    def pooled_key(obs: Observation) -> str:
+        applied = obs.applied.config
+        return f"pooled:{round(obs.batch_size_mean)}:{applied.num_speculative_tokens}:{applied.schedule}"
+
+    def pooled_terms(self, obs: Observation) -> np.ndarray:
+        """vLLM's inter-token latency pools every step once per running request: batch size b holds
+        a share f(b) of engine time, so f(b)*b/T(b) request-steps per second. The model is linear in
+        theta, so the pooled mean is the request-step-weighted mean of the term vectors (weights
+        from the current estimate of T)."""
         theta = self.multipliers()
         applied = obs.applied.config
         mix = []
         for size, fraction in obs.batch_distribution():
-            x = terms(self.prior, size, effective_k(size, applied.num_speculative_tokens, applied.schedule), self.drafting)
+            x = terms(self.prior, size, effective_k(size, applied.num_speculative_tokens, applied.schedule),
+                      self.drafting)
             mix.append((size * fraction / float(x @ theta), x))
         total = sum(w for w, _ in mix)
         mean_x = np.zeros(TERMS)
         for weight, x in mix:
             mean_x += (weight / total) * x
-        key = f"pooled:{round(obs.batch_size_mean)}:{applied.num_speculative_tokens}:{applied.schedule}"
-        self.add(key, mean_x, obs.step_mean_seconds, obs.sequence_steps)
-        return 1
+        return mean_x

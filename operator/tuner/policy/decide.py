@@ -21,16 +21,16 @@ from .acceptance import AcceptanceEstimate, blend, estimate_from, expected_token
 from .config import OFF, DraftConfig
 from .cost import CostModel
 from .decision import DEGRADED_COLLAPSE, Decision, Degradation, ModelSummary, Recommendation, Signals, action_for
-from .goodput import Distribution, Model, best_dense, coverage_gain, goodput, sequence_speed
+from .goodput import Distribution, Model, anticipated_sizes, best_dense, coverage_gain, goodput, sequence_speed
 from .inputs import TuningInput, tuning_from_json
+from .lookahead import LOOKAHEAD, look_ahead
 from .observation import Observation, ObservationError, observation_problems, parse_observation, settling_problem
+from .restart import restart_cost_seconds
 from .state import PendingChange, PolicyState
-from .verification import calibrate, model_noise, verify
+from .verification import calibrate, measured_noise, model_noise, update_noise, verify, window_noise
 
 ACCEPTANCE_FORGET = 0.5  # per window: follows a workload shift within ~3 windows
 COST_FORGET = 0.995  # per window: cells not seen again fade over hours (step cost hardly drifts)
-LOW_LOAD_SHARE = 0.25  # mean batch at most this share of maxBatchSize: a restart costs little now
-LOOKAHEAD = 4  # judge a schedule up to this many times the largest batch size seen in the window
 
 
 def decide(observation: Observation, tuning: TuningInput, state: PolicyState | None,
@@ -56,7 +56,8 @@ def decide_json(observation: Any, tuning: Any, state: Any, now: float) -> tuple[
     try:
         spec = tuning_from_json(tuning if isinstance(tuning, dict) else {})
     except (ValidationError, ValueError, TypeError) as error:
-        return _keep(f"invalid tuning input: {_first_error(error)}", guards.INVALID_TUNING, None).to_json(), st.to_json()
+        held = _keep(f"invalid tuning input: {_first_error(error)}", guards.INVALID_TUNING, None)
+        return held.to_json(), st.to_json()
     try:
         obs = parse_observation(observation)
     except ObservationError as error:
@@ -83,7 +84,8 @@ def _learn(obs: Observation, spec: TuningInput,
         st.method, st.cost, st.acceptance = spec.method, None, None
     cost = CostModel.from_state(st.cost, spec.cost_prior, spec.drafting)
     cost.decay(COST_FORGET)
-    cost.learn(obs)
+    slowdown = spec.schedule_step_factor if obs.applied.config.schedule else 1.0
+    update_noise(st, cost.learn(obs, slowdown))
     theta = cost.multipliers()
     fresh = estimate_from(obs, lambda size, k: cost.step_time(size, k, theta))
     memory = blend(st.acceptance, fresh, ACCEPTANCE_FORGET)
@@ -98,6 +100,7 @@ def _decide_on_valid(obs: Observation, spec: TuningInput, st: PolicyState, now: 
     if short_of_samples:
         return _keep(short_of_samples, guards.INSUFFICIENT_SAMPLES, signals)
     cost, fresh, memory = _learn(obs, spec, st)
+    st.note_load(obs.batch_size_mean, now)
     if fresh is not None and fresh.biased:
         signals = "vllm-biased"
     current = obs.applied.config
@@ -117,7 +120,7 @@ def _decide_on_valid(obs: Observation, spec: TuningInput, st: PolicyState, now: 
     if memory is None:
         return _keep("no acceptance measured yet for this method: nothing to predict from",
                      guards.NO_ACCEPTANCE_DATA, signals)
-    model = Model(extrapolated_prefix(memory, spec.k_max), cost, cost.multipliers())
+    model = Model(extrapolated_prefix(memory, spec.k_max), cost, cost.multipliers(), spec.schedule_step_factor)
     distribution = obs.batch_distribution()
     current_dense = current.dense(spec.max_batch_size)
     summary = _model_summary(model, spec, obs, current_dense, distribution)
@@ -129,11 +132,12 @@ def _decide_on_valid(obs: Observation, spec: TuningInput, st: PolicyState, now: 
             return outcome
 
     calibrate(st, obs, model, current, current_dense, distribution, spec.max_batch_size)
-    best_dense_ks = best_dense(model, spec, current_dense, distribution)
+    best_dense_ks = best_dense(model, spec, current_dense, distribution, one_k_where_observed=signals != "specinfer")
     best = DraftConfig.from_dense(best_dense_ks)
     current_goodput = goodput(model, current_dense, distribution)
     gain = goodput(model, best_dense_ks, distribution) / current_goodput - 1 if current_goodput > 0 else 0.0
-    cover = coverage_gain(model, best_dense_ks, current_dense, LOOKAHEAD * max(b for b, _ in distribution))
+    ahead_sizes = anticipated_sizes(distribution, spec.max_batch_size, LOOKAHEAD)
+    cover = coverage_gain(model, best_dense_ks, current_dense, ahead_sizes)
     recommendation = Recommendation(config=best, predicted_gain=round(gain, 4), coverage_gain=round(cover, 4))
     common: dict[str, Any] = {"signals": signals, "recommendation": recommendation, "model": summary}
     if best.same_as(current, spec.max_batch_size):
@@ -142,21 +146,38 @@ def _decide_on_valid(obs: Observation, spec: TuningInput, st: PolicyState, now: 
 
     slo = guards.slo_violated(obs, spec)
     noise = model_noise(st)
-    held_by = guards.threshold_guard(gain, spec, slo_violated=slo, noise=noise)
-    low_load = obs.batch_size_mean <= spec.max_batch_size * LOW_LOAD_SHARE and gain >= -0.005
-    ahead = ""
-    if held_by and low_load and not guards.threshold_guard(cover, spec, slo_violated=False, noise=noise):
-        # A restart is cheapest while load is low: take a schedule that already fits the batch
-        # sizes to come, rather than restart at peak (docs/tuner.md, "Looking ahead").
-        held_by, gain = None, max(gain, 0.0)
-        ahead = f"; over all batch sizes {cover:+.1%}, restarting now while load is low"
-    st.confirmations = 0 if held_by else st.confirmations + 1
+    restart_cost = restart_cost_seconds(model, current_dense, distribution, spec)
+    horizon = st.payback_horizon(spec.payback_seconds)
+    needed, _ = guards.required_gain(spec, slo_violated=slo, noise=noise, restart_cost_seconds=restart_cost,
+                                     horizon_seconds=horizon)
+    held_by = guards.threshold_guard(gain, spec, slo_violated=slo, noise=noise, restart_cost_seconds=restart_cost,
+                                     horizon_seconds=horizon)
+    excess, ahead = gain - needed, ""
+    if held_by:
+        # Not enough at today's batch sizes, but a restart is cheapest before the load rises: program
+        # the batch sizes to come now (lookahead.py; docs/tuner.md, "Looking ahead").
+        plan = look_ahead(model, spec, current_dense, best_dense_ks, gain, distribution, restart_cost, noise,
+                          measured_noise(st))
+        if plan is not None:
+            here = any(plan.dense[min(b, spec.max_batch_size)] != current_dense[min(b, spec.max_batch_size)]
+                       for b, _ in distribution)
+            held_by, best_dense_ks, excess = None, plan.dense, plan.gain - plan.needed
+            gain = gain if here else 0.0
+            best = DraftConfig.from_dense(best_dense_ks)
+            ahead = ("; " + ("" if here else "nothing changes at today's batch sizes; ")
+                     + f"over the batch sizes to come {plan.gain:+.1%} (needed {plan.needed:.1%}, "
+                     f"restart cost {restart_cost:.0f}s of goodput now)")
+    if held_by:
+        st.confirmations, st.evidence = 0, 0.0
+    else:
+        st.confirmations, st.evidence = st.confirmations + 1, st.evidence + excess
     checks = [
         (guards.BELOW_THRESHOLD, held_by),
         (guards.RECENTLY_REJECTED, guards.rejected_guard(st, best_dense_ks, spec.max_batch_size, now)),
         (guards.COOLDOWN, guards.cooldown_guard(st, spec, now)),
         (guards.RESTART_BUDGET, guards.budget_guard(st, spec, now, reserve=1)),
-        (guards.CONFIRMING, guards.confirmation_guard(st, spec)),
+        # The step times' noise measures predictions at today's batch sizes only, not the look-ahead's.
+        (guards.CONFIRMING, guards.confirmation_guard(st, spec, None if ahead else window_noise(st))),
     ]
     for name, why in checks:
         if why:
@@ -215,7 +236,7 @@ def _model_summary(model: Model, spec: TuningInput, obs: Observation, dense: lis
     off = goodput(model, [0] * len(dense), distribution)
     return ModelSummary(
         acceptance_prefix=[round(p, 4) for p in model.prefix],
-        expected_tokens={str(k): round(expected_tokens(model.prefix, k), 3) for k in range(0, spec.k_max + 1)},
+        expected_tokens={str(k): round(expected_tokens(model.prefix, k), 3) for k in range(spec.k_max + 1)},
         step_cost_multipliers=[round(float(t), 3) for t in model.theta],
         predicted_speed=round(sequence_speed(model, dense, distribution), 3),
         measured_speed=round(obs.measured_speed, 3),

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from specinfer.runtime.methods.schedule import compress
 
 from .acceptance import expected_tokens
-from .cost import CostModel
+from .cost import CostModel, terms
 from .inputs import TuningInput
 
 TABLE_BATCH = 1024  # step times up to this batch size are computed once per decision, vectorised
@@ -31,7 +32,8 @@ class Model:
     prefix: Sequence[float]
     cost: CostModel
     theta: np.ndarray
-    _tables: dict = field(default_factory=dict, compare=False, repr=False)
+    schedule_factor: float = 1.0  # every step's time while a schedule is configured (PIECEWISE CUDA graphs)
+    _tables: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def step_time(self, batch_size: float, k: int) -> float:
         if float(batch_size).is_integer() and 0 < batch_size <= TABLE_BATCH and k <= len(self.prefix):
@@ -48,14 +50,21 @@ class Model:
         return expected / self.step_time(batch_size, k)
 
 
-def _clamp(size: int, max_batch_size: int) -> int:
+def _clamp(size: float, max_batch_size: int) -> int:
     return max(1, min(int(size), max_batch_size))
 
 
-def goodput(model: Model, dense: Sequence[int], distribution: Distribution) -> float:
-    """Expected tokens/s of the engine, averaged over the batch-size distribution (time fractions)."""
+def is_schedule(dense: Sequence[int]) -> bool:
+    """The K differs by batch size: the engine runs a Dynamic SD schedule."""
+    return any(k != dense[1] for k in dense[2:])
+
+
+def goodput(model: Model, dense: Sequence[int], distribution: Sequence[tuple[float, float]]) -> float:
+    """Expected tokens/s of the engine, averaged over the batch-size distribution (time fractions;
+    fractional batch sizes are a replica's share of a load spread over several)."""
     top = len(dense) - 1
-    return sum(f * b * model.speed(b, dense[_clamp(b, top)]) for b, f in distribution)
+    total = sum(f * b * model.speed(b, dense[_clamp(b, top)]) for b, f in distribution)
+    return total / model.schedule_factor if model.schedule_factor != 1.0 and is_schedule(dense) else total
 
 
 def sequence_speed(model: Model, dense: Sequence[int], distribution: Distribution) -> float:
@@ -65,24 +74,18 @@ def sequence_speed(model: Model, dense: Sequence[int], distribution: Distributio
     return goodput(model, dense, distribution) / running if running > 0 else 0.0
 
 
-
-
-def best_dense(model: Model, spec: TuningInput, current: Sequence[int], distribution: Distribution) -> list[int]:
+def best_dense(model: Model, spec: TuningInput, current: Sequence[int], distribution: Distribution, *,
+               one_k_where_observed: bool = False) -> list[int]:
     """The best K at each batch size within the method's and the spec's bounds.
 
     With schedules allowed every batch size picks its own K; otherwise one K for all, chosen on
     the observed batch-size distribution. K = 0 is a candidate only when allowDisable is set.
+    `one_k_where_observed` runs one K across today's batch sizes (vLLM's series only: see
+    `_one_k_over`).
     """
     size = spec.max_batch_size
-    positive = list(range(spec.k_min, spec.k_max + 1))
     if not spec.allow_schedule:
-        candidates = positive + ([0] if spec.allow_disable else [])
-        scored = {k: goodput(model, [0] + [k] * size, distribution) for k in candidates}
-        best = max(scored, key=lambda k: (scored[k], -k))
-        current_k = current[1] if len(current) > 1 else None
-        if current_k in scored and scored[current_k] >= scored[best] * (1 - KEEP_TOLERANCE):
-            best = current_k
-        return [0] + [best] * size
+        return [0] + [_best_single_k(model, spec, current, distribution)] * size
     candidates = spec.allowed_ks()
     dense = [0]
     for b in range(1, size + 1):
@@ -92,7 +95,52 @@ def best_dense(model: Model, spec: TuningInput, current: Sequence[int], distribu
         if now in speeds and speeds[now] >= speeds[best] * (1 - KEEP_TOLERANCE):
             best = now
         dense.append(best)
-    return limit_ranges(model, dense, MAX_RANGES)
+    if one_k_where_observed:
+        dense = _one_k_over(model, candidates, dense, current, distribution)
+    dense = limit_ranges(model, dense, MAX_RANGES)
+    if model.schedule_factor != 1.0 and is_schedule(dense):
+        # A schedule slows every step here (PIECEWISE graphs): it must beat the best single K by that much.
+        single = [0] + [_best_single_k(model, spec, current, distribution)] * size
+        if goodput(model, single, distribution) >= goodput(model, dense, distribution):
+            return single
+    return dense
+
+
+def _best_single_k(model: Model, spec: TuningInput, current: Sequence[int], distribution: Distribution) -> int:
+    """The one K for every batch size with the best goodput on `distribution` (the current K when within 1%)."""
+    size = spec.max_batch_size
+    scored = {k: goodput(model, [0] + [k] * size, distribution) for k in spec.allowed_ks()}
+    best = max(scored, key=lambda k: (scored[k], -k))
+    current_k = current[1] if len(current) > 1 and not is_schedule(current) else None
+    if current_k in scored and scored[current_k] >= scored[best] * (1 - KEEP_TOLERANCE):
+        return current_k
+    return best
+
+
+def _one_k_over(model: Model, candidates: Sequence[int], dense: list[int], current: Sequence[int],
+                distribution: Distribution) -> list[int]:
+    """The best single K across today's batch sizes (lowest to highest seen), the per-size best elsewhere.
+
+    vLLM's own series pool every step of a window: one inter-token latency and one accepted count
+    per position. When the schedule changes K inside the observed range, the policy must split
+    them by a batch-size mix known only from five quantiles of the running-requests gauge, and
+    its model learns the wrong K's cost and acceptance. One K there keeps each window a clean
+    measurement of one config, at a cost of a fraction of a percent (the best K moves slowly with
+    the batch size).
+    """
+    top = len(dense) - 1
+    low = _clamp(min(size for size, _ in distribution), top)
+    high = _clamp(max(size for size, _ in distribution), top)
+
+    def with_k(k: int) -> list[int]:
+        return [*dense[:low], *([k] * (high - low + 1)), *dense[high + 1 :]]
+
+    scored = {k: goodput(model, with_k(k), distribution) for k in candidates}
+    best = max(scored, key=lambda k: (scored[k], -k))
+    now = set(current[low : high + 1]) if len(current) > high else set()
+    if len(now) == 1 and (k_now := now.pop()) in scored and scored[k_now] >= scored[best] * (1 - KEEP_TOLERANCE):
+        best = k_now
+    return with_k(best)
 
 
 def limit_ranges(model: Model, dense: Sequence[int], max_ranges: int) -> list[int]:
@@ -117,9 +165,36 @@ def limit_ranges(model: Model, dense: Sequence[int], max_ranges: int) -> list[in
     return merged
 
 
-def coverage_gain(model: Model, best: Sequence[int], current: Sequence[int], up_to: int) -> float:
-    """Gain judged over the batch sizes the engine may meet next, not only today's: goodput with
-    the engine's time spread evenly over batch sizes 1, 2, 4, ... up_to (capped at maxBatchSize)."""
-    top = min(len(current) - 1, max(1, up_to))
-    sizes = sorted({*(1 << i for i in range(top.bit_length()) if (1 << i) <= top), top})
-    return goodput(model, best, [(b, 1.0) for b in sizes]) / goodput(model, current, [(b, 1.0) for b in sizes]) - 1
+def anticipated_sizes(distribution: Distribution, max_batch_size: int, lookahead: float) -> list[tuple[int, float]]:
+    """The batch sizes to come, above today's largest: steps of sqrt(2) up to `lookahead` times it
+    (at most maxBatchSize), each an equal share of time. Empty when today's load is at the top."""
+    top = max(size for size, _ in distribution)
+    sizes, step = set(), 1
+    while 2 ** (step / 2) <= lookahead:
+        size = min(max_batch_size, round(top * 2 ** (step / 2)))
+        if size > top:
+            sizes.add(size)
+        step += 1
+    return [(size, 1.0 / len(sizes)) for size in sorted(sizes)]
+
+
+def coverage_gain(model: Model, candidate: Sequence[int], current: Sequence[int], sizes: Distribution) -> float:
+    """Gain judged over other batch sizes than today's (`sizes`, e.g. the anticipated ones)."""
+    if not sizes:
+        return 0.0
+    before = goodput(model, current, sizes)
+    return goodput(model, candidate, sizes) / before - 1 if before > 0 else 0.0
+
+
+def goodput_sensitivity(model: Model, dense: Sequence[int], distribution: Distribution) -> np.ndarray:
+    """d log(goodput) / d theta, negated: the goodput-weighted mean of each term's share of the step
+    time. The difference between two configs' is how a step-cost error moves the gain between them."""
+    top = len(dense) - 1
+    parts = [(f * b * model.speed(b, dense[_clamp(b, top)]), b, dense[_clamp(b, top)]) for b, f in distribution]
+    total = sum(weight for weight, _, _ in parts)
+    out = np.zeros(len(model.theta))
+    if total <= 0:
+        return out
+    for weight, size, k in parts:
+        out += (weight / total) * terms(model.cost.prior, size, k, model.cost.drafting) / model.step_time(size, k)
+    return out

@@ -6,6 +6,8 @@ these; the guard's name is reported in the decision so status and metrics can sa
 
 from __future__ import annotations
 
+import math
+
 from .inputs import TuningInput
 from .observation import Observation
 from .state import PolicyState
@@ -69,16 +71,19 @@ def budget_guard(state: PolicyState, spec: TuningInput, now: float, *, reserve: 
     return None
 
 
-def required_gain(spec: TuningInput, *, slo_violated: bool, noise: float = 0.0) -> tuple[float, str]:
+def required_gain(spec: TuningInput, *, slo_violated: bool, noise: float = 0.0, restart_cost_seconds: float = 0.0,
+                  horizon_seconds: float | None = None) -> tuple[float, str]:
     """The gain a change must promise: the hysteresis threshold, the restart's payback, and the
     model's own noise.
 
-    A restart removes `downtimeFraction` of capacity for `restartSeconds`; over `paybackSeconds`
-    the gain must repay it. `noise` is the relative error the measurements leave in the model (two
-    standard errors): a predicted gain inside it is not evidence. While the SLO is violated the
-    hysteresis threshold is waived; payback and noise still hold.
+    A rollout costs `restart_cost_seconds` of the fleet's goodput at today's load (restart.py); over
+    `horizon_seconds` (paybackSeconds, or less where loads last less) the gain must repay it.
+    `noise` is the relative error the measurements leave in the model (two standard errors): a
+    predicted gain inside it is not evidence. While the SLO is violated the hysteresis threshold is
+    waived; payback and noise still hold.
     """
-    candidates = [(spec.restart_seconds * spec.downtime_fraction / spec.payback_seconds, "restart payback")]
+    horizon = spec.payback_seconds if horizon_seconds is None else horizon_seconds
+    candidates = [(restart_cost_seconds / horizon, "restart payback")]
     if not slo_violated:
         candidates.append((spec.min_gain, "hysteresis threshold"))
     if noise > 0:
@@ -87,18 +92,28 @@ def required_gain(spec: TuningInput, *, slo_violated: bool, noise: float = 0.0) 
     return needed, name + (" (SLO violated, hysteresis waived)" if slo_violated else "")
 
 
-def threshold_guard(gain: float, spec: TuningInput, *, slo_violated: bool, noise: float = 0.0) -> str | None:
-    needed, name = required_gain(spec, slo_violated=slo_violated, noise=noise)
+def threshold_guard(gain: float, spec: TuningInput, *, slo_violated: bool, noise: float = 0.0,
+                    restart_cost_seconds: float = 0.0, horizon_seconds: float | None = None) -> str | None:
+    needed, name = required_gain(spec, slo_violated=slo_violated, noise=noise,
+                                 restart_cost_seconds=restart_cost_seconds, horizon_seconds=horizon_seconds)
     if gain < needed:
         return f"predicted gain {gain:+.1%} is below the {name} of {needed:.1%}"
     return None
 
 
-def confirmation_guard(state: PolicyState, spec: TuningInput) -> str | None:
-    """The gain must clear the threshold in `confirmations` consecutive windows (noise rejection)."""
-    if state.confirmations < spec.confirmations:
-        return f"gain seen in {state.confirmations} of {spec.confirmations} consecutive windows needed"
-    return None
+EVIDENCE_Z = 2.0  # standard errors by which the confirming windows' gain must clear the threshold to act early
+
+
+def confirmation_guard(state: PolicyState, spec: TuningInput, window_noise: float | None = None) -> str | None:
+    """The gain must clear the threshold in `confirmations` consecutive windows (noise rejection) --
+    or sooner, once the measurement noise is known, when the gain those windows saw beyond the
+    threshold is EVIDENCE_Z standard errors of their mean: a large, clear gain is not kept waiting."""
+    if state.confirmations >= spec.confirmations:
+        return None
+    if window_noise is not None and state.confirmations > 0 \
+            and state.evidence >= EVIDENCE_Z * window_noise * math.sqrt(state.confirmations):
+        return None
+    return f"gain seen in {state.confirmations} of {spec.confirmations} consecutive windows needed"
 
 
 def rejected_guard(state: PolicyState, candidate: list[int], max_batch_size: int, now: float) -> str | None:

@@ -68,8 +68,16 @@ class TuningInput(_Input):
     collapse_acceptance: float = Field(default=0.05, ge=0, le=1)
     collapse_hold_seconds: float = Field(default=3600.0, ge=0)
     rollback_tolerance: float = Field(default=0.03, ge=0)
-    restart_seconds: float = Field(default=60.0, ge=0)
+    restart_seconds: float = Field(default=60.0, ge=0)  # model reload of one pod
+    # Share of a reloading replica's capacity that is lost: 0 with Surge (the old pod serves meanwhile),
+    # 1 with Replace. What that costs the fleet depends on the load and the replicas (restart.py).
     downtime_fraction: float = Field(default=1.0, ge=0, le=1)
+    replicas: int = Field(default=1, ge=1)  # engine pods, rolled one at a time
+    # Engine truth, from the catalogue for the resource's method and accelerator (target.py): the
+    # step-time factor on every step while a schedule is configured (vLLM's Model Runner V1 with full
+    # CUDA graphs downgrades them to PIECEWISE). A schedule the engine would drop or crash on comes as
+    # allowSchedule false, K values it would refuse as narrower kMin..kMax.
+    schedule_step_factor: float = Field(default=1.0, ge=1.0)
     payback_seconds: float = Field(default=1800.0, gt=0)
     confirmations: int = Field(default=2, ge=1)
     reject_hold_seconds: float = Field(default=3600.0, ge=0)

@@ -86,30 +86,35 @@ class Observation:
         return [(max(1, round(self.batch_size_mean)), 1.0)]
 
 
-def _number(section: dict, key: str, path: str, *, optional: bool = False) -> float | None:
+def _optional_number(section: dict[str, Any], key: str, path: str) -> float | None:
     if key not in section or section[key] is None:
-        if optional:
-            return None
-        raise ObservationError(f"{path}.{key} is missing")
+        return None
     value = section[key]
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ObservationError(f"{path}.{key} must be a number, got {value!r}")
     return float(value)
 
 
-def _section(data: dict, key: str) -> dict:
+def _number(section: dict[str, Any], key: str, path: str) -> float:
+    value = _optional_number(section, key, path)
+    if value is None:
+        raise ObservationError(f"{path}.{key} is missing")
+    return value
+
+
+def _section(data: dict[str, Any], key: str) -> dict[str, Any]:
     value = data.get(key)
     if not isinstance(value, dict):
         raise ObservationError(f"observation.{key} is missing or not an object")
     return value
 
 
-def _applied_config(applied: dict) -> DraftConfig:
+def _applied_config(applied: dict[str, Any]) -> DraftConfig:
     try:
         return DraftConfig(num_speculative_tokens=int(_number(applied, "numSpeculativeTokens", "observation.applied")),
                            schedule=applied.get("schedule"))
     except (TypeError, ValueError, ValidationError) as error:
-        raise ObservationError(f"observation.applied must be {{numSpeculativeTokens, schedule: [[start, end, K], ...]}}: "
+        raise ObservationError("observation.applied must be {numSpeculativeTokens, schedule: [[start, end, K], ...]}: "
                                f"{error}") from error
 
 
@@ -120,7 +125,7 @@ def _trim_idle_positions(values: tuple[float, ...] | None, k: int) -> tuple[floa
     return values[:k] if all(v == 0 for v in extra) else values
 
 
-def parse_observation(data: dict) -> Observation:
+def parse_observation(data: dict[str, Any]) -> Observation:
     """The JSON form (docs/tuner.md) as an Observation; raises ObservationError naming the field when unreadable."""
     if not isinstance(data, dict):
         raise ObservationError("the observation must be a JSON object")
@@ -159,8 +164,8 @@ def parse_observation(data: dict) -> Observation:
             batch_size_distribution=None
             if not distribution
             else tuple((int(size), float(fraction)) for size, fraction in distribution),
-            per_token_p99_seconds=_number(latency, "perTokenP99Seconds", "observation.latency", optional=True),
-            ttft_p99_seconds=_number(latency, "ttftP99Seconds", "observation.latency", optional=True),
+            per_token_p99_seconds=_optional_number(latency, "perTokenP99Seconds", "observation.latency"),
+            ttft_p99_seconds=_optional_number(latency, "ttftP99Seconds", "observation.latency"),
         )
     except (KeyError, TypeError, ValueError) as error:
         if isinstance(error, ObservationError):
@@ -174,7 +179,7 @@ def trim_idle_positions(observation: Observation) -> Observation:
     (Prometheus keeps them until they go stale): drop them. Non-zero ones stay and are flagged."""
     k = observation.applied.config.num_speculative_tokens
     return replace(observation,
-                   accepted_per_position=_trim_idle_positions(observation.accepted_per_position, k),
+                   accepted_per_position=_trim_idle_positions(observation.accepted_per_position, k) or (),
                    drafts_per_position=_trim_idle_positions(observation.drafts_per_position, k))
 
 
@@ -193,9 +198,11 @@ def _finite_numbers(obs: Observation) -> list[tuple[str, float]]:
     values += [(f"acceptance.acceptedPerPosition[{i}]", v) for i, v in enumerate(obs.accepted_per_position)]
     values += [(f"acceptance.draftsPerPosition[{i}]", v) for i, v in enumerate(obs.drafts_per_position or ())]
     for i, sample in enumerate(obs.step_samples or ()):
-        values += [(f"steps.byBatchSize[{i}].count", sample.count), (f"steps.byBatchSize[{i}].meanSeconds", sample.mean_seconds)]
+        values += [(f"steps.byBatchSize[{i}].count", sample.count),
+                   (f"steps.byBatchSize[{i}].meanSeconds", sample.mean_seconds)]
     values += [(f"batchSize.distribution[{i}]", f) for i, (_, f) in enumerate(obs.batch_size_distribution or ())]
-    for name, value in (("latency.perTokenP99Seconds", obs.per_token_p99_seconds), ("latency.ttftP99Seconds", obs.ttft_p99_seconds)):
+    for name, value in (("latency.perTokenP99Seconds", obs.per_token_p99_seconds),
+                        ("latency.ttftP99Seconds", obs.ttft_p99_seconds)):
         if value is not None:
             values.append((name, value))
     return values
@@ -229,9 +236,11 @@ def observation_problems(obs: Observation, now: float, max_staleness_seconds: fl
             problems.append("acceptance.acceptedPerPosition is empty although drafts were made")
         slack = 1.02  # rate() extrapolation can overshoot by a hair
         for i, accepted in enumerate(obs.accepted_per_position):
-            denominator = obs.drafts_per_position[i] if obs.drafts_per_position and i < len(obs.drafts_per_position) else obs.drafts
+            per_position = obs.drafts_per_position
+            denominator = per_position[i] if per_position and i < len(per_position) else obs.drafts
             if accepted > denominator * slack + 1:
-                problems.append(f"acceptedPerPosition[{i}]={accepted:.0f} exceeds its drafts {denominator:.0f}: counter reset or mixed series")
+                problems.append(f"acceptedPerPosition[{i}]={accepted:.0f} exceeds its drafts {denominator:.0f}: "
+                                "counter reset or mixed series")
                 break
     if obs.step_mean_seconds == 0 and obs.sequence_steps > 0:
         problems.append("steps.meanSeconds is 0 although steps were counted")

@@ -18,7 +18,8 @@ from .config import DraftConfig
 
 STATE_VERSION = 1
 RESTART_WINDOW_SECONDS = 3600.0
-DEFAULT_NOISE = 0.01  # relative window-to-window noise of measured speed until observed
+LOAD_SHIFT = 2.0  # the mean batch size moved by more than this factor: another load
+DEFAULT_NOISE = 0.01  # relative window-to-window noise of measured step times until observed
 
 # A cost cell: the prior's term vector at (batch size, K), the remembered mean step time, its weight.
 CostCell = tuple[list[float], float, float]
@@ -53,11 +54,10 @@ class Rejection(_State):
 
 
 class Calibration(_State):
-    """Smoothed ratio of measured to modelled speed for `config`, and its window-to-window variance."""
+    """Smoothed ratio of measured to modelled speed for `config`."""
 
     config: DraftConfig
     value: float
-    variance: float = DEFAULT_NOISE**2
 
 
 class PolicyState(_State):
@@ -74,6 +74,15 @@ class PolicyState(_State):
     confirmations: int = 0
     rejected: list[Rejection] = Field(default_factory=list)
     calibration: Calibration | None = None
+    # Window-to-window relative noise of step times (squared), measured against each cell's memory:
+    # a property of the engine and the scrapes, kept across config changes. None until measured.
+    noise_variance: float | None = None
+    evidence: float = 0.0  # predicted gain beyond the threshold, summed over the confirming windows
+    # How long a load lasts here: the batch mean when it last moved by more than LOAD_SHIFT, since when,
+    # and the smoothed time between such moves (None until one was seen).
+    load_reference: float | None = None
+    load_changed_at: float | None = None
+    load_persistence: float | None = None
 
     def restarts_within(self, now: float, seconds: float = RESTART_WINDOW_SECONDS) -> int:
         """Changes issued in the `seconds` before `now` (each one restarted the pods)."""
@@ -83,6 +92,26 @@ class PolicyState(_State):
         self.changes = [t for t in self.changes if now - t < RESTART_WINDOW_SECONDS] + [now]
         self.last_change_at = now
         self.confirmations = 0
+        self.evidence = 0.0
+
+    def note_load(self, batch_mean: float, now: float) -> None:
+        """Follow the load: a move by more than LOAD_SHIFT ends one load and measures how long it lasted."""
+        if self.load_reference is None or self.load_changed_at is None or self.load_reference <= 0:
+            self.load_reference, self.load_changed_at = batch_mean, now
+            return
+        if 1 / LOAD_SHIFT <= batch_mean / self.load_reference <= LOAD_SHIFT:
+            return
+        lasted = now - self.load_changed_at
+        previous = self.load_persistence
+        self.load_persistence = lasted if previous is None else (previous + lasted) / 2
+        self.load_reference, self.load_changed_at = batch_mean, now
+
+    def payback_horizon(self, payback_seconds: float) -> float:
+        """Time over which a change must repay its restart: paybackSeconds, or less where loads have
+        lasted less (a gain at today's batch sizes is only earned while today's load lasts)."""
+        if self.load_persistence is None:
+            return payback_seconds
+        return min(payback_seconds, self.load_persistence)
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)

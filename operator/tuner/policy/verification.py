@@ -21,9 +21,10 @@ from .decision import Decision, ModelSummary, Signals
 from .goodput import Distribution, Model, sequence_speed
 from .inputs import TuningInput
 from .observation import Observation
-from .state import DEFAULT_NOISE, Calibration, PolicyState, Rejection
+from .state import DEFAULT_NOISE, LOAD_SHIFT, Calibration, PolicyState, Rejection
 
 CALIBRATION_WEIGHT = 0.3  # per window, for the measured/modelled speed ratio
+NOISE_WEIGHT = 0.3  # per window, for the measurement noise
 MAX_VERIFY_WINDOWS = 8
 MIN_DIFFERING_SHARE = 0.5  # a window verifies a change only where the change alters K
 
@@ -36,22 +37,36 @@ def calibrate(st: PolicyState, obs: Observation, model: Model, current: DraftCon
     if not 0.2 < ratio < 5.0:
         return
     if st.calibration and st.calibration.config.same_as(current, max_batch_size):
-        previous = st.calibration.value
-        value = (1 - CALIBRATION_WEIGHT) * previous + CALIBRATION_WEIGHT * ratio
-        spread = (1 - CALIBRATION_WEIGHT) * st.calibration.variance + CALIBRATION_WEIGHT * (ratio / previous - 1) ** 2
+        value = (1 - CALIBRATION_WEIGHT) * st.calibration.value + CALIBRATION_WEIGHT * ratio
     else:
-        value, spread = ratio, DEFAULT_NOISE**2
-    st.calibration = Calibration(config=current, value=value, variance=spread)
+        value = ratio
+    st.calibration = Calibration(config=current, value=value)
+
+
+def update_noise(st: PolicyState, sample: float | None) -> None:
+    """Fold one window's measurement noise (cost.CostModel.learn) into the smoothed estimate.
+
+    Measured on the step times themselves, not on measured/modelled speed: the model's own
+    learning (a workload shift, a new K) must not read as noise and hold a good change back."""
+    if sample is None or not math.isfinite(sample):
+        return
+    previous = st.noise_variance
+    st.noise_variance = sample if previous is None else (1 - NOISE_WEIGHT) * previous + NOISE_WEIGHT * sample
 
 
 def measured_noise(st: PolicyState) -> float:
-    """Relative window-to-window noise of measured speed (1% until observed)."""
-    return math.sqrt(st.calibration.variance) if st.calibration else DEFAULT_NOISE
+    """Relative window-to-window noise of measured step times (1% until observed)."""
+    return math.sqrt(st.noise_variance) if st.noise_variance is not None else DEFAULT_NOISE
+
+
+def window_noise(st: PolicyState) -> float | None:
+    """One window's noise of the predicted gain, bounded by the step times' noise (None until measured)."""
+    return math.sqrt(st.noise_variance) if st.noise_variance is not None else None
 
 
 def model_noise(st: PolicyState) -> float:
-    """Two standard errors of a prediction, from the window-to-window noise of measured speed
-    averaged over the windows a step-time cell remembers (quiet engines: ~1%, no effect)."""
+    """Two standard errors of a prediction, from the window-to-window noise of step times averaged
+    over the windows a step-time cell remembers (quiet engines: ~1%, no effect)."""
     return 2 * measured_noise(st) / math.sqrt(CELL_MEMORY + 1)
 
 
@@ -76,7 +91,7 @@ def verify(obs: Observation, spec: TuningInput, st: PolicyState, model: Model, d
             return None
         return Decision(action="keep", reason=f"waiting for {pending.config.describe()} to be applied",
                         guard=guards.VERIFYING, signals=signals, model=summary)
-    if pending.batch_mean > 0 and not 0.5 <= obs.batch_size_mean / pending.batch_mean <= 2.0:
+    if pending.batch_mean > 0 and not 1 / LOAD_SHIFT <= obs.batch_size_mean / pending.batch_mean <= LOAD_SHIFT:
         # The load moved too far to judge the change by: the optimiser decides afresh instead.
         st.pending = None
         return None
@@ -92,7 +107,8 @@ def verify(obs: Observation, spec: TuningInput, st: PolicyState, model: Model, d
     pending.measured_tokens += obs.generated_tokens
     # The model as it was when deciding, the one the calibration belongs to: learning from the new
     # config since then must not move the baseline.
-    then = Model(pending.prefix, model.cost, np.asarray(pending.theta)) if pending.theta else model
+    then = Model(pending.prefix, model.cost, np.asarray(pending.theta), model.schedule_factor) if pending.theta \
+        else model
     pending.expected_tokens += busy * sequence_speed(then, previous_dense, distribution) * pending.calibration
     pending.windows += 1
     realised = pending.measured_tokens / pending.expected_tokens - 1 if pending.expected_tokens > 0 else 0.0

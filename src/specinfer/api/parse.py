@@ -67,7 +67,7 @@ def _from_validation_error(error: ValidationError, root: str) -> InvalidSpecErro
     return InvalidSpecError(first_path, first_message, problems)
 
 
-def _data_parallel_size(extra_args: list[str] | None) -> int:
+def data_parallel_size(extra_args: list[str] | None) -> int:
     """`--data-parallel-size N` / `-dp N` among the user's extra vLLM arguments (1 when absent)."""
     args = list(extra_args or [])
     for index, arg in enumerate(args):
@@ -111,7 +111,7 @@ def semantic_problems(spec: SpeculativeInferenceSpec) -> list[tuple[str, str]]:
         problems.append((f"{base}.use_heterogeneous_vocab",
                          f"{base}.use_heterogeneous_vocab needs draft_sample_method greedy"))
     if speculation.schedule and method.speculates:
-        data_parallel = _data_parallel_size(spec.runtime.extra_args)
+        data_parallel = data_parallel_size(spec.runtime.extra_args)
         verdict = schedule_support(method.name, accelerator, advanced=advanced, data_parallel_size=data_parallel)
         if not verdict.honoured:
             problems.append(("spec.speculation.schedule",
