@@ -19,6 +19,7 @@ from specinfer.api import (
     parse_spec,
     speculation_of,
 )
+from specinfer.api.parse import data_parallel_size
 from specinfer.api.status import EffectiveConfig, ScheduleEntry
 from specinfer.operator.access import image_refusal
 from specinfer.operator.config import OperatorConfig
@@ -28,6 +29,8 @@ from specinfer.operator.render.deployment import build_deployment
 from specinfer.operator.render.labels import owner_references
 from specinfer.operator.render.podmonitor import build_podmonitor
 from specinfer.operator.render.service import build_service
+from specinfer.runtime.methods.accelerators.model import ModelRunner
+from specinfer.runtime.methods.engine_truth import model_runner, schedule_support
 from specinfer.operator.render.workload import Workload
 
 # The Service takes the resource's name, and label values are limited to 63 characters.
@@ -46,11 +49,28 @@ class Rendering:
         speculation = self.speculation
         schedule = [ScheduleEntry(min_batch_size=s, max_batch_size=e, num_speculative_tokens=k)
                     for s, e, k in speculation.schedule or ()]
+        runner, piecewise = None, None
+        if self.spec is not None:
+            runner, piecewise = engine_mode(self.spec, speculation)
         return EffectiveConfig(method=speculation.method, num_speculative_tokens=speculation.num_speculative_tokens,
-                               schedule=schedule or None, config_hash=self.config_hash)
+                               schedule=schedule or None, config_hash=self.config_hash, model_runner=runner,
+                               piecewise_cuda_graphs=piecewise)
 
     def manifest(self, kind: str) -> dict[str, Any] | None:
         return next((m for m in self.manifests if m["kind"] == kind), None)
+
+
+def engine_mode(spec: SpeculativeInferenceSpec, speculation: EffectiveSpeculation) -> tuple[ModelRunner, bool | None]:
+    """The model runner vLLM picks for this config, and whether its schedule forces PIECEWISE graphs
+    (None without a schedule) -- what the engine really runs, from the catalogue's engine facts."""
+    advanced = spec.speculation.advanced.model_dump(exclude_none=True) if spec.speculation.advanced else None
+    accelerator = spec.hardware.accelerator
+    runner = model_runner(speculation.method, accelerator, advanced)
+    if not speculation.schedule:
+        return runner, None
+    support = schedule_support(speculation.method, accelerator, advanced=advanced,
+                               data_parallel_size=data_parallel_size(spec.runtime.extra_args))
+    return runner, support.piecewise_graphs
 
 
 def check_name(name: str) -> None:

@@ -185,3 +185,24 @@ def test_render_command_prints_manifests_and_refuses_invalid_specs(tmp_path):
     result = CliRunner().invoke(render_command, ["-f", str(bad)])
     assert result.exit_code == 2
     assert "spec.speculation.numSpeculativeTokens" in result.output
+
+
+def test_status_effective_says_which_model_runner_and_graphs_the_engine_uses():
+    """What the engine really runs, from the catalogue's engine facts: a schedule on Model Runner V1
+    with full CUDA graphs downgrades them to PIECEWISE; V2 keeps them; the CPU engine has none."""
+    schedule = [{"minBatchSize": 1, "maxBatchSize": 8, "numSpeculativeTokens": 3},
+                {"minBatchSize": 9, "maxBatchSize": 64, "numSpeculativeTokens": 0}]
+
+    def effective(accelerator: str, **speculation):
+        body = resource()
+        body["spec"]["hardware"] = {"accelerator": accelerator}
+        body["spec"]["speculation"].update(numSpeculativeTokens=3, **speculation)
+        return render(body, OperatorConfig()).effective_status()
+
+    on_v1 = effective("nvidia", schedule=schedule, advanced={"parallel_drafting": True})
+    assert (on_v1.model_runner, on_v1.piecewise_cuda_graphs) == ("v1", True)
+    on_v2 = effective("nvidia", schedule=schedule)
+    assert (on_v2.model_runner, on_v2.piecewise_cuda_graphs) == ("v2", False)
+    on_cpu = effective("cpu", schedule=schedule)
+    assert (on_cpu.model_runner, on_cpu.piecewise_cuda_graphs) == ("v1", False)
+    assert effective("nvidia").piecewise_cuda_graphs is None  # no schedule, nothing to downgrade

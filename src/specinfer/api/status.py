@@ -70,6 +70,12 @@ class EffectiveConfig(SpeculationChoice):
 
     config_hash: ShortText | None = None
     """Hash of the rendered engine configuration; changes exactly when a rollout is needed."""
+    model_runner: Literal["v1", "v2"] | None = None
+    """The vLLM model runner this config runs on (from the catalogue's engine facts for the accelerator's
+    engine release): V1 keeps a schedule only for some drafters, V2 for all."""
+    piecewise_cuda_graphs: bool | None = None
+    """True when the schedule makes vLLM capture PIECEWISE instead of full CUDA graphs (Model Runner V1 on
+    GPUs; about 19% per step at small batch sizes, vllm#49548); the tuner prices it."""
 
 
 class Recommendation(SpeculationChoice):
