@@ -55,7 +55,7 @@ engine: venv
 demo: setup
 	$(SPECINFER) demo $(DEMO_ARGS)
 
-test: setup
+test: setup lint
 	$(PY) -m pytest tests $(PYTEST_ARGS)
 
 test-unit: venv binaries

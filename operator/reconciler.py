@@ -111,7 +111,9 @@ class Reconciler:
             # first costs each resource 3 requests before any status write.
             self.requeue(key)
             return
-        spec_replicas = rendering.manifest("Deployment")["spec"]["replicas"]
+        rendered = rendering.manifest("Deployment")
+        assert rendered is not None, "render() always returns a Deployment"
+        spec_replicas = rendered["spec"]["replicas"]
         rollout = rollout_of(deployment, desired_hash=rendering.config_hash, desired_replicas=spec_replicas)
         failure = engine_failure(self.store.pods_of(key))
         await self._write_status(resource, workload_status(resource=resource, effective=rendering.effective_status(),

@@ -34,7 +34,7 @@ def visible_devices(accelerator: str) -> int | None:
         import torch_npu  # noqa: F401
     except ImportError:
         return None
-    return int(torch.npu.device_count())  # type: ignore[attr-defined]
+    return int(torch.npu.device_count())
 
 
 def local_models(spec: SpeculativeInferenceSpec) -> list[tuple[str, str]]:

@@ -16,9 +16,10 @@ CHILD_RESOURCES = (("v1", "configmaps"), ("apps/v1", "deployments"), ("v1", "ser
 
 
 def register(registry: kopf.OperatorRegistry) -> None:
-    def child_event(event: dict[str, Any], memo: kopf.Memo, **_: Any) -> None:
+    def child_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
         memo.controller.on_child_event(event)
 
     for group_version, plural in CHILD_RESOURCES:
-        kopf.on.event(*group_version.split("/"), plural, labels={MANAGED_BY_LABEL: MANAGED_BY},
+        group, _, version = group_version.rpartition("/")  # "v1": the core group, named ""
+        kopf.on.event(group=group, version=version, plural=plural, labels={MANAGED_BY_LABEL: MANAGED_BY},
                       id=f"child-{plural}", registry=registry)(child_event)

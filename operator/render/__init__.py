@@ -29,9 +29,9 @@ from specinfer.operator.render.deployment import build_deployment
 from specinfer.operator.render.labels import owner_references
 from specinfer.operator.render.podmonitor import build_podmonitor
 from specinfer.operator.render.service import build_service
+from specinfer.operator.render.workload import Workload
 from specinfer.runtime.methods.accelerators.model import ModelRunner
 from specinfer.runtime.methods.engine_truth import model_runner, schedule_support
-from specinfer.operator.render.workload import Workload
 
 # The Service takes the resource's name, and label values are limited to 63 characters.
 DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")

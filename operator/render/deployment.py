@@ -97,14 +97,14 @@ def _volumes(workload: Workload) -> tuple[list[dict[str, Any]], list[dict[str, A
     else:
         cache = {"emptyDir": {"sizeLimit": workload.profile.model_cache_size} if workload.profile.model_cache_size
                  else {}}
-    volumes = [
+    volumes: list[dict[str, Any]] = [
         {"name": "runtime-config", "configMap": {"name": runtime_configmap_name(workload.name),
                                                  "items": [{"key": RUNTIME_CONFIG_KEY, "path": RUNTIME_CONFIG_KEY}]}},
         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": workload.profile.shm_size}},
         {"name": "model-cache", **cache},
         *({"name": name, "emptyDir": {"sizeLimit": size}} for name, _, size in SCRATCH),
     ]
-    mounts = [
+    mounts: list[dict[str, Any]] = [
         {"name": "runtime-config", "mountPath": CONFIG_DIR, "readOnly": True},
         {"name": "dshm", "mountPath": "/dev/shm"},
         {"name": "model-cache", "mountPath": MODEL_CACHE_PATH},

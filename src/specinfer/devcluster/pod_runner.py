@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kubernetes import client, config
+from kubernetes.client import V1Pod
 
 from specinfer.devcluster import processes
 from specinfer.devcluster.engine_pods import EngineNotInstalled, cpu_image_env, runs_cpu_engine
@@ -132,12 +133,15 @@ class PodRunner:
     # -- the loop ---------------------------------------------------------------------------
     def sync_once(self) -> None:
         """Converge local processes to the bound, not-terminating pods in the cluster."""
-        wanted = {}
+        wanted: dict[str, V1Pod] = {}
         for pod in self.api.list_pod_for_all_namespaces(label_selector=self.label_selector).items:
-            if self.namespaces is not None and pod.metadata.namespace not in self.namespaces:
+            meta, spec, status = pod.metadata, pod.spec, pod.status
+            if meta is None or spec is None or meta.uid is None:
+                continue  # the API server always sends these; the client's model calls them optional
+            if self.namespaces is not None and meta.namespace not in self.namespaces:
                 continue
-            if pod.spec.node_name and pod.metadata.deletion_timestamp is None and pod.status.phase != "Succeeded":
-                wanted[pod.metadata.uid] = pod
+            if spec.node_name and meta.deletion_timestamp is None and (status is None or status.phase != "Succeeded"):
+                wanted[meta.uid] = pod
         for uid, local in list(self.pods.items()):
             if uid not in wanted and self._terminate(local):
                 del self.pods[uid]  # forget the pod only once its process is gone
@@ -146,7 +150,9 @@ class PodRunner:
                 try:
                     self.pods[uid] = self._prepare(pod)
                 except Exception as error:  # noqa: BLE001 -- a pod we cannot emulate must not stop the others
-                    self.log(f"pod {pod.metadata.namespace}/{pod.metadata.name}: cannot run locally: {error}")
+                    meta = pod.metadata
+                    where = f"{meta.namespace}/{meta.name}" if meta is not None else uid
+                    self.log(f"pod {where}: cannot run locally: {error}")
                     continue
             self._ensure_running(self.pods[uid])
             probe_readiness(self.pods[uid])
@@ -231,11 +237,11 @@ class PodRunner:
             target = folder / "volumes" / mount.name
             target.mkdir(parents=True, exist_ok=True)
             if volume is not None and volume.config_map is not None:
-                source = self.api.read_namespaced_config_map(volume.config_map.name, pod.metadata.namespace)
-                files = dict(source.data or {})
+                config_map = self.api.read_namespaced_config_map(volume.config_map.name, pod.metadata.namespace)
+                files = dict(config_map.data or {})
             elif volume is not None and volume.secret is not None:
-                source = self.api.read_namespaced_secret(volume.secret.secret_name, pod.metadata.namespace)
-                files = {k: base64.b64decode(v).decode() for k, v in (source.data or {}).items()}
+                secret = self.api.read_namespaced_secret(volume.secret.secret_name, pod.metadata.namespace)
+                files = {k: base64.b64decode(v).decode() for k, v in (secret.data or {}).items()}
             else:
                 files = {}
             for filename, content in files.items():
