@@ -29,7 +29,7 @@ from specinfer.operator.secrets import read_opted_in_secret
 from specinfer.operator.tuner import prometheus as prom
 from specinfer.operator.tuner.exports import cost_of, resource_export, with_cost
 from specinfer.operator.tuner.observe import Samples, Target, index_results, observe
-from specinfer.operator.tuner.policy import PolicyState, decide
+from specinfer.operator.tuner.policy import PolicyState, decide, guards
 from specinfer.operator.tuner.queries import build_queries
 from specinfer.operator.tuner.record import Tick, off_status, same_hold, tick_status
 from specinfer.operator.tuner.settings import TunerSettings
@@ -45,6 +45,9 @@ from specinfer.operator.tuner.target import (
 
 log = logging.getLogger("specinfer.operator.tuner")
 FIELD_MANAGER = "specinfer-tuner"
+# The policy's holds on data it cannot trust: like Prometheus being away, they repeat every tick until
+# the data recover, so a status that already says so is not rewritten (no churn, no flapping).
+DATA_FAULTS = (guards.INVALID_DATA, guards.STALE_DATA)
 # policy-state fields that record a change; in observe mode nothing was applied, so they are not advanced
 CHANGE_BOOKKEEPING = ("pending", "changes", "last_change_at", "collapsed_at", "collapsed_config", "rejected",
                       "confirmations")
@@ -237,8 +240,8 @@ class TuningLoop:
             outcome = with_cost(outcome, cost_of(self.prices, target, outcome.status))
             metrics.publish_resource(target.namespace, target.name, resource_export(target, tick, outcome))
             report.actions[f"{target.namespace}/{target.name}"] = outcome.action
-            if tick.decision is None and same_hold(target, outcome):
-                continue  # still holding for the same reason: no status churn while Prometheus is away
+            if (tick.decision is None or tick.decision.guard in DATA_FAULTS) and same_hold(target, outcome):
+                continue  # still holding for the same reason: no status churn while the data stay bad
             await self._apply(target, outcome.patch())
             if outcome.event is not None and self.events is not None:
                 kind, reason, message = outcome.event
@@ -276,7 +279,8 @@ class TuningLoop:
         no_apply = "spec.tuning.maxRestartsPerHour is 0" if target.spec.tuning.max_restarts_per_hour == 0 else None
         if decision.is_change and (mode != "auto" or no_apply):
             state = observe_mode_state(previous, state)
-        return Tick(mode, now, decision=decision, state=state, metrics=observed.metrics,
+        untrusted = decision.guard in DATA_FAULTS  # numbers the policy refused: not for status.metrics either
+        return Tick(mode, now, decision=decision, state=state, metrics=None if untrusted else observed.metrics,
                     signals=decision.signals or observed.signals, no_apply_reason=no_apply)
 
     def _forget_gone(self, present: set[tuple[str, str]]) -> None:

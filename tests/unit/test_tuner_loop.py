@@ -295,3 +295,27 @@ def test_a_standby_replica_neither_queries_nor_writes_and_resumes(fake_prometheu
     _, report = run_tick(resources, kube, NOW + 90, loop)
     assert server.calls > 0 and report.actions["ns/a"] in ("setK", "setSchedule")
     assert {p[0].split("/")[-2] for p in kube.patches} == {"a", "b"}
+
+
+def test_garbage_the_policy_refuses_is_reported_once_and_keeps_the_last_metrics(fake_prometheus):
+    """Counter-reset-like garbage (-1e308, +Inf quantiles) reaches the policy, which holds on invalid
+    data: the status says so once, keeps the metrics of the last trustworthy window, and is not
+    rewritten tick after tick while the garbage lasts."""
+    fake_prometheus(high_acceptance("a"))
+    resources, kube = [resource("a", mode="observe")], FakeKube()
+    loop, _ = run_tick(resources, kube)
+    apply_back(resources, kube)
+    good_metrics = resources[0]["status"]["metrics"]
+    garbage = {name: [{**sample, "value": [NOW, "+Inf" if name == "batchQuantiles" else "-1e308"]}
+                      for sample in vector] for name, vector in high_acceptance("a").items()}
+    fake_prometheus(garbage)
+    run_tick(resources, kube, NOW + 30, loop)
+    (path, body, _), = kube.patches
+    status = body["status"]
+    assert status["tuning"]["lastDecision"]["action"] == "keep"
+    assert "NaN, infinite or negative" in status["tuning"]["lastDecision"]["reason"]
+    assert {c["type"]: c for c in status["conditions"]}["Tuned"]["reason"] == "InvalidData"
+    assert status["metrics"] == good_metrics  # not the refused window's numbers
+    apply_back(resources, kube)
+    run_tick(resources, kube, NOW + 60, loop)
+    assert kube.patches == []  # the same hold again: nothing to write
