@@ -1,4 +1,4 @@
-"""The default profiles reproduce the shape of the published figures (tuning-theory.md).
+"""The default profiles reproduce the shape of the published figures (docs/simulator.md, "Calibration", names the sources).
 
 Each test prints simulated next to published (run with -s to see the table) and
 asserts the shape within a tolerance: level at the calibration points and the
