@@ -1,4 +1,4 @@
-"""The default profiles reproduce the shape of the published figures (docs/simulator.md, "Calibration", names the sources).
+"""The default profiles reproduce the shape of the published figures (sources: docs/simulator.md).
 
 Each test prints simulated next to published (run with -s to see the table) and
 asserts the shape within a tolerance: level at the calibration points and the
