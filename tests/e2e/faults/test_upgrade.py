@@ -1,7 +1,7 @@
 """Operator upgrade: the last released operator -> this one, with unchanged specs -> zero pod restarts.
 
-The last release is the newest `v*` tag reachable from HEAD (`git describe`), or
-SPECINFER_UPGRADE_FROM=<rev>. It is checked out with `git worktree` into a temporary folder and run
+The last release is recorded in last_release.yaml (checked against the newest `v*` tag where a clone has
+tags), or SPECINFER_UPGRADE_FROM=<rev>. It is checked out with `git worktree` into a temporary folder and run
 from its own sources (PYTHONPATH ahead of this checkout's editable install). Then it is stopped and
 the current operator takes over the same resources: it must not replace any pod or ReplicaSet (a
 changed rendering of an unchanged spec would roll every GPU pod of every workload) -- unless the
@@ -36,18 +36,29 @@ def git(*args: str) -> str:
 DELIBERATE = yaml.safe_load((Path(__file__).parent / "upgrade_rollouts.yaml").read_text()) or {}
 
 
+RECORDED_RELEASE = yaml.safe_load((Path(__file__).parent / "last_release.yaml").read_text())
+
+
 def last_release() -> tuple[str, str]:
-    """(name, commit) of the release to upgrade from."""
+    """(name, commit) of the release to upgrade from: last_release.yaml, or SPECINFER_UPGRADE_FROM=<rev>.
+
+    Tags are optional in a clone; where they are present they must agree with the record, so a new
+    release cannot be cut without the upgrade test moving to it.
+    """
     chosen = os.environ.get("SPECINFER_UPGRADE_FROM")
     if chosen:
         return chosen, git("rev-parse", f"{chosen}^{{commit}}")
-    found = subprocess.run(["git", "-C", str(REPO), "describe", "--tags", "--abbrev=0", "--match", "v[0-9]*", "HEAD"],
-                           capture_output=True, text=True)
-    if found.returncode != 0:
-        pytest.fail("no release tag (v*) in this clone's history: the upgrade test starts from the last release "
-                    f"(git fetch --tags, or set SPECINFER_UPGRADE_FROM): {found.stderr.strip()}")
-    tag = found.stdout.strip()
-    return tag, git("rev-parse", f"{tag}^{{commit}}")
+    name, commit = RECORDED_RELEASE["name"], RECORDED_RELEASE["commit"]
+    if subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", f"{commit}^{{commit}}"]).returncode != 0:
+        pytest.fail(f"the last release {name} ({commit}) is not in this clone's history: a shallow clone? "
+                    "(git fetch --unshallow, or set SPECINFER_UPGRADE_FROM)")
+    newest = subprocess.run(["git", "-C", str(REPO), "describe", "--tags", "--abbrev=0", "--match", "v[0-9]*", "HEAD"],
+                            capture_output=True, text=True)
+    if newest.returncode == 0:
+        tag = newest.stdout.strip()
+        assert (tag, git("rev-parse", f"{tag}^{{commit}}")) == (name, commit), (
+            f"the newest release tag is {tag}, but tests/e2e/faults/last_release.yaml records {name} ({commit})")
+    return name, commit
 
 
 def leaf_paths(value: Any, prefix: str = "") -> dict[str, Any]:
