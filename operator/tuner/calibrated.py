@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -81,16 +82,23 @@ def fit_prior(cells: tuple[Cell, ...], drafting: str) -> FittedPrior:
         raise ValueError(f"{len(usable)} usable cells; a fit needs {MIN_CELLS}")
     seconds = np.array([cell[2] for cell in usable])
     best: tuple[float, float, float, np.ndarray] | None = None
-    for sharpness in KNEE_SHARPNESS:
-        for knee in KNEE_TOKENS:
-            features = _features(usable, drafting, knee, sharpness) / seconds[:, None]  # relative residuals
-            solved = _nonnegative_solve(features, np.ones(len(usable)))
-            if solved is not None and (best is None or solved[1] < best[0]):
-                best = (solved[1], sharpness, knee, solved[0])
+
+    def search(sharpnesses: Iterable[float], knees: Iterable[float]) -> None:
+        nonlocal best
+        for sharpness in sharpnesses:
+            for knee in knees:
+                features = _features(usable, drafting, knee, sharpness) / seconds[:, None]  # relative residuals
+                solved = _nonnegative_solve(features, np.ones(len(usable)))
+                if solved is not None and (best is None or solved[1] < best[0]):
+                    best = (solved[1], sharpness, knee, solved[0])
+
+    search(KNEE_SHARPNESS, KNEE_TOKENS)
     if best is None:
         raise ValueError("no roofline with a positive floor fits the cells")
+    step = KNEE_TOKENS[1] / KNEE_TOKENS[0]
+    search(np.geomspace(best[1] / 1.25, best[1] * 1.25, 7), np.geomspace(best[2] / step, best[2] * step, 15))
     _, sharpness, knee, (floor, kv, draft_pass, draft_token) = best
-    prior = CostPrior(floor=float(floor), compute_per_token=float(floor / knee), knee_sharpness=sharpness,
+    prior = CostPrior(floor=float(floor), compute_per_token=float(floor / knee), knee_sharpness=float(sharpness),
                       kv_per_sequence=float(kv), draft_pass=float(draft_pass), draft_token=float(draft_token),
                       strength=CALIBRATED_STRENGTH)
     predicted = _features(usable, drafting, knee, sharpness) @ np.array([floor, kv, draft_pass, draft_token])

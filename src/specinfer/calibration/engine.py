@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -25,7 +26,9 @@ import aiohttp
 
 TERMINATION_LOG_ENV = "SPECINFER_TERMINATION_LOG"  # runtime/entrypoint.py writes its failure there
 STOP_GRACE_SECONDS = 30.0
-LOG_TAIL_BYTES = 1500
+LOG_TAIL_BYTES = 32 * 1024
+CAUSE_LIMIT = 1500
+ERROR_LINE = re.compile(r"\b[A-Z][A-Za-z]*(Error|Exception)\b:")
 
 
 class EngineFailed(RuntimeError):
@@ -62,6 +65,15 @@ def read_engine_config(path: Path) -> EngineConfig:
                         k=0 if method == "none" else int(k or 0), method=method,
                         time_scale=float(simulator.get("timeScale", 1.0)) if runtime.get("engine") == "simulator"
                         else 1.0)
+
+
+def log_cause(tail: str) -> str:
+    """The lines of a log tail that say what went wrong: the exceptions raised (a Python traceback ends with a
+    generic re-raise, the root cause is further up), else the last lines."""
+    lines = [" ".join(line.split()) for line in tail.splitlines() if line.strip()]
+    errors = list(dict.fromkeys(line for line in lines if ERROR_LINE.search(line)))
+    text = " | ".join(errors[-4:]) if errors else " ".join(lines[-10:])
+    return text if len(text) <= CAUSE_LIMIT else "..." + text[-CAUSE_LIMIT:]
 
 
 def specinfer_command() -> list[str]:
@@ -105,7 +117,7 @@ class LocalEngine:
             with open(self.log_path, "rb") as handle:
                 handle.seek(0, os.SEEK_END)
                 handle.seek(max(0, handle.tell() - LOG_TAIL_BYTES))
-                return " ".join(handle.read().decode(errors="replace").split())
+                return log_cause(handle.read().decode(errors="replace"))
         except OSError:
             return "no log"
 
