@@ -12,13 +12,16 @@ and the target's Deployment is never written.
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 import uuid
 
 import pytest
 import yaml
 
-from specinfer.demo.stack import Stack
+from specinfer.demo.stack import Stack, specinfer_executable
+from specinfer.devcluster import processes
+from specinfer.devcluster.http_probe import http_ok
 from tests.support import condition, wait_for
 
 pytestmark = pytest.mark.integration
@@ -194,3 +197,40 @@ def test_a_run_measures_compares_and_hands_the_table_to_the_tuner(stack, cluster
     reasons = {(e["involvedObject"]["name"], e["reason"]) for e in events}
     assert {("run", "EngineStarted"), ("run", "EngineMeasured"), ("run", "Completed"), ("served", "Calibrated")} \
         <= reasons
+
+
+def test_the_cli_measures_endpoints_and_compares_them(tmp_path):
+    """`specinfer calibrate` against three simulators (one method each), JSON out: what a user runs by hand."""
+    servers = {"draftModel": ["--method", "draftModel", "-k", "2"], "ngram": ["--method", "ngram", "-k", "3"],
+               "none": ["--method", "none"]}
+    records, urls = [], {}
+    try:
+        for name, args in servers.items():
+            port = processes.free_port()
+            records.append(processes.start(f"sim-{name}", [specinfer_executable(), "sim", *args, "--cost-model",
+                                                           "cpu-tiny", "--time-scale", "10", "--workload", "code",
+                                                           "--port", str(port)], log_dir=tmp_path))
+            urls[name] = f"http://127.0.0.1:{port}"
+        for url in urls.values():
+            wait_for(lambda url=url: http_ok(f"{url}/health", timeout=0.5), timeout=30, what=f"{url} up")
+        (tmp_path / "prompts.txt").write_text("one two three one two three\n" + '{"prompt": "alpha beta alpha"}\n')
+        result = subprocess.run(
+            [specinfer_executable(), "calibrate", *[a for n, u in urls.items() for a in ("-e", f"{n}={u}")],
+             "--batch-sizes", "1,4", "--warmup", "0.5", "--duration", "1.5", "--output-tokens", "32",
+             "--time-scale", "10", "--prompts", str(tmp_path / "prompts.txt"), "--json"],
+            capture_output=True, text=True, timeout=120)
+    finally:
+        for record in records:
+            processes.stop(record)
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(result.stdout)
+    endpoints = {e["name"]: e for e in report["endpoints"]}
+    assert {n: e["numSpeculativeTokens"] for n, e in endpoints.items()} == {"draftModel": 2, "ngram": 3, "none": 0}
+    for endpoint in endpoints.values():
+        assert [p["batchSize"] for p in endpoint["points"]] == [1, 4]
+        assert all(p["stepSeconds"] > 0.02 for p in endpoint["points"])  # cpu-tiny's floor is 30 ms (simulated)
+    assert [len(row["perPosition"]) for row in endpoints["ngram"]["acceptance"]] == [3]
+    assert {c["numSpeculativeTokens"] for c in report["stepCost"]["cells"]} == {0, 2}  # the reference + none
+    assert report["recommendation"]["message"].endswith("Not applied: change spec.speculation yourself if you "
+                                                         "agree.")
+    assert {row["name"] for row in report["comparison"]} == {"configured", "ngram", "none"}
