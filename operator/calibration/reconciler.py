@@ -33,6 +33,7 @@ from specinfer.operator.calibration.render import (
     build_engines_configmap,
     build_job,
     check_name,
+    engines_configmap_name,
     job_name,
     plan,
 )
@@ -41,7 +42,7 @@ from specinfer.operator.config import OperatorConfig
 from specinfer.operator.errors import ApiError, TemporaryError
 from specinfer.operator.events import EventRecorder
 from specinfer.operator.kube import APPLY_PATCH, Kube, object_path
-from specinfer.operator.store import Key, Store
+from specinfer.operator.store import Key, Store, controlled_by
 from specinfer.operator.workqueue import WorkQueue
 
 log = logging.getLogger("specinfer.operator.calibration")
@@ -158,6 +159,11 @@ class CalibrationController:
             if problem is not None:
                 await self._wait(resource, current, "PromptsUnreadable", problem)
                 return
+        conflict = await self._conflict(resource, the_plan)
+        if conflict is not None:
+            await self._apply(resource, steps.failed(current, "ChildConflict", conflict, generation=generation,
+                                                     now=now), None)
+            return
         outcomes = {engine.key: steps.engine_outcome(*self._job_and_pod(namespace, job_name(name, engine)))
                     for engine in the_plan.engines}
         result = steps.step(spec=spec, current=current, the_plan=the_plan, outcomes=outcomes, generation=generation,
@@ -165,7 +171,12 @@ class CalibrationController:
         if result.start:
             await self._ensure_configmap(resource, spec.target_ref.name, the_plan)
             for engine in result.start:
-                await self._create_job(resource, build_job(meta, spec, spec.target_ref.name, engine, self.config))
+                conflict = await self._create_job(resource, build_job(meta, spec, spec.target_ref.name, engine,
+                                                                      self.config))
+                if conflict is not None:
+                    await self._apply(resource, steps.failed(current, "ChildConflict", conflict, generation=generation,
+                                                             now=now), None)
+                    return
         await self._apply(resource, result, target)
         if result.status.phase == "Running":
             self.queue.add_after(key, SAFETY_RESYNC_SECONDS)
@@ -195,10 +206,31 @@ class CalibrationController:
             return f"{field}: ConfigMap {ref.name} key {ref.key}: {error}"
         return None
 
+    async def _conflict(self, resource: dict[str, Any], the_plan: Plan) -> str | None:
+        """An object under one of this run's names that is not this calibration's (issue 15): its result would
+        be read, or it would be applied over. Costs a GET only for names the cache does not hold."""
+        meta = resource["metadata"]
+        namespace, uid = meta.get("namespace", ""), meta.get("uid", "")
+        names = [("Job", f"/apis/batch/v1/namespaces/{namespace}/jobs/", job_name(meta["name"], e), self.jobs)
+                 for e in the_plan.engines]
+        names.append(("ConfigMap", f"/api/v1/namespaces/{namespace}/configmaps/",
+                      engines_configmap_name(meta["name"]), self.configmaps))
+        for kind, path, name, cache in names:
+            live = cache.get((namespace, name))
+            if live is None and kind == "ConfigMap":
+                live = await self.kube.get(path + name)
+            if live is not None and uid and not controlled_by(live, uid):
+                return (f"{kind} {name} exists and is not this calibration's (its controller is not "
+                        f"{CALIBRATION_KIND} {meta['name']}): delete or rename it, then create the calibration again")
+        return None
+
     def _job_and_pod(self, namespace: str, name: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """The Job and its newest pod -- one the Job controls: a look-alike pod's termination message is not read."""
         job = self.jobs.get((namespace, name))
+        job_uid = ((job or {}).get("metadata") or {}).get("uid")
         pods = [pod for (ns, _), pod in self.pods.items()
-                if ns == namespace and (pod.get("metadata", {}).get("labels") or {}).get(JOB_NAME_LABEL) == name]
+                if ns == namespace and (pod.get("metadata", {}).get("labels") or {}).get(JOB_NAME_LABEL) == name
+                and job_uid and controlled_by(pod, job_uid)]
         pod = max(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "", default=None)
         return job, pod
 
@@ -210,17 +242,24 @@ class CalibrationController:
             return
         self.configmaps[(meta["namespace"], meta["name"])] = await self.kube.apply(manifest)
 
-    async def _create_job(self, resource: dict[str, Any], manifest: dict[str, Any]) -> None:
-        """Create once: a Job's template is immutable, so an existing one (a cache that lags) is left alone."""
+    async def _create_job(self, resource: dict[str, Any], manifest: dict[str, Any]) -> str | None:
+        """Create once: a Job's template is immutable, so an existing one of ours (a cache that lags) is left
+        alone; one that is not ours is a conflict (returned as the message)."""
         meta = manifest["metadata"]
         key = (meta["namespace"], meta["name"])
-        if key in self.jobs or await self.kube.get(object_path(manifest)) is not None:
-            return
+        if key in self.jobs:
+            return None
+        live = await self.kube.get(object_path(manifest))
+        if live is not None:
+            if controlled_by(live, resource["metadata"].get("uid", "")):
+                return None
+            return (f"Job {meta['name']} exists and is not this calibration's: delete or rename it, then create the "
+                    "calibration again")
         try:
             created = await self.kube.create(manifest)
         except ApiError as error:
             if error.status == 409:
-                return
+                return None
             raise
         created.setdefault("kind", "Job")
         self.jobs[key] = created
@@ -228,6 +267,7 @@ class CalibrationController:
         log.info("calibration %s/%s: created Job %s (%s)", key[0], resource["metadata"]["name"], meta["name"], engine)
         await self.events.record(resource, type_="Normal", reason="EngineStarted",
                                  message=f"Job {meta['name']} measures {engine}")
+        return None
 
     async def _stop_jobs(self, resource: dict[str, Any], names: list[str]) -> None:
         namespace = resource["metadata"].get("namespace", "")

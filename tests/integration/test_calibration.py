@@ -99,7 +99,9 @@ def waiting_or_failed(cluster, namespace: str, name: str, reason: str) -> dict:
 def test_bad_input_ends_in_conditions_naming_the_field(stack, cluster):
     namespace, _ = stack
     apply(cluster, target(namespace, "bad-input-target"))
+    cluster.kubectl("-n", namespace, "create", "configmap", "taken-engines", "--from-literal=a=b")  # not the operator's
     apply(cluster,
+          calibration(namespace, "taken", "bad-input-target", load=FAST_LOAD),
           calibration(namespace, "no-target", "does-not-exist"),
           calibration(namespace, "refused", "bad-input-target", candidates=[{"speculation": {"method": "dspark"}}]),
           calibration(namespace, "too-long", "bad-input-target",
@@ -126,12 +128,16 @@ def test_bad_input_ends_in_conditions_naming_the_field(stack, cluster):
     resource = wait_for(lambda: (r := get(cluster, namespace, "sical", "no-prompts"))
                         and "no prompt in it" in condition(r, "Progressing").get("message", "") and r,
                         timeout=60, interval=0.5, what="no-prompts: the empty prompts named")
+    resource = waiting_or_failed(cluster, namespace, "taken", "ChildConflict")
+    assert "ConfigMap taken-engines exists and is not this calibration's" in condition(resource, "Failed")["message"]
+    assert json.loads(cluster.kubectl("-n", namespace, "get", "configmap", "taken-engines", "-o", "json")
+                      .stdout)["data"] == {"a": "b"}  # never applied over
     events = json.loads(cluster.kubectl("-n", namespace, "get", "events", "--field-selector",
                                         "involvedObject.name=no-target", "-o", "json").stdout)["items"]
     assert any(e["reason"] == "TargetNotFound" and e["type"] == "Warning" for e in events)
     jobs = json.loads(cluster.kubectl("-n", namespace, "get", "jobs", "-o", "json").stdout)["items"]
     assert jobs == []  # nothing ran for any of them
-    cluster.kubectl("-n", namespace, "delete", "sical", "no-target", "refused", "too-long", "no-prompts")
+    cluster.kubectl("-n", namespace, "delete", "sical", "no-target", "refused", "too-long", "no-prompts", "taken")
 
 
 def test_a_run_measures_compares_and_hands_the_table_to_the_tuner(stack, cluster):
