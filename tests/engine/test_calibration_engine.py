@@ -26,7 +26,10 @@ from tests.support import condition, wait_for
 
 pytestmark = pytest.mark.engine
 
-RUNTIME = {"engine": "vllm", "env": [{"name": "VLLM_CPU_KVCACHE_SPACE", "value": "1"}]}
+# Eager engines (no torch.compile) start faster on two shared cores; the target serves with the same runtime,
+# so the calibration still measures what serves.
+RUNTIME = {"engine": "vllm", "env": [{"name": "VLLM_CPU_KVCACHE_SPACE", "value": "1"}],
+           "extraArgs": ["--enforce-eager"]}
 LOAD = {"outputTokens": 64, "warmupSeconds": 2, "durationSeconds": 4}
 
 
@@ -80,23 +83,24 @@ def complete(url: str) -> dict:
         return json.loads(response.read())
 
 
+@pytest.mark.timeout(1200)  # ~3-4 minutes on a quiet machine; two cores shared with other suites can triple it
 def test_calibration_of_ngram_draft_model_and_none_reaches_status_and_the_tuner(stack, cluster, tiny_models):
     namespace, the_stack = stack
     started = time.monotonic()
     served = target(namespace, "tiny", tiny_models,
                     {"method": "ngram", "numSpeculativeTokens": 2, "promptLookup": {"min": 2, "max": 4}})
-    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(served))
+    draft = {"name": "draftmodel", "speculation": {"method": "draftModel",
+                                                   "draftModel": {"name": str(tiny_models / "draft-same")}}}
+    # the target starts serving while the calibration runs: its measurements never wait for it
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(
+        [served, calibration(namespace, "cal", "tiny", [draft], parallelism=2)]))
     wait_for(lambda: condition(get(cluster, namespace, "si", "tiny"), "Ready").get("status") == "True",
-             timeout=420, interval=2, what="the target serving (its engine Ready)")
+             timeout=900, interval=2, what="the target serving (its engine Ready)")
     print(f"target serving {time.monotonic() - started:.0f} s after apply")
     deployment = get(cluster, namespace, "deployment", "tiny")
     serving_pod = next(p for p in the_stack.runner.serving_pods() if p.labels.get("specinfer.io/name") == "tiny")
 
-    started = time.monotonic()
-    draft = {"name": "draftmodel", "speculation": {"method": "draftModel",
-                                                   "draftModel": {"name": str(tiny_models / "draft-same")}}}
-    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(calibration(namespace, "cal", "tiny", [draft])))
-    done = finished(cluster, namespace, "cal", timeout=600)
+    done = finished(cluster, namespace, "cal", timeout=1100 - (time.monotonic() - started))
     print(f"calibration: {done['status'].get('progress')} engines in {time.monotonic() - started:.0f} s")
     status = done["status"]
     assert status["phase"] == "Succeeded", json.dumps(status, indent=1)[-4000:]
@@ -116,15 +120,17 @@ def test_calibration_of_ngram_draft_model_and_none_reaches_status_and_the_tuner(
     si = get(cluster, namespace, "si", "tiny")
     table = si["status"]["calibration"]
     assert table["name"] == "cal" and table["method"] == "ngram"
-    assert sorted((c["numSpeculativeTokens"], round(c["batchSize"])) for c in table["stepCost"])[0][0] == 0
-    assert {c["numSpeculativeTokens"] for c in table["stepCost"]} == {0, 2}
+    assert sorted({c["numSpeculativeTokens"] for c in table["stepCost"]}) == [0, 2] and len(table["stepCost"]) == 4
     step_cost = wait_for(lambda: ((get(cluster, namespace, "si", "tiny").get("status") or {}).get("tuning") or {})
                          .get("stepCost") or None, timeout=60, interval=1, what="status.tuning.stepCost")
     print(f"status.tuning.stepCost: {step_cost}")
     assert step_cost["source"] == "calibration" and step_cost["calibration"] == "cal"
 
     after = get(cluster, namespace, "deployment", "tiny")
-    assert after["metadata"]["resourceVersion"] == deployment["metadata"]["resourceVersion"]
+    assert after["metadata"]["generation"] == deployment["metadata"]["generation"] == 1
+    assert after["spec"]["template"] == deployment["spec"]["template"]
+    managers = {entry["manager"] for entry in after["metadata"]["managedFields"]}
+    assert "specinfer-calibration" not in managers, managers
     still = [p for p in the_stack.runner.serving_pods() if p.labels.get("specinfer.io/name") == "tiny"]
     assert [p.uid for p in still] == [serving_pod.uid]
     assert complete(f"http://127.0.0.1:{serving_pod.port}")["usage"]["completion_tokens"] == 16

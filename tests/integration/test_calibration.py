@@ -192,7 +192,9 @@ def test_a_run_measures_compares_and_hands_the_table_to_the_tuner(stack, cluster
     print(f"status.tuning.stepCost: {step_cost}")
 
     after = get(cluster, namespace, "deployment", "served")
-    assert after["metadata"]["resourceVersion"] == deployment["metadata"]["resourceVersion"]
+    assert after["metadata"]["generation"] == deployment["metadata"]["generation"]
+    assert after["spec"]["template"] == deployment["spec"]["template"]
+    assert "specinfer-calibration" not in {entry["manager"] for entry in after["metadata"]["managedFields"]}
     pods_after = {p["metadata"]["uid"] for p in json.loads(cluster.kubectl(
         "-n", namespace, "get", "pods", "-l", "specinfer.io/name=served", "-o", "json").stdout)["items"]}
     assert pods_after == pods_before
@@ -240,3 +242,25 @@ def test_the_cli_measures_endpoints_and_compares_them(tmp_path):
     assert report["recommendation"]["message"].endswith("Not applied: change spec.speculation yourself if you "
                                                          "agree.")
     assert {row["name"] for row in report["comparison"]} == {"configured", "ngram", "none"}
+
+
+def test_a_stopped_calibration_pod_stops_its_engine(tmp_path):
+    """SIGTERM to `specinfer calibrate --engine-config` (how a pod is stopped) stops the engine it started."""
+    port = processes.free_port()
+    runtime_config = {"apiVersion": "specinfer.io/v1alpha1", "kind": "RuntimeConfig", "name": "t", "namespace": "n",
+                      "spec": {"model": {"name": "tiny/model"}, "speculation": {"method": "ngram",
+                                                                                 "numSpeculativeTokens": 2},
+                               "hardware": {"accelerator": "cpu"},
+                               "runtime": {"port": port, **SIMULATOR}}}
+    (tmp_path / "runtime.json").write_text(json.dumps(runtime_config))
+    driver = processes.start("calibrate", [specinfer_executable(), "calibrate", "--engine-config",
+                                           str(tmp_path / "runtime.json"), "--warmup", "300"], log_dir=tmp_path)
+    try:
+        wait_for(lambda: http_ok(f"http://127.0.0.1:{port}/health", timeout=0.5), timeout=60, what="the engine up")
+        time.sleep(1.0)  # the load is running
+        processes.stop(driver, timeout=30)
+        assert not processes.is_running(driver)
+        wait_for(lambda: not http_ok(f"http://127.0.0.1:{port}/health", timeout=0.5), timeout=30,
+                 what="the engine to stop with its driver", why=lambda: processes.log_tail(driver))
+    finally:
+        processes.stop(driver)

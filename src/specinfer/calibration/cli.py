@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -48,6 +49,10 @@ def _write_termination_message(text: str) -> None:
         pass
 
 
+def _exit_on_signal(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def _fail(message: str, termination_log: bool) -> None:
     line = f"specinfer calibrate: {message}"
     if termination_log:
@@ -66,7 +71,10 @@ async def _measure_engine(config_path: Path, plan: LoadPlan, startup_timeout: fl
             log(f"engine {engine_config.method} K={engine_config.k} ready after {seconds:.0f} s")
             measurements = await measure_endpoint(engine_config.url, plan, progress=log)
         except MeasureError as error:
-            raise MeasureError(f"{error}; the engine said: {engine.cause()[-600:]}") from None
+            code = engine.exited()
+            if code is None:
+                raise
+            raise MeasureError(f"{error}; the engine exited with code {code}: {engine.cause()[-600:]}") from None
         finally:
             engine.stop()
     if measurements and measurements[0].k != engine_config.k:
@@ -137,6 +145,10 @@ def calibrate_command(endpoints: tuple[str, ...], engine_config: Path | None, ba
                     output_tokens=output_tokens, prompt_tokens=prompt_tokens, prompts=prompts,
                     temperature=temperature, time_scale=time_scale)
     log = lambda line: click.echo(line, err=True)
+
+    if engine_config is not None:
+        # Kubernetes (or the pod runner) stops the pod with SIGTERM: unwind, so the engine is stopped too.
+        signal.signal(signal.SIGTERM, _exit_on_signal)
 
     async def run() -> list[Endpoint]:
         if engine_config is not None:

@@ -1,7 +1,8 @@
 """Measure one endpoint: closed-loop load at each batch size, the engine's counters before and after. I/O.
 
 The requests are `specinfer bench load`'s (its request body and streaming client); what is new is
-the window: B workers keep B requests in flight, the window opens after the warm-up, and the
+the window: B workers keep B requests in flight, the window opens once the batch decodes and the
+warm-up has passed, and the
 engine's /metrics is read at both ends, so every figure comes from the engine's own counters
 over exactly that window (not from the requests that happened to finish in it). In-flight
 requests are cancelled when the window closes; the next batch size starts from an idle engine.
@@ -23,6 +24,7 @@ from specinfer.calibration.scrape import Counters, ScrapeError, parse
 
 MAX_METRICS_BYTES = 8 * 1024 * 1024
 METRICS_TIMEOUT_SECONDS = 10.0
+DECODING_POLL_SECONDS = 0.5
 
 
 class MeasureError(RuntimeError):
@@ -69,6 +71,22 @@ def _errors(results: Sequence[RequestResult]) -> str:
     return f"{len(failed)} of {len(results)} requests failed, e.g. {failed[0]}" if failed else "no request failed"
 
 
+async def decoding(session: aiohttp.ClientSession, metrics_url: str, batch_size: int, timeout: float,
+                   results: Sequence[RequestResult]) -> None:
+    """Wait until the batch decodes: as many request-steps as requests in flight since the load began.
+
+    The first requests after a start (or on a busy machine) can take seconds before their first
+    decode step; a warm-up counted from then on measures the batch, not the engine's first step."""
+    start = await scrape(session, metrics_url)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        await asyncio.sleep(DECODING_POLL_SECONDS)
+        if (await scrape(session, metrics_url)).request_steps - start.request_steps >= batch_size:
+            return
+    raise MeasureError(f"batch size {batch_size}: the engine made no {batch_size} decode steps within "
+                       f"{timeout:g} s of load ({_errors(results)})")
+
+
 async def measure_point(session: aiohttp.ClientSession, url: str, metrics_url: str, model: str, batch_size: int,
                         plan: LoadPlan) -> Measurement:
     """Keep `batch_size` requests in flight, open the window after the warm-up, read the counters at both ends."""
@@ -85,6 +103,7 @@ async def measure_point(session: aiohttp.ClientSession, url: str, metrics_url: s
 
     workers = [asyncio.create_task(worker(i)) for i in range(batch_size)]
     try:
+        await decoding(session, metrics_url, batch_size, plan.request_timeout_seconds, results)
         await asyncio.sleep(plan.warmup_seconds)
         before, opened = await scrape(session, metrics_url), time.monotonic()
         await asyncio.sleep(plan.duration_seconds)

@@ -25,10 +25,11 @@ from typing import IO, Any
 import aiohttp
 
 TERMINATION_LOG_ENV = "SPECINFER_TERMINATION_LOG"  # runtime/entrypoint.py writes its failure there
-STOP_GRACE_SECONDS = 30.0
+STOP_GRACE_SECONDS = 20.0  # within the pod's grace period (60 s; the local pod runner's 30 s)
 LOG_TAIL_BYTES = 32 * 1024
 CAUSE_LIMIT = 1500
-ERROR_LINE = re.compile(r"\b[A-Z][A-Za-z]*(Error|Exception)\b:")
+# A raised exception as Python prints it, maybe behind vLLM's process prefix: "(EngineCore pid=7) ValueError: ..."
+ERROR_LINE = re.compile(r"^(\([^)]*\)\s*)?[A-Za-z_][\w.]*(Error|Exception):")
 
 
 class EngineFailed(RuntimeError):
@@ -88,6 +89,10 @@ class LocalEngine:
     startup_timeout: float = 1800.0
     process: subprocess.Popen[bytes] | None = None
     log: IO[bytes] | None = field(default=None, repr=False)
+
+    def exited(self) -> int | None:
+        """The engine's exit code once it has stopped on its own, else None."""
+        return self.process.poll() if self.process is not None else None
 
     @property
     def log_path(self) -> Path:
