@@ -126,7 +126,8 @@ def test_calibration_of_ngram_draft_model_and_none_reaches_status_and_the_tuner(
     print(f"status.tuning.stepCost: {step_cost}")
     assert step_cost["source"] == "calibration" and step_cost["calibration"] == "cal"
 
-    after = get(cluster, namespace, "deployment", "tiny")
+    after = json.loads(cluster.kubectl("-n", namespace, "get", "deployment", "tiny", "--show-managed-fields", "-o",
+                                       "json").stdout)
     assert after["metadata"]["generation"] == deployment["metadata"]["generation"] == 1
     assert after["spec"]["template"] == deployment["spec"]["template"]
     managers = {entry["manager"] for entry in after["metadata"]["managedFields"]}

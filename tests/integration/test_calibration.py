@@ -191,7 +191,8 @@ def test_a_run_measures_compares_and_hands_the_table_to_the_tuner(stack, cluster
     assert step_cost["calibration"] == "run" and step_cost["cells"] == len(summary["stepCost"])
     print(f"status.tuning.stepCost: {step_cost}")
 
-    after = get(cluster, namespace, "deployment", "served")
+    after = json.loads(cluster.kubectl("-n", namespace, "get", "deployment", "served", "--show-managed-fields", "-o",
+                                       "json").stdout)
     assert after["metadata"]["generation"] == deployment["metadata"]["generation"]
     assert after["spec"]["template"] == deployment["spec"]["template"]
     assert "specinfer-calibration" not in {entry["manager"] for entry in after["metadata"]["managedFields"]}
