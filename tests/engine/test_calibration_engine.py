@@ -121,10 +121,13 @@ def test_calibration_of_ngram_draft_model_and_none_reaches_status_and_the_tuner(
     table = si["status"]["calibration"]
     assert table["name"] == "cal" and table["method"] == "ngram"
     assert sorted({c["numSpeculativeTokens"] for c in table["stepCost"]}) == [0, 2] and len(table["stepCost"]) == 4
-    step_cost = wait_for(lambda: ((get(cluster, namespace, "si", "tiny").get("status") or {}).get("tuning") or {})
-                         .get("stepCost") or None, timeout=60, interval=1, what="status.tuning.stepCost")
-    print(f"status.tuning.stepCost: {step_cost}")
-    assert step_cost["source"] == "calibration" and step_cost["calibration"] == "cal"
+    def step_cost() -> dict:
+        return ((get(cluster, namespace, "si", "tiny").get("status") or {}).get("tuning") or {}).get("stepCost") or {}
+
+    used = wait_for(lambda: step_cost().get("source") == "calibration" and step_cost(), timeout=60, interval=1,
+                    what="the tuner to use the measured table (status.tuning.stepCost)", why=lambda: str(step_cost()))
+    print(f"status.tuning.stepCost: {used}")
+    assert used["calibration"] == "cal" and used["cells"] == 4 and used["fitError"] >= 0
 
     after = json.loads(cluster.kubectl("-n", namespace, "get", "deployment", "tiny", "--show-managed-fields", "-o",
                                        "json").stdout)
