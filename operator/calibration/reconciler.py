@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from specinfer.api import API_VERSION, KIND, InvalidSpecError, parse_spec
+from specinfer.api import API_VERSION, KIND, InvalidSpecError, SpeculativeInferenceSpec, parse_spec
 from specinfer.api.calibration import (
     CALIBRATION_KIND,
     SpeculativeInferenceCalibrationSpec,
@@ -26,6 +26,13 @@ from specinfer.api.calibration import (
 )
 from specinfer.api.timestamps import rfc3339
 from specinfer.calibration.prompts import PromptsError, parse_prompts
+from specinfer.operator.access import (
+    ENGINE_SECRET_LABEL,
+    SECRET_NOT_ALLOWED,
+    Refusal,
+    engine_secret_refs,
+    image_refusal,
+)
 from specinfer.operator.calibration import status as steps
 from specinfer.operator.calibration.render import (
     CALIBRATION_LABEL,
@@ -42,6 +49,7 @@ from specinfer.operator.config import OperatorConfig
 from specinfer.operator.errors import ApiError, TemporaryError
 from specinfer.operator.events import EventRecorder
 from specinfer.operator.kube import APPLY_PATCH, Kube, object_path
+from specinfer.operator.secrets import opt_in_refusal
 from specinfer.operator.store import Key, Store, controlled_by
 from specinfer.operator.workqueue import WorkQueue
 
@@ -169,6 +177,10 @@ class CalibrationController:
         result = steps.step(spec=spec, current=current, the_plan=the_plan, outcomes=outcomes, generation=generation,
                             now=now, calibration=name)
         if result.start:
+            refused = await self._refusal(namespace, target_spec)
+            if refused is not None:
+                await self._wait(resource, current, refused.reason, f"the target's {refused.message}")
+                return
             await self._ensure_configmap(resource, spec.target_ref.name, the_plan)
             for engine in result.start:
                 conflict = await self._create_job(resource, build_job(meta, spec, spec.target_ref.name, engine,
@@ -187,6 +199,22 @@ class CalibrationController:
         await self._apply(resource, steps.waiting(current, reason, message, generation=meta.get("generation"),
                                                   now=self.now()), None)
         raise TemporaryError(f"calibration {meta.get('namespace')}/{meta['name']}: {reason}", delay=WAIT_RETRY_SECONDS)
+
+    async def _refusal(self, namespace: str, target: SpeculativeInferenceSpec) -> Refusal | None:
+        """What the operator configuration refuses the target's pods (issue 15) is refused its candidates too:
+        an image outside the allowlist, a Secret that has not opted in. Checked before any Job is created."""
+        if target.runtime.image:
+            allowed, configured = self.config.image_allowlist()
+            refused = image_refusal(target.runtime.image, allowed, configured=configured)
+            if refused is not None:
+                return refused
+        if self.config.engine_secrets == "Labelled":
+            for field, name in engine_secret_refs(target):
+                refused = await opt_in_refusal(self.kube, namespace, name, field=field, label=ENGINE_SECRET_LABEL,
+                                               use="engine pod", reason=SECRET_NOT_ALLOWED)
+                if refused is not None:
+                    return refused
+        return None
 
     async def _prompts_problem(self, namespace: str, spec: SpeculativeInferenceCalibrationSpec) -> str | None:
         if spec.prompts is None:

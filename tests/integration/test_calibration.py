@@ -100,7 +100,11 @@ def test_bad_input_ends_in_conditions_naming_the_field(stack, cluster):
     namespace, _ = stack
     apply(cluster, target(namespace, "bad-input-target"))
     cluster.kubectl("-n", namespace, "create", "configmap", "taken-engines", "--from-literal=a=b")  # not the operator's
+    other_image = target(namespace, "other-image")
+    other_image["spec"]["runtime"] = {**SIMULATOR, "image": "registry.example/not-allowed:1"}
+    apply(cluster, other_image)
     apply(cluster,
+          calibration(namespace, "image", "other-image"),
           calibration(namespace, "taken", "bad-input-target", load=FAST_LOAD),
           calibration(namespace, "no-target", "does-not-exist"),
           calibration(namespace, "refused", "bad-input-target", candidates=[{"speculation": {"method": "dspark"}}]),
@@ -128,6 +132,9 @@ def test_bad_input_ends_in_conditions_naming_the_field(stack, cluster):
     resource = wait_for(lambda: (r := get(cluster, namespace, "sical", "no-prompts"))
                         and "no prompt in it" in condition(r, "Progressing").get("message", "") and r,
                         timeout=60, interval=0.5, what="no-prompts: the empty prompts named")
+    resource = waiting_or_failed(cluster, namespace, "image", "ImageNotAllowed")
+    assert condition(resource, "Progressing")["message"].startswith(
+        "the target's spec.runtime.image registry.example/not-allowed:1 is not allowed by the operator configuration")
     resource = waiting_or_failed(cluster, namespace, "taken", "ChildConflict")
     assert "ConfigMap taken-engines exists and is not this calibration's" in condition(resource, "Failed")["message"]
     assert json.loads(cluster.kubectl("-n", namespace, "get", "configmap", "taken-engines", "-o", "json")
@@ -137,7 +144,8 @@ def test_bad_input_ends_in_conditions_naming_the_field(stack, cluster):
     assert any(e["reason"] == "TargetNotFound" and e["type"] == "Warning" for e in events)
     jobs = json.loads(cluster.kubectl("-n", namespace, "get", "jobs", "-o", "json").stdout)["items"]
     assert jobs == []  # nothing ran for any of them
-    cluster.kubectl("-n", namespace, "delete", "sical", "no-target", "refused", "too-long", "no-prompts", "taken")
+    cluster.kubectl("-n", namespace, "delete", "sical", "no-target", "refused", "too-long", "no-prompts", "taken",
+                    "image")
 
 
 def test_a_run_measures_compares_and_hands_the_table_to_the_tuner(stack, cluster):
