@@ -34,6 +34,8 @@ class LoadConfig:
     chat: bool = False
     seed: int = 0
     timeout_s: float = 600.0
+    prompts: tuple[str, ...] | None = None  # your prompts (drawn at random); None: synthetic ones of prompt_tokens
+    temperature: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -98,9 +100,12 @@ def summarize(results: list[RequestResult], wall_s: float, *, mode: str, workloa
 
 
 def request_body(config: LoadConfig, model: str, rng: random.Random) -> dict:
-    words = " ".join(rng.choice(("alpha", "beta", "gamma", "delta", "omega")) for _ in range(config.prompt_tokens))
+    if config.prompts:
+        words = rng.choice(config.prompts)
+    else:
+        words = " ".join(rng.choice(("alpha", "beta", "gamma", "delta", "omega")) for _ in range(config.prompt_tokens))
     body: dict = {"model": model, "max_tokens": config.output_tokens, "stream": True,
-                  "stream_options": {"include_usage": True}, "ignore_eos": True, "temperature": 0.0}
+                  "stream_options": {"include_usage": True}, "ignore_eos": True, "temperature": config.temperature}
     if config.chat:
         body["messages"] = [{"role": "user", "content": words}]
     else:

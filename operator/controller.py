@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specinfer.api import KIND
+from specinfer.operator.calibration.reconciler import CalibrationController
+from specinfer.operator.calibration.render import CALIBRATION_LABEL
 from specinfer.operator.config import OperatorConfig
 from specinfer.operator.events import EventRecorder
 from specinfer.operator.kube import Kube
@@ -50,6 +52,8 @@ class Controller:
         self.queue = WorkQueue(self.reconciler.reconcile, workers=config.workers)
         self.leadership = Leadership(self.kube, peering=options.peering, namespaces=options.namespaces,
                                      identity=options.identity, priority=options.priority)
+        self.calibrations = CalibrationController(kube=self.kube, store=self.store, config=config,
+                                                  events=self.reconciler.events, active=self.leadership.active)
         self.resync_task: asyncio.Task | None = None
         self.stats_task: asyncio.Task | None = None
         self.leadership_task: asyncio.Task | None = None
@@ -84,6 +88,7 @@ class Controller:
         await self.leadership.refresh()
         self.leadership_task = asyncio.create_task(self.leadership.run(), name="leadership")
         self.queue.start()
+        self.calibrations.start()
         self.resync_task = asyncio.create_task(self._resync(), name="resync")
         self.stats_task = asyncio.create_task(self._stats(), name="stats")
         log.info("controller started: %d children cached, %d workers, resync every %.0fs",
@@ -119,6 +124,7 @@ class Controller:
             if task:
                 task.cancel()
         await self.queue.stop()
+        await self.calibrations.stop()
         self.kube.close()
 
     # ---- fed by kopf's watch events -------------------------------------------------
@@ -126,6 +132,7 @@ class Controller:
         body = event["object"]
         meta = body.get("metadata") or {}
         key = (meta.get("namespace", ""), meta.get("name", ""))
+        self.calibrations.on_target_event(key)  # calibrations waiting for (or measuring) this resource
         if event.get("type") == "DELETED":
             self.store.drop_resource(key)
             return
@@ -138,6 +145,9 @@ class Controller:
     def on_child_event(self, event: Mapping[str, Any]) -> None:
         body = event["object"]
         meta = body.get("metadata") or {}
+        if CALIBRATION_LABEL in (meta.get("labels") or {}):  # a calibration's Job, pod or ConfigMap
+            self.calibrations.on_child_event(event)
+            return
         if event.get("type") == "DELETED" and body.get("kind") == "Pod":
             self.store.drop_pod(body)
         elif event.get("type") == "DELETED":

@@ -23,7 +23,7 @@ def build_event(resource: Mapping[str, Any], *, type_: str, reason: str, message
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:12]}", "namespace": meta.get("namespace")},
-        "involvedObject": {"apiVersion": API_VERSION, "kind": KIND, "name": meta["name"],
+        "involvedObject": {"apiVersion": API_VERSION, "kind": resource.get("kind") or KIND, "name": meta["name"],
                            "namespace": meta.get("namespace"), "uid": meta.get("uid")},
         "type": type_,
         "reason": reason,

@@ -30,6 +30,8 @@ PLURALS = {
     ("apps/v1", "Deployment"): "deployments",
     ("monitoring.coreos.com/v1", "PodMonitor"): "podmonitors",
     ("specinfer.io/v1alpha1", "SpeculativeInference"): "speculativeinferences",
+    ("specinfer.io/v1alpha1", "SpeculativeInferenceCalibration"): "speculativeinferencecalibrations",
+    ("batch/v1", "Job"): "jobs",
 }
 
 

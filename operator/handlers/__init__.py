@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import kopf
 
-from specinfer.operator.handlers import children, lifecycle, resources, tuning
+from specinfer.operator.handlers import calibrations, children, lifecycle, resources, tuning
 
 
 def build_registry() -> kopf.OperatorRegistry:
@@ -18,5 +18,6 @@ def build_registry() -> kopf.OperatorRegistry:
     lifecycle.register(registry)
     resources.register(registry)
     children.register(registry)
+    calibrations.register(registry)
     tuning.register(registry)  # after lifecycle: it needs the started controller
     return registry

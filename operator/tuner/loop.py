@@ -27,6 +27,7 @@ from specinfer.operator.config import CostConfig
 from specinfer.operator.kube import APPLY_PATCH, object_path
 from specinfer.operator.secrets import read_opted_in_secret
 from specinfer.operator.tuner import prometheus as prom
+from specinfer.operator.tuner.calibrated import forget_step_cost, same_prior
 from specinfer.operator.tuner.exports import cost_of, resource_export, with_cost
 from specinfer.operator.tuner.observe import Samples, Target, index_results, observe
 from specinfer.operator.tuner.policy import PolicyState, decide, guards
@@ -37,6 +38,7 @@ from specinfer.operator.tuner.target import (
     ResourceTarget,
     TargetError,
     applied_problem,
+    calibrated_tuning_input,
     observed_applied,
     read_target,
     rollout_in_progress,
@@ -263,25 +265,29 @@ class TuningLoop:
             tuning = tuning_input(target.spec, self.settings.policy)
         except TargetError as error:
             return Tick(mode, now, degraded=(error.reason, str(error)), hold_reason=f"not tuning: {error}")
+        tuning, step_cost = calibrated_tuning_input(target, tuning, self.settings.policy)  # issue 17
         problem = applied_problem(target, tuning)
         if problem is not None:
             return Tick(mode, now, drop_applied=True, degraded=("AppliedConfigDropped", f"{problem}: dropped"),
-                        hold_reason=f"{problem}: dropped, the spec's config renders until the next decision")
+                        hold_reason=f"{problem}: dropped, the spec's config renders until the next decision",
+                        step_cost=step_cost)
         applied = observed_applied(target)
         observed = observe(Target(target.namespace, target.name, applied, rollout_in_progress(target, applied.config)),
                            series, labels=self.settings.labels.mapping(), now=now,
                            window_seconds=self.settings.window_seconds)
         if observed.observation is None:
             return Tick(mode, now, degraded=(observed.reason, observed.missing or "no observation"),
-                        hold_reason=f"holding the current config: {observed.missing}")
+                        hold_reason=f"holding the current config: {observed.missing}", step_cost=step_cost)
         previous = stored_state(target)
+        if not same_prior(target.tuning_status.step_cost, step_cost):  # a calibration landed or went stale
+            previous = forget_step_cost(previous)
         decision, state = await asyncio.to_thread(decide, observed.observation, tuning, previous, now)
         no_apply = "spec.tuning.maxRestartsPerHour is 0" if target.spec.tuning.max_restarts_per_hour == 0 else None
         if decision.is_change and (mode != "auto" or no_apply):
             state = observe_mode_state(previous, state)
         untrusted = decision.guard in DATA_FAULTS  # numbers the policy refused: not for status.metrics either
         return Tick(mode, now, decision=decision, state=state, metrics=None if untrusted else observed.metrics,
-                    signals=decision.signals or observed.signals, no_apply_reason=no_apply)
+                    signals=decision.signals or observed.signals, no_apply_reason=no_apply, step_cost=step_cost)
 
     def _forget_gone(self, present: set[tuple[str, str]]) -> None:
         """Deleted resources leave no memory behind (the loop runs for months)."""

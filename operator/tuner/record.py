@@ -39,6 +39,7 @@ class Tick:
     hold_reason: str | None = None  # why the policy was not consulted (Prometheus down, series missing)
     drop_applied: bool = False  # the applied config no longer fits the spec: render the spec alone
     no_apply_reason: str | None = None  # auto mode, but changes may not be applied (maxRestartsPerHour 0)
+    step_cost: api.StepCostSource | None = None  # the cost prior in force (a calibration's table or a roofline)
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,7 @@ def tick_status(target: ResourceTarget, tick: Tick) -> Outcome:
         signals=tick.signals or previous.signals,
         policy_state=json.dumps(state.to_json(), separators=(",", ":")) if state is not None
         else previous.policy_state,
+        step_cost=tick.step_cost or previous.step_cost,
     )
     status = api.SpeculativeInferenceStatus(
         tuning=tuning,

@@ -16,8 +16,9 @@ from pydantic import ValidationError
 
 from specinfer.api import InvalidSpecError, SpeculativeInferenceSpec, effective_speculation, parse_spec
 from specinfer.api.parse import data_parallel_size
-from specinfer.api.status import Condition, SpeculativeInferenceStatus, TuningStatus
+from specinfer.api.status import Condition, SpeculativeInferenceStatus, StepCostSource, TuningStatus
 from specinfer.api.timestamps import parse_rfc3339
+from specinfer.operator.tuner.calibrated import with_calibration
 from specinfer.operator.tuner.convert import config_of
 from specinfer.operator.tuner.policy import AppliedConfig, CostPrior, DraftConfig, TuningInput
 from specinfer.operator.tuner.settings import PolicyDefaults
@@ -272,3 +273,15 @@ def observed_applied(target: ResourceTarget) -> AppliedConfig:
     finished = _rollout_finished_at(target)
     since = max([t for t in (applied_at, finished, target.created) if t is not None], default=0.0)
     return AppliedConfig(method=target.spec.speculation.method, config=config, since=since)
+
+
+# -- calibration (issue 17; operator/tuner/calibrated.py) ----------------------------------------
+
+
+def calibrated_tuning_input(target: ResourceTarget, tuning: TuningInput,
+                            defaults: PolicyDefaults | None = None) -> tuple[TuningInput, StepCostSource]:
+    """`tuning` with the cost prior fitted to status.calibration's measured table when it still describes
+    what runs, and what status.tuning.stepCost reports. A measured table wins over any configured prior."""
+    assert target.spec is not None
+    configured = defaults is not None and "cost_prior" in defaults.model_fields_set
+    return with_calibration(tuning, target.spec, target.status.calibration, configured_prior=configured)

@@ -65,6 +65,8 @@ INTER_TOKEN_LATENCY = VllmMetric("vllm:inter_token_latency_seconds", "histogram"
 REQUEST_TIME_PER_OUTPUT_TOKEN = VllmMetric("vllm:request_time_per_output_token_seconds", "histogram", _LOGGERS)
 E2E_REQUEST_LATENCY = VllmMetric("vllm:e2e_request_latency_seconds", "histogram", _LOGGERS)
 REQUEST_QUEUE_TIME = VllmMetric("vllm:request_queue_time_seconds", "histogram", _LOGGERS)
+# Observed once per engine step (tokens computed in it): its _count is the number of steps (calibration).
+ITERATION_TOKENS = VllmMetric("vllm:iteration_tokens_total", "histogram", _LOGGERS)
 
 ALL_METRICS: tuple[VllmMetric, ...] = (
     SPEC_DECODE_NUM_DRAFTS,
@@ -82,4 +84,5 @@ ALL_METRICS: tuple[VllmMetric, ...] = (
     REQUEST_TIME_PER_OUTPUT_TOKEN,
     E2E_REQUEST_LATENCY,
     REQUEST_QUEUE_TIME,
+    ITERATION_TOKENS,
 )

@@ -175,7 +175,10 @@ def test_rbac_covers_what_the_operator_manages(rendered, name):
     needed = [("specinfer.io", "speculativeinferences", "watch"),
               ("specinfer.io", "speculativeinferences/status", "patch"), ("apps", "deployments", "create"),
               ("apps", "deployments", "patch"), ("", "services", "create"), ("", "configmaps", "create"),
-              ("", "events", "create"), ("monitoring.coreos.com", "podmonitors", "create")]
+              ("", "events", "create"), ("monitoring.coreos.com", "podmonitors", "create"),
+              ("specinfer.io", "speculativeinferencecalibrations", "watch"),
+              ("specinfer.io", "speculativeinferencecalibrations/status", "patch"), ("batch", "jobs", "create"),
+              ("batch", "jobs", "delete"), ("", "pods", "watch")]
     for group, resource, verb in needed:
         assert grants(rules, group, resource, verb), f"{verb} {group}/{resource} missing"
     cluster_rules = rules_of(docs, "ClusterRole")
@@ -189,6 +192,7 @@ def test_operator_can_never_write_a_spec(rendered, name):
     rules = rules_of(rendered[name], "Role") + rules_of(rendered[name], "ClusterRole")
     for verb in ("create", "update", "patch", "delete", "deletecollection"):
         assert not grants(rules, "specinfer.io", "speculativeinferences", verb), verb
+        assert not grants(rules, "specinfer.io", "speculativeinferencecalibrations", verb), verb
 
 
 def test_namespaced_mode_binds_one_role_per_watched_namespace(rendered):

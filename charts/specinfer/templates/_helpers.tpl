@@ -130,10 +130,25 @@ so there is no delete; no wildcard, no pods, no list/watch of Secrets.
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create", "patch"]
-# Engine pods, read-only: a crash-looping engine's last termination message goes into conditions.
+# Engine pods, read-only: a crash-looping engine's last termination message goes into conditions;
+# a calibration Job's pod hands its result over in its termination message.
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["get", "list", "watch"]
+# Calibrations (docs/calibration.md): read the runs, write their status; one Job per measured engine,
+# created once and deleted only when a run fails (a finished Job goes by its TTL).
+- apiGroups: ["specinfer.io"]
+  resources: ["speculativeinferencecalibrations"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["specinfer.io"]
+  resources: ["speculativeinferencecalibrations/status"]
+  verbs: ["get", "patch"]
+- apiGroups: ["specinfer.io"]
+  resources: ["speculativeinferencecalibrations/finalizers"]
+  verbs: ["update"]
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["get", "list", "watch", "create", "delete"]
 {{- if .Values.rbac.podMonitors }}
 - apiGroups: ["monitoring.coreos.com"]
   resources: ["podmonitors"]

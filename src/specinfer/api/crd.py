@@ -1,7 +1,8 @@
-"""Generate the SpeculativeInference CustomResourceDefinition from the pydantic models.
+"""Generate the CustomResourceDefinitions from the pydantic models.
 
-    specinfer crd                 # write crds/specinfer.io_speculativeinferences.yaml
-    specinfer crd --check         # exit 1 if the committed file differs (CI)
+    specinfer crd                 # write crds/specinfer.io_speculativeinferences.yaml and
+                                  # crds/specinfer.io_speculativeinferencecalibrations.yaml (+ the chart's copies)
+    specinfer crd --check         # exit 1 if a committed file differs (CI)
     python -m specinfer.api.crd   # same as `specinfer crd`
 """
 
@@ -14,12 +15,22 @@ from typing import Any
 import click
 import yaml
 
+from specinfer.api.calibration import (
+    CALIBRATION_KIND,
+    CALIBRATION_PLURAL,
+    CALIBRATION_SHORT_NAMES,
+    CALIBRATION_SINGULAR,
+    SpeculativeInferenceCalibrationSpec,
+    SpeculativeInferenceCalibrationStatus,
+)
 from specinfer.api.openapi import model_schema
 from specinfer.api.resource import CRD_NAME, GROUP, KIND, PLURAL, SHORT_NAMES, SINGULAR, VERSION
 from specinfer.api.spec import SpeculativeInferenceSpec
 from specinfer.api.status import SpeculativeInferenceStatus
 
 CRD_FILE = Path("crds") / f"{GROUP}_{PLURAL}.yaml"
+CALIBRATION_CRD_FILE = Path("crds") / f"{GROUP}_{CALIBRATION_PLURAL}.yaml"
+CALIBRATION_CRD_NAME = f"{CALIBRATION_PLURAL}.{GROUP}"
 # Helm installs CRDs from the chart's own crds/ folder; it must carry identical copies.
 CHART_CRD_DIR = Path("charts") / "specinfer" / "crds"
 
@@ -120,9 +131,97 @@ def build_crd() -> dict[str, Any]:
     }
 
 
+CALIBRATION_PRINTER_COLUMNS = [
+    {"name": "Target", "type": "string", "jsonPath": ".spec.targetRef.name",
+     "description": "The SpeculativeInference calibrated"},
+    {"name": "Phase", "type": "string", "jsonPath": ".status.phase",
+     "description": "Pending, Running, Succeeded or Failed"},
+    {"name": "Progress", "type": "string", "jsonPath": ".status.progress",
+     "description": "Engines measured / to measure (one per candidate and K)"},
+    {"name": "Recommendation", "type": "string", "jsonPath": ".status.recommendation.summary",
+     "description": "The fastest candidate and its gain over the target's method (never applied automatically)"},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    {"name": "Running", "type": "string", "jsonPath": ".status.running", "priority": 1,
+     "description": "Engines whose Job runs now"},
+    {"name": "Reason", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Progressing")].reason',
+     "priority": 1, "description": "Reason of the Progressing condition"},
+]
+IMMUTABLE_SPEC = {"rule": "self == oldSelf",
+                  "message": "spec is immutable: a calibration is one run; create a new "
+                             f"{CALIBRATION_KIND} to measure again"}
+
+
+def calibration_openapi_schema() -> dict[str, Any]:
+    spec = model_schema(SpeculativeInferenceCalibrationSpec)
+    spec.setdefault("x-kubernetes-validations", []).append(IMMUTABLE_SPEC)
+    status = model_schema(SpeculativeInferenceCalibrationStatus, path="status")
+    return {
+        "type": "object",
+        "description": "One measurement run against a SpeculativeInference: step time by batch size and draft "
+        "length and acceptance per position, for its method, candidate methods and no speculation, on its own "
+        "hardware and prompts (docs/calibration.md). The target's pods are never touched.",
+        "required": ["spec"],
+        "properties": {
+            "apiVersion": {"type": "string", "description": "specinfer.io/v1alpha1"},
+            "kind": {"type": "string", "description": CALIBRATION_KIND},
+            "metadata": {"type": "object"},
+            "spec": spec,
+            "status": status,
+        },
+    }
+
+
+def build_calibration_crd() -> dict[str, Any]:
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": CALIBRATION_CRD_NAME,
+            "annotations": {"specinfer.io/generated-by": "specinfer crd (src/specinfer/api); do not edit"},
+        },
+        "spec": {
+            "group": GROUP,
+            "scope": "Namespaced",
+            "names": {
+                "kind": CALIBRATION_KIND,
+                "listKind": f"{CALIBRATION_KIND}List",
+                "plural": CALIBRATION_PLURAL,
+                "singular": CALIBRATION_SINGULAR,
+                "shortNames": list(CALIBRATION_SHORT_NAMES),
+                "categories": ["specinfer"],
+            },
+            "versions": [
+                {
+                    "name": VERSION,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": calibration_openapi_schema()},
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": CALIBRATION_PRINTER_COLUMNS,
+                }
+            ],
+        },
+    }
+
+
+HEADER = "# Generated from src/specinfer/api by `specinfer crd`; do not edit by hand.\n"
+
+
+def _render(crd: dict[str, Any]) -> str:
+    return HEADER + yaml.safe_dump(crd, sort_keys=False, width=100, allow_unicode=True)
+
+
 def render_crd() -> str:
-    header = "# Generated from src/specinfer/api by `specinfer crd`; do not edit by hand.\n"
-    return header + yaml.safe_dump(build_crd(), sort_keys=False, width=100, allow_unicode=True)
+    return _render(build_crd())
+
+
+def render_calibration_crd() -> str:
+    return _render(build_calibration_crd())
+
+
+def rendered_files() -> dict[Path, str]:
+    """Every generated CRD file and its content."""
+    return {CRD_FILE: render_crd(), CALIBRATION_CRD_FILE: render_calibration_crd()}
 
 
 @click.command("crd")
@@ -130,24 +229,28 @@ def render_crd() -> str:
               help="Where to write the CRD ('-' for stdout).")
 @click.option("--check", is_flag=True, help="Do not write; exit 1 if the file differs from the models.")
 def crd_command(output: Path, check: bool) -> None:
-    """Generate the SpeculativeInference CRD from the API models."""
-    text = render_crd()
+    """Generate the CRDs (SpeculativeInference, SpeculativeInferenceCalibration) from the API models.
+
+    With --output FILE (or '-') only the SpeculativeInference CRD is written there."""
     if str(output) == "-":
-        click.echo(text, nl=False)
+        click.echo(render_crd(), nl=False)
         return
-    in_repo = output == CRD_FILE  # the default target: keep the Helm chart's copies in step too
+    in_repo = output == CRD_FILE  # the default target: every CRD, and the Helm chart's copies in step too
+    files = rendered_files() if in_repo else {output: render_crd()}
     if check:
-        current = output.read_text() if output.exists() else ""
+        stale_files = [str(path) for path, text in files.items()
+                       if (path.read_text() if path.exists() else "") != text]
         stale = chart_copies_out_of_date() if in_repo else []
-        if current != text or stale:
-            click.echo(f"{output} or the chart copies ({', '.join(stale) or 'none stale'}) are out of date: "
-                       "run `specinfer crd`", err=True)
+        if stale_files or stale:
+            click.echo(f"{', '.join(stale_files) or 'crds/'} or the chart copies ({', '.join(stale) or 'none stale'}) "
+                       "are out of date: run `specinfer crd`", err=True)
             sys.exit(1)
-        click.echo(f"{output} is up to date")
+        click.echo(f"{', '.join(str(path) for path in files)} up to date")
         return
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(text)
-    click.echo(f"wrote {output}")
+    for path, text in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        click.echo(f"wrote {path}")
     if in_repo:
         for name in sync_chart_copies():
             click.echo(f"copied {name} into {CHART_CRD_DIR}")

@@ -15,13 +15,14 @@ from pydantic import Field
 from specinfer.api.base import MAX_TEXT, Name, ShortText, StatusModel, Text
 from specinfer.api.speculation import K_CEILING, MAX_SCHEDULE_RANGES, MethodName
 
-ConditionType = Literal["Ready", "Progressing", "Degraded", "Tuned", "TuningDegraded"]
+ConditionType = Literal["Ready", "Progressing", "Degraded", "Tuned", "TuningDegraded", "Complete", "Failed"]
 ConditionStatus = Literal["True", "False", "Unknown"]
 # keep: nothing to do or a guard held; recommend: a change the policy chose but did not apply
 # (observe mode); the others change the running config.
 DecisionAction = Literal["keep", "recommend", "setK", "setSchedule", "disable", "reenable", "rollback"]
 Timestamp = Annotated[str, Field(max_length=64)]  # RFC 3339
 MAX_HISTORY = 20
+MAX_STEP_COST_CELLS = 72  # (up to 8 K + K = 0) x up to 8 batch sizes
 
 
 class Condition(StatusModel):
@@ -114,6 +115,25 @@ class Decision(StatusModel):
     """Schedule chosen by this decision, if any."""
 
 
+class StepCostSource(StatusModel):
+    """What the tuner's step-cost model T(B, K) starts from, before live step times refine it."""
+
+    source: Literal["calibration", "roofline", "simulatorPreset", "operatorConfig"]
+    """calibration: the measured table of status.calibration; roofline: the policy's default prior (an 8B
+    model on one H100); simulatorPreset: the simulated hardware's preset; operatorConfig: the operator
+    configuration's tuning.policy.costPrior."""
+    calibration: Name | None = None
+    """The SpeculativeInferenceCalibration that measured the table."""
+    measured_at: Timestamp | None = None
+    """When it finished."""
+    cells: int | None = Field(default=None, ge=0)
+    """Measured (batch size, K) cells the prior was fitted to."""
+    fit_error: float | None = Field(default=None, ge=0)
+    """Largest relative error of the fitted prior on those cells (0.05 = 5%)."""
+    message: Text | None = None
+    """Why a calibration is not used (stale, another method), when one exists."""
+
+
 class TuningStatus(StatusModel):
     """What the tuner sees, recommends and did."""
 
@@ -137,6 +157,9 @@ class TuningStatus(StatusModel):
     policy_state: str | None = Field(default=None, max_length=65536)
     """The policy's memory between decisions (JSON: learnt step cost and acceptance, restart times,
     the change being verified); kept here so an operator restart or failover forgets nothing."""
+    step_cost: StepCostSource | None = None
+    """Where the step-cost model the decisions start from comes from: a calibration's measured table, or a
+    roofline prior (docs/calibration.md)."""
 
 
 class MetricsStatus(StatusModel):
@@ -175,6 +198,36 @@ class CostStatus(StatusModel):
     (negative: the change made tokens dearer)."""
 
 
+class StepCostCell(StatusModel):
+    """One measured step time."""
+
+    batch_size: float = Field(gt=0, le=65536)
+    """Running requests per step, measured."""
+    num_speculative_tokens: int = Field(ge=0, le=K_CEILING)
+    """Draft length (0: no speculation)."""
+    seconds: float = Field(gt=0, le=3600)
+    """Mean engine step time."""
+
+
+class CalibrationSummary(StatusModel):
+    """The latest successful calibration of this resource (written by the calibration controller)."""
+
+    name: Name
+    """The SpeculativeInferenceCalibration."""
+    completed_at: Timestamp
+    """When it finished."""
+    fingerprint: ShortText
+    """Hash of the model, hardware and runtime it measured; the tuner ignores the table once they change."""
+    method: MethodName
+    """The method the step-cost table is for (the one this resource ran when measured)."""
+    step_cost: list[StepCostCell] = Field(default_factory=list, max_length=MAX_STEP_COST_CELLS)
+    """Measured step time by batch size and K, K = 0 (no speculation) included: the tuner fits its step-cost
+    prior to this instead of assuming a roofline."""
+    recommendation: Text | None = None
+    """The method comparison, e.g. `ngram beats the configured draftModel by 18% at your batch sizes`.
+    Never applied automatically."""
+
+
 class SpeculativeInferenceStatus(StatusModel):
     """Observed state, written only by the operator."""
 
@@ -202,3 +255,7 @@ class SpeculativeInferenceStatus(StatusModel):
     """Label selector of the engine pods (for the scale subresource and tooling)."""
     cost: CostStatus | None = None
     """What the running configuration costs; only when the operator configuration prices this hardware."""
+    calibration: CalibrationSummary | None = None
+    """The latest successful SpeculativeInferenceCalibration: the measured step-cost table and the method
+    comparison (docs/calibration.md)."""
+

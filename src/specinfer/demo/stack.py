@@ -61,7 +61,7 @@ class Stack:
     def install_crds(self) -> None:
         self.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_DIR))
         self.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                     "crd/speculativeinferences.specinfer.io")
+                     "crd/speculativeinferences.specinfer.io", "crd/speculativeinferencecalibrations.specinfer.io")
 
     # -- operator ---------------------------------------------------------------------------
     def operator_argv(self) -> list[str]:

@@ -3,7 +3,9 @@
 kwok fakes a node's and its pods' lifecycle by applying Stage objects. Run bare
 (without kwokctl) it has none, so we hand it the upstream "fast" stages from the
 module the build already downloaded: nodes become Ready (heartbeats renew a
-Lease), scheduled pods become Running/Ready, deleted pods go away.
+Lease), scheduled pods become Running/Ready, deleted pods go away. Pods of Jobs
+complete at once -- except the operator's own (its calibration Jobs), which the pod
+runner really runs and reports Succeeded or Failed itself.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -26,6 +29,11 @@ STAGE_FILES = (
 )
 
 
+# The pod runner runs the operator's Job pods and reports their completion (devcluster/pod_runner.py).
+OPERATOR_PODS_RUN_LOCALLY = {"key": '.metadata.labels["app.kubernetes.io/managed-by"]', "operator": "NotIn",
+                             "values": ["specinfer-operator"]}
+
+
 def kwok_module_dir() -> Path:
     result = subprocess.run(["go", "mod", "download", "-json", f"{KWOK.module}@{KWOK.version()}"],
                             cwd=KWOK.tools_dir, capture_output=True, text=True, check=True,
@@ -36,7 +44,7 @@ def kwok_module_dir() -> Path:
 def write_config(path: Path) -> Path:
     """Write a kwok --config file: a KwokConfiguration followed by the stages."""
     stage_root = kwok_module_dir() / "kustomize" / "stage"
-    documents = [{"apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokConfiguration",
+    documents: list[dict[str, Any]] = [{"apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokConfiguration",
                   "options": {
                       # A config file replaces kwok's defaults wholesale, so restate the ones it needs.
                       "nodeLeaseDurationSeconds": 40, "nodeLeaseParallelism": 4,
@@ -45,5 +53,8 @@ def write_config(path: Path) -> Path:
                       "enablePodsOnNodeSyncStreamWatch": False}}]
     for relative in STAGE_FILES:
         documents.extend(doc for doc in yaml.safe_load_all((stage_root / relative).read_text()) if doc)
+    for stage in documents:
+        if (stage.get("metadata") or {}).get("name") == "pod-complete":
+            stage["spec"]["selector"]["matchExpressions"].append(OPERATOR_PODS_RUN_LOCALLY)
     path.write_text(yaml.safe_dump_all(documents, sort_keys=False))
     return path

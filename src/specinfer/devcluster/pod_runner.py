@@ -25,7 +25,13 @@ emulated and nothing else:
   (devcluster/pod_status.py): Ready from the probe, restarts, CrashLoopBackOff with the last
   termination's exit code and message (the container's termination message file, or its log tail
   under FallbackToLogsOnError), and ErrImageNeverPull when the engine environment that stands in
-  for the image is not installed. The operator reads these to explain a failing engine.
+  for the image is not installed. The operator reads these to explain a failing engine;
+- run to completion: pods of the operator's calibration Jobs (label specinfer.io/calibration,
+  restartPolicy Never) are run once; the runner reports them Succeeded or Failed with the
+  container's exit code and termination message, which is how the Job controller learns the
+  outcome and the operator reads the result (kwok's own completion stage skips the operator's
+  pods, devcluster/kwok_stages.py). Only pods a PodMonitor would select (specinfer.io/name) are
+  registered with Prometheus.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ from specinfer.devcluster.pod_status import Termination, container_state, pod_st
 from specinfer.devcluster.prometheus import PrometheusServer
 
 RUNTIME_LABEL = "specinfer.io/name"
+CALIBRATION_LABEL = "specinfer.io/calibration"  # operator/calibration/render.py: pods of calibration Jobs
 RUNTIME_CONFIG_DIR = "/etc/specinfer"
 RUNTIME_CONFIG_FILE = "runtime.json"
 TERMINATION_GRACE_SECONDS = 30.0
@@ -95,6 +102,8 @@ class LocalPod:
     cannot_start: tuple[str, str] | None = None  # (waiting reason, message): the image is not available
     started_at: str | None = None
     last_termination: Termination | None = None
+    restart_policy: str = "Always"
+    finished: Termination | None = None  # a pod that never restarts ran to completion (Succeeded / Failed)
 
     @property
     def key(self) -> str:
@@ -121,11 +130,13 @@ def probe_readiness(pod: LocalPod) -> None:
 
 class PodRunner:
     def __init__(self, kubeconfig: Path, workdir: Path, *, prometheus: PrometheusServer | None = None,
-                 label_selector: str = RUNTIME_LABEL, namespaces: tuple[str, ...] | None = None, log=print):
+                 label_selector: str = RUNTIME_LABEL, namespaces: tuple[str, ...] | None = None, log=print,
+                 job_selector: str | None = CALIBRATION_LABEL):
         self.api = client.CoreV1Api(config.new_client_from_config(config_file=str(kubeconfig)))
         self.workdir = Path(workdir)
         self.prometheus = prometheus
         self.label_selector = label_selector
+        self.job_selector = job_selector
         self.namespaces = namespaces  # None: every namespace
         self.log = log
         self.pods: dict[str, LocalPod] = {}
@@ -134,14 +145,17 @@ class PodRunner:
     def sync_once(self) -> None:
         """Converge local processes to the bound, not-terminating pods in the cluster."""
         wanted: dict[str, V1Pod] = {}
-        for pod in self.api.list_pod_for_all_namespaces(label_selector=self.label_selector).items:
-            meta, spec, status = pod.metadata, pod.spec, pod.status
-            if meta is None or spec is None or meta.uid is None:
-                continue  # the API server always sends these; the client's model calls them optional
-            if self.namespaces is not None and meta.namespace not in self.namespaces:
-                continue
-            if spec.node_name and meta.deletion_timestamp is None and (status is None or status.phase != "Succeeded"):
-                wanted[meta.uid] = pod
+        selectors = [self.label_selector] + ([self.job_selector] if self.job_selector else [])
+        for selector in selectors:
+            for pod in self.api.list_pod_for_all_namespaces(label_selector=selector).items:
+                meta, spec, status = pod.metadata, pod.spec, pod.status
+                if meta is None or spec is None or meta.uid is None:
+                    continue  # the API server always sends these; the client's model calls them optional
+                if self.namespaces is not None and meta.namespace not in self.namespaces:
+                    continue
+                if spec.node_name and meta.deletion_timestamp is None \
+                        and (status is None or status.phase not in ("Succeeded", "Failed")):
+                    wanted[meta.uid] = pod
         for uid, local in list(self.pods.items()):
             if uid not in wanted and self._terminate(local):
                 del self.pods[uid]  # forget the pod only once its process is gone
@@ -222,9 +236,11 @@ class PodRunner:
             raise ValueError("container has no command: the image's entrypoint cannot be known locally")
         probe = container.readiness_probe
         http_get = probe.http_get if probe is not None else None
+        restart_policy = pod.spec.restart_policy or "Always"
         return LocalPod(namespace=namespace, name=name, uid=pod.metadata.uid, folder=folder, argv=argv,
                         env=env, port=port, labels=dict(pod.metadata.labels or {}), cwd=cwd,
-                        owns_status=owns_status, cannot_start=cannot_start, container=container.name,
+                        owns_status=owns_status or restart_policy != "Always", cannot_start=cannot_start,
+                        restart_policy=restart_policy, container=container.name,
                         image=container.image or "", termination_policy=container.termination_message_policy,
                         readiness_path=(http_get.path or "/") if http_get is not None else None,
                         failure_threshold=(probe.failure_threshold or 3) if probe is not None else 3)
@@ -239,6 +255,8 @@ class PodRunner:
             if volume is not None and volume.config_map is not None:
                 config_map = self.api.read_namespaced_config_map(volume.config_map.name, pod.metadata.namespace)
                 files = dict(config_map.data or {})
+                if volume.config_map.items:  # only the listed keys, each under its path
+                    files = {item.path: files[item.key] for item in volume.config_map.items if item.key in files}
             elif volume is not None and volume.secret is not None:
                 secret = self.api.read_namespaced_secret(volume.secret.secret_name, pod.metadata.namespace)
                 files = {k: base64.b64decode(v).decode() for k, v in (secret.data or {}).items()}
@@ -283,6 +301,15 @@ class PodRunner:
                 self.log(f"pod {pod.namespace}/{pod.name} cannot start: {pod.cannot_start[1]}")
             return
         now = time.monotonic()
+        if pod.finished is not None:
+            return
+        if pod.record is not None and pod.restart_policy != "Always":  # a Job's pod runs once
+            self._record_termination(pod)
+            code = pod.last_termination.exit_code if pod.last_termination else 1
+            if pod.restart_policy == "Never" or code == 0:
+                pod.finished, pod.last_termination = pod.last_termination, None
+                self.log(f"pod {pod.namespace}/{pod.name} finished with exit code {code} (log: {pod.record.log})")
+                return
         if pod.record is not None:  # it exited: restart with a capped exponential back-off
             if pod.next_start == 0.0:
                 self._record_termination(pod)
@@ -300,7 +327,7 @@ class PodRunner:
         pod.record = processes.start(pod.name, pod.argv, log_dir=pod.folder, env=pod.env, cwd=pod.cwd)
         pod.started.append(now)
         pod.started_at = _now()
-        if self.prometheus is not None and pod.port is not None:
+        if self.prometheus is not None and pod.port is not None and RUNTIME_LABEL in pod.labels:
             labels = {"namespace": pod.namespace, "pod": pod.name, "container": "engine",
                       **{prometheus_label_name(k): v for k, v in pod.labels.items()}}
             self.prometheus.add_target(pod.key, f"127.0.0.1:{pod.port}", labels)
@@ -317,14 +344,17 @@ class PodRunner:
         """Patch the pod's status when what it says differs from what runs here."""
         running = pod.record is not None and processes.is_running(pod.record)
         waiting = pod.cannot_start
-        if waiting is None and not running and pod.record is not None:
+        if waiting is None and not running and pod.record is not None and pod.finished is None:
             back_off = max(0.0, pod.next_start - time.monotonic())
             waiting = ("CrashLoopBackOff", f"back-off {back_off:.0f}s restarting failed container={pod.container} "
                                            f"pod={pod.name}_{pod.namespace}({pod.uid})")
+        phase = "Running"
+        if pod.finished is not None:
+            phase = "Succeeded" if pod.finished.exit_code == 0 else "Failed"
         desired = pod_status(container=pod.container, image=pod.image, ready=pod.ready and running,
                              restarts=pod.restarts, state=container_state(running=running, started_at=pod.started_at,
-                                                                          waiting=waiting),
-                             last=pod.last_termination, now=_now())
+                                                                          waiting=waiting, finished=pod.finished),
+                             last=pod.last_termination, now=_now(), phase=phase)
         current = self.api.api_client.sanitize_for_serialization(live.status) if live.status else {}
         if signature(desired) == signature(current):
             return

@@ -3,7 +3,8 @@
 The pod runner owns the status of the pods that run the real engine (kwok's own stage only marks
 a Pending pod Running and Ready at once, and never again): Ready follows the readinessProbe, an
 exited container waits in CrashLoopBackOff with its last termination (exit code and termination
-message), and a pod whose image cannot be had locally waits with the reason a kubelet gives.
+message), and a pod whose image cannot be had locally waits with the reason a kubelet gives. A
+pod that never restarts (a Job's) ends Succeeded or Failed with its container terminated.
 """
 
 from __future__ import annotations
@@ -47,7 +48,10 @@ def termination_message(termination_log: Path, process_log: Path, *, exit_code: 
     return "\n".join(tail.splitlines()[-FALLBACK_LINES:]).strip()
 
 
-def container_state(*, running: bool, started_at: str | None, waiting: tuple[str, str] | None) -> dict[str, Any]:
+def container_state(*, running: bool, started_at: str | None, waiting: tuple[str, str] | None,
+                    finished: Termination | None = None) -> dict[str, Any]:
+    if finished is not None:
+        return {"terminated": {**finished.as_status()["terminated"], "startedAt": started_at}}
     if waiting is not None:
         reason, message = waiting
         return {"waiting": {"reason": reason, "message": message}}
@@ -57,13 +61,13 @@ def container_state(*, running: bool, started_at: str | None, waiting: tuple[str
 
 
 def pod_status(*, container: str, image: str, ready: bool, restarts: int, state: Mapping[str, Any],
-               last: Termination | None, now: str) -> dict[str, Any]:
+               last: Termination | None, now: str, phase: str = "Running") -> dict[str, Any]:
     ready_text = "True" if ready else "False"
     status: dict[str, Any] = {"name": container, "image": image, "ready": ready, "restartCount": restarts,
                               "started": "running" in state, "state": dict(state)}
     if last is not None:
         status["lastState"] = last.as_status()
-    return {"phase": "Running",
+    return {"phase": phase,
             "conditions": [{"type": "Ready", "status": ready_text, "lastTransitionTime": now},
                            {"type": "ContainersReady", "status": ready_text, "lastTransitionTime": now}],
             "containerStatuses": [status]}
