@@ -6,8 +6,11 @@ a memory-bound floor (weights read once per step), a compute-bound slope in toke
 step (B*(K+1)), a per-sequence KV-cache read, plus the drafting cost: K sequential draft passes
 for EAGLE-style heads and draft models, about one pass for parallel drafters such as
 DFlash/DSpark, ~0 for n-gram/suffix; a method's `SimulatorProfile.draft_scale` weighs the
-passes. Calibrated so the published shapes hold (tests/unit/test_sim_calibration.py prints
-simulated next to published). Pure: no I/O, no randomness.
+passes; plus, on engines where it is not fused away, the speculative step's own bookkeeping
+(rejection sampling, proposer calls) per step and per request, whatever K. The GPU presets are
+calibrated so the published shapes hold (tests/unit/test_sim_calibration.py prints simulated next
+to published); `cpu-tiny` is fitted to the real vLLM CPU engine (`specinfer bench cost-fit`,
+docs/simulator.md). Pure: no I/O, no randomness.
 """
 
 from __future__ import annotations
@@ -33,6 +36,10 @@ class CostModel:
     prefill_per_token_s: float  # prefill compute per prompt token
     restart_s: float  # model load + CUDA graph capture after a restart
     knee_sharpness: float = 3.0  # p of the smooth max between floor and compute
+    # A speculative step's bookkeeping whatever K (rejection sampling, proposer calls): ~0 on GPUs,
+    # milliseconds on CPU, where it made ngram K=1..4 cost about the same per step.
+    speculation_step_s: float = 0.0  # per speculative step
+    speculation_per_seq_s: float = 0.0  # per running request in a speculative step
 
     def target_time(self, batch_size: int, k: int) -> float:
         """The verification (or plain decode) forward pass over batch_size*(k+1) tokens."""
@@ -54,11 +61,18 @@ class CostModel:
             return draft_scale * (self.parallel_pass_s + self.draft_per_token_s * drafted)
         return self.lookup_per_token_s * drafted
 
+    def speculation_time(self, batch_size: int, k: int) -> float:
+        """The speculative step's bookkeeping, independent of K (0 when not drafting)."""
+        if batch_size <= 0 or k <= 0:
+            return 0.0
+        return self.speculation_step_s + self.speculation_per_seq_s * batch_size
+
     def step_time(self, batch_size: int, k: int, drafting: DraftingStyle, *, draft_scale: float = 1.0) -> float:
         """T(B, K): one engine step; K = 0 is a plain decode step with no drafting."""
         if k <= 0:
             return self.target_time(batch_size, 0)
-        return self.target_time(batch_size, k) + self.draft_time(batch_size, k, drafting, draft_scale=draft_scale)
+        return (self.target_time(batch_size, k) + self.speculation_time(batch_size, k)
+                + self.draft_time(batch_size, k, drafting, draft_scale=draft_scale))
 
     def prefill_time(self, prompt_tokens: int) -> float:
         """Extra step time when a request's prompt is prefilled in that step."""

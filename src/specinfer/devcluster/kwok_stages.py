@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from specinfer.devcluster.binaries import KWOK
+from specinfer.operator.render.labels import ENGINE_COMMAND_ANNOTATION
 
 STAGE_FILES = (
     "node/fast/node-initialize.yaml",
@@ -24,6 +25,25 @@ STAGE_FILES = (
     "pod/fast/pod-complete.yaml",
     "pod/fast/pod-delete.yaml",
 )
+
+
+# Pods that exec the real vLLM and request no accelerator device (extended resources are
+# domain-prefixed: nvidia.com/gpu, ...): hardware.accelerator cpu, which the pod runner runs in the
+# engine environment and whose status it owns, as a kubelet would (Ready once vLLM answers its
+# probe). kwok's pod-ready stage would mark them Ready at once, and a Surge rollout would stop the
+# old engine before the new one serves: minutes without service on CPU. That stage skips them.
+# Simulator pods ("simulated: vllm serve ...") and GPU pods keep kwok's instant Ready.
+RUNNER_OWNED_POD = (
+    f'(.metadata.annotations["{ENGINE_COMMAND_ANNOTATION}"] // "" | startswith("vllm serve ")) and '
+    '([.spec.containers[].resources.limits // {} | keys[] | select(contains("/"))] | length == 0)'
+)
+
+
+def pod_ready_stage_skipping_runner_pods(stage: dict) -> dict:
+    """kwok's pod-ready stage with one more selector term: not for pods the runner owns."""
+    expressions = stage["spec"]["selector"].setdefault("matchExpressions", [])
+    expressions.append({"key": RUNNER_OWNED_POD, "operator": "NotIn", "values": ["true"]})
+    return stage
 
 
 def kwok_module_dir() -> Path:
@@ -44,6 +64,10 @@ def write_config(path: Path) -> Path:
                       "podsOnNodeSyncParallelism": 1, "enablePodsOnNodeSyncListPager": True,
                       "enablePodsOnNodeSyncStreamWatch": False}}]
     for relative in STAGE_FILES:
-        documents.extend(doc for doc in yaml.safe_load_all((stage_root / relative).read_text()) if doc)
+        for doc in yaml.safe_load_all((stage_root / relative).read_text()):
+            if doc and doc.get("kind") == "Stage" and doc["metadata"]["name"] == "pod-ready":
+                doc = pod_ready_stage_skipping_runner_pods(doc)
+            if doc:
+                documents.append(doc)
     path.write_text(yaml.safe_dump_all(documents, sort_keys=False))
     return path

@@ -44,7 +44,13 @@ from pathlib import Path
 from kubernetes import client, config
 
 from specinfer.devcluster import processes
-from specinfer.devcluster.engine_pods import EngineNotInstalled, cpu_image_env, runs_cpu_engine
+from specinfer.devcluster.engine_pods import (
+    THREADS_BIND,
+    EngineNotInstalled,
+    cpu_for_next_engine,
+    cpu_image_env,
+    runs_cpu_engine,
+)
 from specinfer.devcluster.http_probe import http_ok
 from specinfer.devcluster.pod_status import Termination, container_state, pod_status, signature, termination_message
 from specinfer.devcluster.prometheus import PrometheusServer
@@ -94,6 +100,7 @@ class LocalPod:
     cannot_start: tuple[str, str] | None = None  # (waiting reason, message): the image is not available
     started_at: str | None = None
     last_termination: Termination | None = None
+    cpu: int | None = None  # the CPU an engine pod's OpenMP threads are bound to (engine_pods.cpu_for_next_engine)
 
     @property
     def key(self) -> str:
@@ -211,6 +218,10 @@ class PodRunner:
                     except EngineNotInstalled as error:
                         cannot_start = ("ErrImageNeverPull", f"the CPU runtime image is modelled locally by the "
                                         f"cached vLLM CPU engine environment: {error}")
+        cpu = None
+        if owns_status and THREADS_BIND not in env:  # the pod's own setting wins
+            cpu = cpu_for_next_engine([p.cpu for p in self.pods.values() if p.cpu is not None])
+            env[THREADS_BIND] = str(cpu)
         argv = [local(arg) for arg in [*(container.command or []), *(container.args or [])]]
         if not argv:
             raise ValueError("container has no command: the image's entrypoint cannot be known locally")
@@ -220,7 +231,7 @@ class PodRunner:
                         env=env, port=port, labels=dict(pod.metadata.labels or {}), cwd=cwd,
                         owns_status=owns_status, cannot_start=cannot_start, container=container.name,
                         image=container.image or "", termination_policy=container.termination_message_policy,
-                        readiness_path=(http_get.path or "/") if http_get is not None else None,
+                        readiness_path=(http_get.path or "/") if http_get is not None else None, cpu=cpu,
                         failure_threshold=(probe.failure_threshold or 3) if probe is not None else 3)
 
     def _materialise_volumes(self, pod, container, folder: Path) -> dict[str, Path]:
