@@ -49,6 +49,7 @@ PROMPT = "the quick brown fox jumps over the lazy dog " * 2
 LOW, HIGH = 1, MAX_BATCH
 MEASURE_SECONDS = 12.0
 SETTLING = {"ChangeApplied", "Settling", "Verifying"}  # Tuned reasons while a change is judged
+STATIC, TUNED, NONE = "always-right draft, static K=1", "always-right draft, tuned", "no speculation"
 
 
 def resource(namespace: str, name: str, models: Path, draft: str, *, k: int, mode: str) -> dict:
@@ -65,10 +66,27 @@ def resource(namespace: str, name: str, models: Path, draft: str, *, k: int, mod
                                 "maxNumSpeculativeTokens": 4, "maxRestartsPerHour": 10}}}
 
 
+def once(step):
+    """A step of the module's story, run once whichever test needs it first (so each test also runs
+    alone); a failure is kept and raised again to every test that needs the step."""
+    def run(self):
+        if step.__name__ not in self.done:
+            try:
+                self.done[step.__name__] = (step(self), None)
+            except BaseException as error:  # noqa: BLE001 -- re-raised here and to every later caller
+                self.done[step.__name__] = (None, error)
+        value, error = self.done[step.__name__]
+        if error is not None:
+            raise error
+        return value
+    return run
+
+
 class Setup:
     def __init__(self, cluster, namespace: str, stack: Stack):
         self.cluster, self.namespace, self.stack = cluster, namespace, stack
         self.figures: dict[tuple[str, int], list[float]] = {}  # (config, concurrency) -> tokens/s per round
+        self.done: dict[str, tuple] = {}
 
     def si(self, name: str) -> dict:
         result = self.cluster.kubectl("-n", self.namespace, "get", "speculativeinference", name, "-o", "json",
@@ -160,22 +178,25 @@ def setup(cluster, prometheus, tmp_path_factory, engine_env, tiny_models):
         print(f"--- operator log tail ---\n{operator_log}")
 
 
-def test_acceptance_collapse_switches_speculation_off_and_keeps_serving(setup):
+def wait_for_resource(setup: Setup, name: str, predicate, *, timeout: float, what: str) -> dict:
+    """The resource once `predicate(resource)` holds; on timeout, its last decision and the pod logs."""
+    def why() -> str:
+        return json.dumps(tuning(setup.si(name)).get("lastDecision"), indent=1) + "\n" + setup.pod_logs()
+    return wait_for(lambda: (r := setup.si(name)) and predicate(r) and r, timeout=timeout, interval=1, what=what,
+                    why=why)
+
+
+@once
+def collapse_story(setup: Setup) -> dict:
+    """Load on the other-weights draft until the tuner has switched speculation off and the new
+    engine serves; the load runs throughout the rollout."""
     started = time.monotonic()
     first = {pod.name for pod in setup.pods("collapse")}
-    assert "--speculative-config" in setup.engine_command("collapse")
+    command_before = setup.engine_command("collapse")
     with ClosedLoop(setup.endpoints("collapse"), PROMPT, concurrency=2, max_tokens=64) as load:
-        collapsed = wait_for(lambda: (r := setup.si("collapse")) and condition(r, "TuningDegraded").get("reason")
-                             == "AcceptanceCollapsed" and r, timeout=180, interval=1,
-                             what="TuningDegraded=True AcceptanceCollapsed", why=lambda: json.dumps(tuning(
-                                 setup.si("collapse")).get("lastDecision"), indent=1))
-        degraded = condition(collapsed, "TuningDegraded")
-        print(f"collapse detected {time.monotonic() - started:.0f} s after load started: {degraded['message']}")
-        assert degraded["status"] == "True"
-        assert tuning(collapsed)["lastDecision"]["action"] == "disable"
-        acceptance = (collapsed["status"].get("metrics") or {}).get("perPositionAcceptance") or [1.0]
-        assert acceptance[0] < 0.05  # vLLM's counters: the other-weights draft is (almost) never accepted
-        # the Deployment rolls to a config without --speculative-config, and a new engine serves it
+        collapsed = wait_for_resource(setup, "collapse", lambda r: condition(r, "TuningDegraded").get("reason")
+                                      == "AcceptanceCollapsed", timeout=180, what="TuningDegraded AcceptanceCollapsed")
+        detected = time.monotonic() - started
         wait_for(lambda: "--speculative-config" not in setup.engine_command("collapse"), timeout=60,
                  what="the Deployment without --speculative-config")
         new = wait_for(lambda: [p for p in setup.pods("collapse") if p.name not in first], timeout=ROLLOUT_TIMEOUT,
@@ -183,94 +204,113 @@ def test_acceptance_collapse_switches_speculation_off_and_keeps_serving(setup):
         url = f"http://127.0.0.1:{new.port}"
         wait_for(lambda: load.served_by[url] >= 3 and not any(p.name in first for p in setup.pods("collapse")),
                  timeout=120, interval=1, what="completions from the new engine, the old one gone")
-    log = Path(new.record.log).read_text()
-    assert "specinfer runtime: exec vllm serve" in log and "--speculative-config" not in log
-    after = setup.si("collapse")
-    assert after["status"]["effective"]["method"] == "none"
-    assert condition(after, "Ready").get("status") == "True"
-    print(f"rolled to no speculation {time.monotonic() - started:.0f} s after load started; completions served "
-          f"{load.ok}, failed {len(load.failed)}: {load.failed[:2]}")
-    assert not load.failed  # Surge: the old engine served until the new one answered
+    return {"collapsed": collapsed, "detected_s": detected, "rolled_s": time.monotonic() - started,
+            "command_before": command_before, "new_log": Path(new.record.log).read_text(),
+            "after": setup.si("collapse"), "ok": load.ok, "failed": list(load.failed)}
 
 
-def test_the_tuner_changes_the_draft_length_and_verifies_the_gain(setup):
-    """Measures the static config first (tuning off), then turns tuning on under low load."""
+@once
+def static_figures(setup: Setup) -> None:
+    """The always-right draft at its static K=1 (tuning off): batch 64, then batch 1."""
     print("static K=1 (tuning off):")
-    setup.measure("crossover", HIGH, "always-right draft, static K=1")
-    setup.measure("crossover", LOW, "always-right draft, static K=1")
+    setup.measure("crossover", HIGH, STATIC)
+    setup.measure("crossover", LOW, STATIC)
+
+
+@once
+def tuned_at_low_load(setup: Setup) -> dict:
+    """Tuning on under low load: the first change, its rollout (a new engine) and its verification."""
+    static_figures(setup)
     first = {pod.name for pod in setup.pods("crossover")}
     started = time.monotonic()
     with ClosedLoop(setup.endpoints("crossover"), PROMPT, concurrency=LOW, max_tokens=128) as load:
         setup.cluster.kubectl("-n", setup.namespace, "patch", "speculativeinference", "crossover", "--type=merge",
                               "-p", json.dumps({"spec": {"tuning": {"mode": "auto"}}}))
-        changed = wait_for(lambda: (r := setup.si("crossover")) and tuning(r).get("applied") and r, timeout=180,
-                           interval=1, what="a tuned config applied under low load",
-                           why=lambda: json.dumps(tuning(setup.si("crossover")).get("lastDecision"), indent=1))
+        changed = wait_for_resource(setup, "crossover", lambda r: tuning(r).get("applied"), timeout=180,
+                                    what="a tuned config applied under low load")
         decision = next(d for d in tuning(changed)["history"] if d["action"] not in ("keep", "recommend"))
         print(f"change {time.monotonic() - started:.0f} s after tuning on: {decision['action']}: {decision['reason']}")
-        assert decision["action"] in ("setK", "setSchedule")
-        assert applied_k_at(changed, 1) != 1  # K changed at today's batch size
-        rolled = wait_for(lambda: (r := setup.si("crossover")) and rolled_out(r) and r, timeout=ROLLOUT_TIMEOUT,
-                          interval=2, what="the tuned config rolled out", why=setup.pod_logs)
+        rolled = wait_for_resource(setup, "crossover", rolled_out, timeout=ROLLOUT_TIMEOUT,
+                                   what="the tuned config rolled out")
         new = [pod for pod in setup.pods("crossover") if pod.name not in first]
-        assert new, "the rollout must restart the engine in a new pod"
         print(f"rolled out {time.monotonic() - started:.0f} s after tuning on: {rolled['status']['effective']}")
 
-        def verified():
-            r = setup.si("crossover")
+        def verified(r: dict) -> bool:
             state = json.loads(tuning(r).get("policyState") or "{}")
-            done = tuning(r).get("realisedGain") is not None and state.get("pending") is None
-            return r if done and condition(r, "Tuned").get("reason") not in SETTLING else None
+            return (tuning(r).get("realisedGain") is not None and state.get("pending") is None
+                    and condition(r, "Tuned").get("reason") not in SETTLING)
 
-        checked = wait_for(verified, timeout=180, interval=1, what="the change verified",
-                           why=lambda: json.dumps(tuning(setup.si("crossover")).get("lastDecision"), indent=1))
-    log = Path(new[0].record.log).read_text()
-    assert "specinfer runtime: exec vllm serve" in log and '"num_speculative_tokens"' in log
+        checked = wait_for_resource(setup, "crossover", verified, timeout=180, what="the change verified")
     print(f"verified {time.monotonic() - started:.0f} s after tuning on: predicted {decision['predictedGain']:+.1%}, "
           f"realised {tuning(checked)['realisedGain']:+.1%} (status.tuning.realisedGain)")
-    assert isinstance(tuning(checked)["realisedGain"], float)
-    assert not load.failed, load.failed[:3]
-    assert tuning(checked)["lastDecision"]["action"] != "rollback"
+    return {"changed": changed, "decision": decision, "new": new, "checked": checked, "failed": list(load.failed),
+            "new_log": Path(new[0].record.log).read_text() if new else ""}
+
+
+
+def test_acceptance_collapse_switches_speculation_off_and_keeps_serving(setup):
+    story = collapse_story(setup)
+    degraded = condition(story["collapsed"], "TuningDegraded")
+    print(f"collapse detected {story['detected_s']:.0f} s after load started: {degraded['message']}")
+    assert degraded["status"] == "True"
+    assert tuning(story["collapsed"])["lastDecision"]["action"] == "disable"
+    metrics = story["collapsed"]["status"].get("metrics") or {}
+    print(f"acceptance per position {metrics.get('perPositionAcceptance')}, overall {metrics.get('acceptanceRate')}")
+    assert (metrics.get("perPositionAcceptance") or [1.0])[0] < 0.05  # from vLLM's own counters
+    assert "--speculative-config" in story["command_before"]
+    assert "specinfer runtime: exec vllm serve" in story["new_log"] and "--speculative-config" not in story["new_log"]
+    assert story["after"]["status"]["effective"]["method"] == "none"
+    assert condition(story["after"], "Ready").get("status") == "True"
+    print(f"rolled to no speculation {story['rolled_s']:.0f} s after load started; completions served "
+          f"{story['ok']}, failed {len(story['failed'])}: {story['failed'][:2]}")
+    assert not story["failed"]  # Surge: the old engine served until the new one answered
+
+
+def test_the_tuner_changes_the_draft_length_and_verifies_the_gain(setup):
+    story = tuned_at_low_load(setup)
+    assert story["decision"]["action"] in ("setK", "setSchedule")
+    assert applied_k_at(story["changed"], LOW) != 1, "K changed at today's batch size"
+    assert story["new"], "the rollout restarts the engine in a new pod"
+    assert "specinfer runtime: exec vllm serve" in story["new_log"] and "num_speculative_tokens" in story["new_log"]
+    assert isinstance(tuning(story["checked"])["realisedGain"], float)
+    assert tuning(story["checked"])["lastDecision"]["action"] != "rollback"
+    assert not story["failed"], story["failed"][:3]
 
 
 def test_the_crossover_live(setup):
     """Speculation pays at batch 1 and costs at batch 64; under high load the tuner keeps drafting at
     small batch sizes only, and goodput there is at least no speculation's."""
+    collapse_story(setup)  # its engine, now without speculation, is the reference
+    tuned_at_low_load(setup)
     started = time.monotonic()
     print("tuned config at low load:")
-    setup.measure("crossover", LOW, "always-right draft, tuned")
+    setup.measure("crossover", LOW, TUNED)
     with ClosedLoop(setup.endpoints("crossover"), PROMPT, concurrency=HIGH, max_tokens=128):
-        def settled_at_high_load():
-            r = setup.si("crossover")
+        def settled_at_high_load(r: dict) -> bool:
             batch = ((r.get("status") or {}).get("metrics") or {}).get("meanBatchSize") or 0
-            decided = tuning(r).get("lastDecision") or {}
-            return r if (batch >= HIGH / 2 and rolled_out(r) and decided.get("guard") != "verifying"
-                         and condition(r, "Tuned").get("reason") not in SETTLING) else None
+            return (batch >= HIGH / 2 and rolled_out(r) and (tuning(r).get("lastDecision") or {}).get("guard")
+                    != "verifying" and condition(r, "Tuned").get("reason") not in SETTLING)
 
-        tuned = wait_for(settled_at_high_load, timeout=ROLLOUT_TIMEOUT, interval=2,
-                         what="the tuner settled under high load", why=setup.pod_logs)
+        tuned = wait_for_resource(setup, "crossover", settled_at_high_load, timeout=ROLLOUT_TIMEOUT,
+                                  what="the tuner settled under high load")
     batch = tuned["status"]["metrics"]["meanBatchSize"]
-    applied = tuning(tuned)["applied"]
-    print(f"high load (mean batch {batch}) after {time.monotonic() - started:.0f} s: applied {applied}; "
-          f"{tuning(tuned)['lastDecision']['reason']}")
-    assert (applied_k_at(tuned, 1) or 0) > 0, "drafts at small batch sizes"
-    assert applied_k_at(tuned, round(batch)) == 0, "no drafting at the high-load batch size"
-
+    print(f"high load (mean batch {batch}) after {time.monotonic() - started:.0f} s: applied "
+          f"{tuning(tuned)['applied']}; {tuning(tuned)['lastDecision']['reason']}")
     print("high load, alternating engines (the idle one waits):")
     for _ in range(2):
-        setup.measure("crossover", HIGH, "always-right draft, tuned")
-        setup.measure("collapse", HIGH, "no speculation")
-    setup.measure("collapse", LOW, "no speculation")
-    rows = [(label, concurrency, setup.mean(label, concurrency)) for label, concurrency in sorted(setup.figures)]
+        setup.measure("crossover", HIGH, TUNED)
+        setup.measure("collapse", HIGH, NONE)
+    setup.measure("collapse", LOW, NONE)
     print("\nreal vLLM CPU engine, tiny models, generated tokens/s (vllm:generation_tokens_total):")
     for concurrency in (LOW, HIGH):
-        base = setup.mean("no speculation", concurrency)
-        for label, c, rate in rows:
-            if c == concurrency:
-                print(f"  batch {c:>2}  {label:<34} {rate:7.0f}  {rate / base:.2f}x")
-    static = "always-right draft, static K=1"
-    assert setup.mean(static, LOW) > setup.mean("no speculation", LOW), "speculation pays at batch 1"
-    assert setup.mean(static, HIGH) < setup.mean("no speculation", HIGH), "speculation costs at batch 64"
-    # "at least no speculation's": the tuned schedule drafts nothing at this batch size, so the two
+        base = setup.mean(NONE, concurrency)
+        for label in (NONE, STATIC, TUNED):
+            rate = setup.mean(label, concurrency)
+            print(f"  batch {concurrency:>2}  {label:<32} {rate:7.0f}  {rate / base:.2f}x")
+    assert (applied_k_at(tuned, LOW) or 0) > 0, "drafts at small batch sizes"
+    assert applied_k_at(tuned, round(batch)) == 0, "no drafting at the high-load batch size"
+    assert setup.mean(STATIC, LOW) > setup.mean(NONE, LOW), "speculation pays at batch 1"
+    assert setup.mean(STATIC, HIGH) < setup.mean(NONE, HIGH), "speculation costs at batch 64"
+    # "at least no speculation's": the tuned schedule drafts nothing at this batch size, so both
     # engines do the same work; 10% is the spread of back-to-back rounds on the shared cores
-    assert setup.mean("always-right draft, tuned", HIGH) >= 0.9 * setup.mean("no speculation", HIGH)
+    assert setup.mean(TUNED, HIGH) >= 0.9 * setup.mean(NONE, HIGH)
