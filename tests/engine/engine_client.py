@@ -94,11 +94,17 @@ def settled(base_url: str, names: tuple[str, ...], *, timeout: float = 30, quiet
 
 
 class ClosedLoop:
-    """`concurrency` workers sending completions back to back to whichever URLs `endpoints` returns
-    (pods come and go in a rollout: a worker waits while none serves). Counts successes and failures."""
+    """`concurrency` workers sending completions to whichever URLs `endpoints` returns (pods come and
+    go in a rollout: a worker waits while none serves), each `think_seconds` after its last answer
+    (0: back to back). Counts successes and failures.
 
-    def __init__(self, endpoints: Callable[[], list[str]], prompt: str, *, concurrency: int, max_tokens: int = 128):
+    Think time leaves CPU for a new engine to start beside the serving one: on two cores an engine
+    serving back-to-back requests takes both (its worker, and an engine core that polls)."""
+
+    def __init__(self, endpoints: Callable[[], list[str]], prompt: str, *, concurrency: int, max_tokens: int = 128,
+                 think_seconds: float = 0.0):
         self.endpoints, self.prompt, self.concurrency, self.max_tokens = endpoints, prompt, concurrency, max_tokens
+        self.think_seconds = think_seconds
         self.ok = 0
         self.failed: list[str] = []
         self.served_by: dict[str, int] = defaultdict(int)
@@ -136,3 +142,4 @@ class ClosedLoop:
             with self._lock:
                 self.ok += 1
                 self.served_by[url] += 1
+            self._stop.wait(self.think_seconds)

@@ -48,6 +48,7 @@ ROLLOUT_TIMEOUT = 420  # a new engine starts while the old one serves
 PROMPT = "the quick brown fox jumps over the lazy dog " * 2
 LOW, HIGH = 1, MAX_BATCH
 MEASURE_SECONDS = 12.0
+THINK = 0.5  # seconds between a client's requests while a new engine may be starting beside the old
 SETTLING = {"ChangeApplied", "Settling", "Verifying"}  # Tuned reasons while a change is judged
 STATIC, TUNED, NONE = "always-right draft, static K=1", "always-right draft, tuned", "no speculation"
 
@@ -193,7 +194,7 @@ def collapse_story(setup: Setup) -> dict:
     started = time.monotonic()
     first = {pod.name for pod in setup.pods("collapse")}
     command_before = setup.engine_command("collapse")
-    with ClosedLoop(setup.endpoints("collapse"), PROMPT, concurrency=2, max_tokens=64) as load:
+    with ClosedLoop(setup.endpoints("collapse"), PROMPT, concurrency=2, max_tokens=64, think_seconds=THINK) as load:
         collapsed = wait_for_resource(setup, "collapse", lambda r: condition(r, "TuningDegraded").get("reason")
                                       == "AcceptanceCollapsed", timeout=180, what="TuningDegraded AcceptanceCollapsed")
         detected = time.monotonic() - started
@@ -223,7 +224,8 @@ def tuned_at_low_load(setup: Setup) -> dict:
     static_figures(setup)
     first = {pod.name for pod in setup.pods("crossover")}
     started = time.monotonic()
-    with ClosedLoop(setup.endpoints("crossover"), PROMPT, concurrency=LOW, max_tokens=128) as load:
+    with ClosedLoop(setup.endpoints("crossover"), PROMPT, concurrency=LOW, max_tokens=128,
+                    think_seconds=THINK) as load:
         setup.cluster.kubectl("-n", setup.namespace, "patch", "speculativeinference", "crossover", "--type=merge",
                               "-p", json.dumps({"spec": {"tuning": {"mode": "auto"}}}))
         changed = wait_for_resource(setup, "crossover", lambda r: tuning(r).get("applied"), timeout=180,

@@ -221,9 +221,9 @@ class PodRunner:
         cpu = None
         if owns_status and THREADS_BIND not in env:  # the pod's own setting wins
             engines = [p for p in self.pods.values() if p.cpu is not None]
-            name = (pod.metadata.labels or {}).get(RUNTIME_LABEL)
+            resource = (pod.metadata.labels or {}).get(RUNTIME_LABEL)
             cpu = cpu_for_next_engine([p.cpu for p in engines],
-                                      [p.cpu for p in engines if p.labels.get(RUNTIME_LABEL) == name])
+                                      [p.cpu for p in engines if p.labels.get(RUNTIME_LABEL) == resource])
             env[THREADS_BIND] = str(cpu)
         argv = [local(arg) for arg in [*(container.command or []), *(container.args or [])]]
         if not argv:
