@@ -81,18 +81,18 @@ class CostModel:
 
 CPU_TINY = CostModel(
     name="cpu-tiny",
-    floor_s=0.00251,
+    floor_s=0.00223,
     compute_per_token_s=1.61e-06,
-    kv_per_seq_s=0.000121,
-    draft_pass_s=0.000745,
-    draft_per_token_s=5.38e-05,
-    parallel_pass_s=0.00149,
-    lookup_per_token_s=8.15e-07,
+    kv_per_seq_s=0.000109,
+    draft_pass_s=0.00051,
+    draft_per_token_s=5.23e-05,
+    parallel_pass_s=0.00102,
+    lookup_per_token_s=9.4e-07,
     prefill_per_token_s=1.61e-06,
     restart_s=60.0,
     knee_sharpness=1.0,
-    speculation_step_s=0.00182,
-    speculation_per_seq_s=0.000184,
+    speculation_step_s=0.00212,
+    speculation_per_seq_s=0.000195,
 )
 
 COST_MODELS: dict[str, CostModel] = {
