@@ -64,7 +64,10 @@ def resource(namespace: str, name: str, models: Path, draft: str, *, k: int, mod
                      "speculation": {"method": "draftModel", "draftModel": {"name": str(models / draft)},
                                      "numSpeculativeTokens": k},
                      "hardware": {"accelerator": "cpu"},
-                     "runtime": {"engine": "vllm", "extraArgs": ["--max-num-seqs", str(MAX_BATCH)],
+                     # vLLM aborts in-flight requests on SIGTERM unless --shutdown-timeout lets it drain
+                     # them: a rollout then keeps serving through the old engine's exit
+                     "runtime": {"engine": "vllm", "extraArgs": ["--max-num-seqs", str(MAX_BATCH),
+                                                                 "--shutdown-timeout", "20"],
                                  "env": [{"name": "VLLM_CPU_KVCACHE_SPACE", "value": "1"},
                                          {"name": "VLLM_LOG_STATS_INTERVAL", "value": "1"}]},
                      "tuning": {"mode": mode, "intervalSeconds": 5, "minSamples": 200, "minNumSpeculativeTokens": 0,
