@@ -8,6 +8,7 @@ from specinfer.cli import LazyGroup
 
 # name -> "module:attribute"; each benchmark lives in its own module under bench/.
 BENCHMARKS: dict[str, str] = {
+    "cost-fit": "specinfer.bench.cost_fit:cost_fit_command",
     "engine-cpu": "specinfer.bench.engine_cpu:engine_cpu_command",
     "load": "specinfer.bench.load:load_command",
     "operator-scale": "specinfer.bench.operator_scale:operator_scale_command",

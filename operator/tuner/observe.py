@@ -269,6 +269,13 @@ def _observe(target: Target, series: Mapping[str, Samples], *, labels: LabelMapp
                             vm.SPEC_DECODE_NUM_ACCEPTED_TOKENS_PER_POS.series) or []
     drafts_per_position = _by_position(series.get("draftsPerPosition"), si.LABEL_POSITION,
                                        si.DRAFT_TOKENS_PER_POS.promql)
+    plugin_accepted = _by_position(series.get("pluginAcceptedPerPosition"), si.LABEL_POSITION,
+                                   si.ACCEPTED_TOKENS_PER_POS.promql)
+    if drafts_per_position is not None and plugin_accepted is not None:
+        # The plugin flushes its draft counts at most once a second; vLLM's accepted counter runs ahead
+        # of them, so an always-right draft showed more accepted than drafted (the real CPU engine did).
+        # Numerators and denominators from the same flush instead.
+        accepted = plugin_accepted
     step_samples = _step_samples(_step_cells(series)) or None
     distribution = (_distribution_from_steps(step_samples) if step_samples else None) \
         or _distribution_from_quantiles(series.get("batchQuantiles"))

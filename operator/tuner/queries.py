@@ -78,6 +78,9 @@ def build_queries(labels: LabelMapping, window_seconds: float) -> list[Query]:
                                                vm.LABEL_POSITION), (vm.LABEL_POSITION,), optional=True),
         Query("draftsPerPosition", _increase(si.DRAFT_TOKENS_PER_POS.promql, labels, w, si.LABEL_POSITION),
               (si.LABEL_POSITION,), optional=True),
+        # the plugin's copy of vLLM's accepted counts, flushed together with draftsPerPosition
+        Query("pluginAcceptedPerPosition", _increase(si.ACCEPTED_TOKENS_PER_POS.promql, labels, w, si.LABEL_POSITION),
+              (si.LABEL_POSITION,), optional=True),
         Query("requestSteps", _increase(f"{itl}_count", labels, w)),
         Query("requestStepSeconds", _increase(f"{itl}_sum", labels, w)),
         Query("generatedTokens", _increase(vm.GENERATION_TOKENS.series, labels, w)),

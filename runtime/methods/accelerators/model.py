@@ -50,6 +50,17 @@ class RefusedValue:
 
 
 @dataclass(frozen=True)
+class EngineNote:
+    """A fact about how this platform's engine runs that the pod defaults or the docs follow, with the
+    lines of the release's source it rests on (checked against the wheel by the contract tests);
+    no lines: measured here, and `fact` says how."""
+
+    topic: str
+    fact: str
+    sources: tuple[SourceLine, ...] = ()
+
+
+@dataclass(frozen=True)
 class Accelerator:
     name: str
     summary: str
@@ -64,6 +75,7 @@ class Accelerator:
     tensor_parallel_from_count: bool = True  # False: tensor parallel size 1 unless set, whatever `count`
     torch_device: Literal["cuda", "npu"] | None = None  # how preflight counts the devices a pod sees
     refused_values: tuple[RefusedValue, ...] = ()
+    notes: tuple[EngineNote, ...] = ()   # what running the engine here taught us (docs/runtime.md)
 
     def __post_init__(self) -> None:
         if not self.model_runners:

@@ -40,7 +40,10 @@ def effective_spec(
 
     An applied K of 0 means "speculation off": the result has method none (vLLM refuses
     num_speculative_tokens = 0). Re-validated, so a tuner bug cannot render a config the
-    API would have refused.
+    API would have refused. The rule "tuning mode auto needs a speculative method" is about what
+    the user wrote, not about the tuner switching speculation off, so the result then says mode
+    observe: nothing reads the effective spec's tuning (the loop reads the resource's own spec, and
+    pods never carry `tuning`).
     """
     choice = _choice(applied)
     speculation = spec.speculation.model_dump()
@@ -59,6 +62,8 @@ def effective_spec(
         speculation = {"method": "none", "num_speculative_tokens": 0}
     merged = spec.model_dump()
     merged["speculation"] = speculation
+    if speculation["method"] == "none" and spec.speculation.method != "none" and spec.tuning.mode == "auto":
+        merged["tuning"] = {**merged["tuning"], "mode": "observe"}
     return SpeculativeInferenceSpec.model_validate(merged)
 
 

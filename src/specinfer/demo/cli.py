@@ -19,7 +19,10 @@ from specinfer.devcluster.paths import REPO_ROOT
 @click.option("--quick", is_flag=True, help="Two short load phases (about 2 minutes) instead of three longer ones.")
 @click.option("--keep", is_flag=True, help="After the load phases keep everything running until Ctrl-C.")
 @click.option("--no-live", is_flag=True, help="Print periodic lines instead of redrawing the screen.")
-def demo(example: Path, out: Path, quick: bool, keep: bool, no_live: bool) -> None:
+@click.option("--engine", type=click.Choice(["simulator", "vllm"]), default="simulator", show_default=True,
+              help="vllm: the same story on the real vLLM CPU engine (tiny local models, made once; about 9 "
+                   "minutes, --quick about 6); --file does not apply.")
+def demo(example: Path, out: Path, quick: bool, keep: bool, no_live: bool, engine: str) -> None:
     """Run the whole product locally, no GPU needed.
 
     \b
@@ -31,7 +34,7 @@ def demo(example: Path, out: Path, quick: bool, keep: bool, no_live: bool) -> No
     """
     from specinfer.demo.run import Demo, DemoOptions
 
-    options = DemoOptions(example=example, out=out, quick=quick, keep=keep, live=not no_live)
+    options = DemoOptions(example=example, out=out, quick=quick, keep=keep, live=not no_live, engine=engine)
     try:
         code = Demo(options, log=lambda message: click.echo(message, err=True)).run()
     except (RuntimeError, TimeoutError) as error:  # a component failed: say which, not a traceback

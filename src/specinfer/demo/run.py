@@ -12,6 +12,7 @@ from pathlib import Path
 import yaml
 
 from specinfer.bench.load import percentile
+from specinfer.demo import real_engine
 from specinfer.demo.load import DEFAULT_PHASES, QUICK_PHASES, PhasedLoad
 from specinfer.demo.plot import write_plot
 from specinfer.demo.stack import Stack
@@ -29,6 +30,7 @@ class DemoOptions:
     keep: bool = False
     live: bool = True
     cluster_name: str = "demo"
+    engine: str = "simulator"  # vllm: the real CPU engine on tiny local models (demo/real_engine.py)
 
 
 # The demo compresses time: production defaults (2-minute windows, 10-minute cooldowns) would
@@ -47,7 +49,10 @@ class Demo:
     def __init__(self, options: DemoOptions, *, log=print):
         self.options = options
         self.log = log
-        self.resource = yaml.safe_load(options.example.read_text())
+        self.real_engine = options.engine == "vllm"
+        # the real engine's resource names the tiny models' folder: it is written once they exist
+        self.resource = (real_engine.resource(Path("<models>")) if self.real_engine
+                         else yaml.safe_load(options.example.read_text()))
         self.name = self.resource["metadata"]["name"]
         self.namespace = self.resource["metadata"].get("namespace", "default")
         self.snapshots: list[Snapshot] = []
@@ -67,15 +72,19 @@ class Demo:
             logs = self.options.out.resolve() / "logs"
             logs.mkdir(parents=True, exist_ok=True)
             operator_config = logs / "operator.yaml"
-            operator_config.write_text(yaml.safe_dump(DEMO_OPERATOR_CONFIG))
+            operator_config.write_text(yaml.safe_dump(real_engine.OPERATOR_CONFIG if self.real_engine
+                                                      else DEMO_OPERATOR_CONFIG))
             stack = Stack(cluster.kubeconfig, prometheus, logs, log=self.log,
                           operator_args=("--standalone", "--config", str(operator_config))).start()
             self.log(f"      operator log: {stack.operator.log if stack.operator else '-'}")
-            self.log(f"[4/5] kubectl apply -f {self.options.example}")
-            stack.kubectl("apply", "-f", str(self.options.example))
-            self._wait_serving(stack)
+            example = self._real_engine_example(logs) if self.real_engine else self.options.example
+            self.log(f"[4/5] kubectl apply -f {example}")
+            stack.kubectl("apply", "-f", str(example))
+            # a real engine loads torch and compiles its model: 1-3 minutes on two cores
+            self._wait_serving(stack, timeout=600 if self.real_engine else 180)
             self.log("[5/5] load phases; the tuner adapts (Ctrl-C stops and cleans up)")
-            load = PhasedLoad(lambda: self._endpoints(stack), self._served_model(), self._phases())
+            load = PhasedLoad(lambda: self._endpoints(stack), self._served_model(), self._phases(),
+                              **({"prompt_tokens": 16} if self.real_engine else {}))
             load.start()
             self._watch(stack, prometheus, load)
             load.stop()
@@ -102,7 +111,17 @@ class Demo:
 
     # -- steps ------------------------------------------------------------------------------
     def _phases(self):
+        if self.real_engine:
+            return real_engine.QUICK_PHASES if self.options.quick else real_engine.PHASES
         return QUICK_PHASES if self.options.quick else DEFAULT_PHASES
+
+    def _real_engine_example(self, logs: Path) -> Path:
+        """The tiny models (made once into the cache) and the resource that serves them, as a file."""
+        models = real_engine.tiny_models(self.log)
+        self.resource = real_engine.resource(models)
+        example = logs / "real-engine.yaml"
+        example.write_text(yaml.safe_dump(self.resource, sort_keys=False))
+        return example
 
     def _served_model(self) -> str:
         model = self.resource["spec"]["model"]

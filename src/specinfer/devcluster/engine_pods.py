@@ -9,13 +9,16 @@ runtime's preflight stops them (no `vllm` on PATH); simulator pods need no engin
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
 from specinfer.engine.environment import EngineNotInstalled
 from specinfer.vllm_source import cache_dir
 
-__all__ = ["EngineNotInstalled", "cpu_image_env", "runs_cpu_engine"]
+__all__ = ["THREADS_BIND", "EngineNotInstalled", "cpu_for_next_engine", "cpu_image_env", "runs_cpu_engine"]
+
+THREADS_BIND = "VLLM_CPU_OMP_THREADS_BIND"
 
 
 def runs_cpu_engine(runtime_config: Mapping) -> bool:
@@ -39,3 +42,17 @@ def cpu_image_env(pod_env: Mapping[str, str]) -> dict[str, str]:
     env = engine_process_env(pod_env)
     env.setdefault("VLLM_CACHE_ROOT", str(compile_cache_dir()))
     return env
+
+
+def cpu_for_next_engine(taken: list[int], siblings: list[int], allowed: set[int] | None = None) -> int:
+    """The CPU a new engine pod's OpenMP threads get: away from the pods of its own resource (in a
+    rollout the new engine warms up while the old one serves), then the one fewest engine pods use.
+
+    vLLM binds its threads to the allowed CPUs less one kept for its other processes
+    (VLLM_CPU_OMP_THREADS_BIND=auto): every engine on this machine lands on CPU 0, so during a
+    rollout the new engine's warm-up and the old engine's serving shared one core while the other
+    idled. A kubelet with the static CPU manager gives each pod cores of its own; the runner gives
+    each engine pod one, highest first on a tie (engines started outside the runner take CPU 0).
+    `taken`: the CPUs of the engine pods running here; `siblings`: those of the same resource."""
+    cpus = sorted(allowed if allowed is not None else os.sched_getaffinity(0))
+    return min(reversed(cpus), key=lambda cpu: (siblings.count(cpu), taken.count(cpu)))

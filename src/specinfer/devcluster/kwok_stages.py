@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from specinfer.devcluster.binaries import KWOK
+from specinfer.operator.render.labels import ENGINE_COMMAND_ANNOTATION
 
 STAGE_FILES = (
     "node/fast/node-initialize.yaml",
@@ -32,6 +33,25 @@ STAGE_FILES = (
 # The pod runner runs the operator's Job pods and reports their completion (devcluster/pod_runner.py).
 OPERATOR_PODS_RUN_LOCALLY = {"key": '.metadata.labels["app.kubernetes.io/managed-by"]', "operator": "NotIn",
                              "values": ["specinfer-operator"]}
+
+
+# Pods that exec the real vLLM and request no accelerator device (extended resources are
+# domain-prefixed: nvidia.com/gpu, ...): hardware.accelerator cpu, which the pod runner runs in the
+# engine environment and whose status it owns, as a kubelet would (Ready once vLLM answers its
+# probe). kwok's pod-ready stage would mark them Ready at once, and a Surge rollout would stop the
+# old engine before the new one serves: minutes without service on CPU. That stage skips them.
+# Simulator pods ("simulated: vllm serve ...") and GPU pods keep kwok's instant Ready.
+RUNNER_OWNED_POD = (
+    f'(.metadata.annotations["{ENGINE_COMMAND_ANNOTATION}"] // "" | startswith("vllm serve ")) and '
+    '([.spec.containers[].resources.limits // {} | keys[] | select(contains("/"))] | length == 0)'
+)
+
+
+def pod_ready_stage_skipping_runner_pods(stage: dict) -> dict:
+    """kwok's pod-ready stage with one more selector term: not for pods the runner owns."""
+    expressions = stage["spec"]["selector"].setdefault("matchExpressions", [])
+    expressions.append({"key": RUNNER_OWNED_POD, "operator": "NotIn", "values": ["true"]})
+    return stage
 
 
 def kwok_module_dir() -> Path:
@@ -54,7 +74,10 @@ def write_config(path: Path) -> Path:
     for relative in STAGE_FILES:
         documents.extend(doc for doc in yaml.safe_load_all((stage_root / relative).read_text()) if doc)
     for stage in documents:
-        if (stage.get("metadata") or {}).get("name") == "pod-complete":
+        name = (stage.get("metadata") or {}).get("name")
+        if stage.get("kind") == "Stage" and name == "pod-complete":
             stage["spec"]["selector"]["matchExpressions"].append(OPERATOR_PODS_RUN_LOCALLY)
+        if stage.get("kind") == "Stage" and name == "pod-ready":
+            pod_ready_stage_skipping_runner_pods(stage)
     path.write_text(yaml.safe_dump_all(documents, sort_keys=False))
     return path

@@ -51,7 +51,13 @@ from kubernetes import client, config
 from kubernetes.client import V1Pod
 
 from specinfer.devcluster import processes
-from specinfer.devcluster.engine_pods import EngineNotInstalled, cpu_image_env, runs_cpu_engine
+from specinfer.devcluster.engine_pods import (
+    THREADS_BIND,
+    EngineNotInstalled,
+    cpu_for_next_engine,
+    cpu_image_env,
+    runs_cpu_engine,
+)
 from specinfer.devcluster.http_probe import http_ok
 from specinfer.devcluster.pod_status import Termination, container_state, pod_status, signature, termination_message
 from specinfer.devcluster.prometheus import PrometheusServer
@@ -104,6 +110,7 @@ class LocalPod:
     last_termination: Termination | None = None
     restart_policy: str = "Always"
     finished: Termination | None = None  # a pod that never restarts ran to completion (Succeeded / Failed)
+    cpu: int | None = None  # the CPU an engine pod's OpenMP threads are bound to (engine_pods.cpu_for_next_engine)
 
     @property
     def key(self) -> str:
@@ -231,6 +238,13 @@ class PodRunner:
                     except EngineNotInstalled as error:
                         cannot_start = ("ErrImageNeverPull", f"the CPU runtime image is modelled locally by the "
                                         f"cached vLLM CPU engine environment: {error}")
+        cpu = None
+        if owns_status and THREADS_BIND not in env:  # the pod's own setting wins
+            resource = (pod.metadata.labels or {}).get(RUNTIME_LABEL)
+            engines = [(p.cpu, p.labels.get(RUNTIME_LABEL)) for p in self.pods.values() if p.cpu is not None]
+            cpu = cpu_for_next_engine([taken for taken, _ in engines],
+                                      [taken for taken, owner in engines if owner == resource])
+            env[THREADS_BIND] = str(cpu)
         argv = [local(arg) for arg in [*(container.command or []), *(container.args or [])]]
         if not argv:
             raise ValueError("container has no command: the image's entrypoint cannot be known locally")
@@ -242,7 +256,7 @@ class PodRunner:
                         owns_status=owns_status or restart_policy != "Always", cannot_start=cannot_start,
                         restart_policy=restart_policy, container=container.name,
                         image=container.image or "", termination_policy=container.termination_message_policy,
-                        readiness_path=(http_get.path or "/") if http_get is not None else None,
+                        readiness_path=(http_get.path or "/") if http_get is not None else None, cpu=cpu,
                         failure_threshold=(probe.failure_threshold or 3) if probe is not None else 3)
 
     def _materialise_volumes(self, pod, container, folder: Path) -> dict[str, Path]:

