@@ -12,6 +12,7 @@ The simulator's `cpu-tiny` preset is calibrated from this table (docs/simulator.
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -51,20 +52,29 @@ def simulated_step_ms(preset: str, method: str, k: int, batch: int) -> float:
 
 
 def table(rows: list[dict], preset: str = "cpu-tiny") -> str:
+    """The measured points with the preset's step time beside them, then how far apart the two are."""
     base = {r["batch"]: r["generated"] / r["wall_s"] for r in rows if r["k"] == 0}
-    lines = [f"| method | K | batch | step ms | {preset} sim ms | tokens/step/request | generated tok/s | vs K=0 | "
-             "acceptance per position |", "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    lines = [f"| method | K | batch | step ms | {preset} sim ms | sim vs real | tokens/step/request | "
+             "generated tok/s | vs K=0 | acceptance per position |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    errors: list[float] = []
     for r in rows:
-        step_ms = 1000 * r["wall_s"] / r["steps"] if r["steps"] else float("nan")
-        per_step = r["generated"] / r["batch"] / r["steps"] if r["steps"] else float("nan")
+        if not r["steps"] or r["batch"] not in base:
+            continue
+        step_ms = 1000 * r["wall_s"] / r["steps"]
+        per_step = r["generated"] / r["batch"] / r["steps"]
         rate = r["generated"] / r["wall_s"]
         drafts = r["drafts"] or 0
         acceptance = ", ".join(f"{a / drafts:.2f}" for a in r["accepted_per_pos"]) if drafts else "-"
         sim_ms = simulated_step_ms(preset, r["method"], r["k"], r["batch"])
-        lines.append(f"| {r['method']} | {r['k']} | {r['batch']} | {step_ms:.1f} | {sim_ms:.1f} | {per_step:.2f} | "
-                     f"{rate:,.0f} | "
-                     f"{rate / base[r['batch']]:.2f}x | {acceptance} |" if r["batch"] in base else "")
-    return "\n".join(line for line in lines if line)
+        errors.append(sim_ms / step_ms - 1)
+        lines.append(f"| {r['method']} | {r['k']} | {r['batch']} | {step_ms:.1f} | {sim_ms:.1f} | {errors[-1]:+.0%} | "
+                     f"{per_step:.2f} | {rate:,.0f} | {rate / base[r['batch']]:.2f}x | {acceptance} |")
+    if errors:
+        within = sum(abs(e) <= 0.15 for e in errors)
+        lines.append(f"\n{preset} vs the real engine: median |error| {statistics.median(abs(e) for e in errors):.0%}, "
+                     f"{within} of {len(errors)} points within 15%, worst {max(errors, key=abs):+.0%}")
+    return "\n".join(lines)
 
 
 @click.command("engine-cpu")

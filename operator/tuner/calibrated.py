@@ -1,14 +1,14 @@
 """A calibration's measured step-cost table as the tuner's prior (docs/calibration.md). Pure.
 
-The policy's step-cost model T(B, K) starts from a `CostPrior` -- a roofline: a memory-bound
-floor with a smooth knee into a compute slope in tokens per step, KV reads per request, draft
-passes and drafted tokens -- and fits multipliers of its terms to live step times. Without a
-calibration the prior is a guess (an 8B model on one H100, or the simulator's preset). With one,
-the prior is fitted to the table measured on this resource's own model, hardware and runtime
-(status.calibration.stepCost), so K values the live traffic never ran are predicted from
-measurements rather than from a datasheet, and the prior is held more firmly (its shape was
-measured, not assumed). The fit is least squares on relative errors: a grid over the knee's
-position and sharpness, non-negative linear terms at each grid point.
+The policy's step-cost model T(B, K) starts from a `CostPrior` -- a roofline: a memory-bound floor
+with a smooth knee into a compute slope in tokens per step, KV reads per request, draft passes,
+drafted tokens and a speculative step's K-independent cost -- and fits multipliers of its terms to
+live step times. Without a calibration the prior is a guess (an 8B model on one H100, or the
+simulator's preset). With one, the prior is fitted to the table measured on this resource's own
+model, hardware and runtime (status.calibration.stepCost), so K values the live traffic never ran
+are predicted from measurements rather than from a datasheet, and the prior is held more firmly
+(its shape was measured, not assumed). The fit is least squares on relative errors: a grid over
+the knee's position and sharpness, non-negative linear terms at each grid point.
 
 The table is used only while it describes what runs: the same method, and the same model,
 hardware and runtime (the fingerprint); `status.tuning.stepCost` says which prior is in force
@@ -45,27 +45,32 @@ class FittedPrior:
     max_error: float  # largest |predicted - measured| / measured over the cells
 
 
+COLUMNS = 6  # floor x knee curve, KV per request, draft passes, drafted tokens, speculation per step and per request
+
+
 def _features(cells: tuple[Cell, ...], drafting: str, knee_tokens: float, sharpness: float) -> np.ndarray:
-    """Columns: floor x knee curve, KV per request, draft passes, drafted tokens (per cell)."""
+    """The COLUMNS per cell; the last two only where the cell speculates (K > 0)."""
     rows = []
     for batch, k, _ in cells:
         tokens = batch * (k + 1)
         curve = (1.0 + (tokens / knee_tokens) ** sharpness) ** (1.0 / sharpness)
-        rows.append([curve, batch, draft_passes(k, drafting), batch * k if k > 0 else 0.0])
+        speculating = 1.0 if k > 0 else 0.0
+        rows.append([curve, batch, draft_passes(k, drafting), batch * k * speculating, speculating,
+                     batch * speculating])
     return np.array(rows, dtype=float)
 
 
 def _nonnegative_solve(a: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float] | None:
-    """Least squares with the floor > 0 and the other three terms >= 0: every subset of the optional terms."""
+    """Least squares with the floor > 0 and the other terms >= 0: every subset of the optional terms."""
     best: tuple[np.ndarray, float] | None = None
-    usable = [j for j in (1, 2, 3) if np.any(a[:, j] != 0)]
+    usable = [j for j in range(1, COLUMNS) if np.any(a[:, j] != 0)]
     for size in range(len(usable) + 1):
         for subset in itertools.combinations(usable, size):
             columns = [0, *subset]
             solution, *_ = np.linalg.lstsq(a[:, columns], y, rcond=None)
             if solution[0] <= 0 or np.any(solution[1:] < 0):
                 continue
-            coefficients = np.zeros(4)
+            coefficients = np.zeros(COLUMNS)
             coefficients[columns] = solution
             residual = float(np.sum((a @ coefficients - y) ** 2))
             if best is None or residual < best[1]:
@@ -97,11 +102,13 @@ def fit_prior(cells: tuple[Cell, ...], drafting: str) -> FittedPrior:
         raise ValueError("no roofline with a positive floor fits the cells")
     step = KNEE_TOKENS[1] / KNEE_TOKENS[0]
     search(np.geomspace(best[1] / 1.25, best[1] * 1.25, 7), np.geomspace(best[2] / step, best[2] * step, 15))
-    _, sharpness, knee, (floor, kv, draft_pass, draft_token) = best
+    _, sharpness, knee, coefficients = best
+    floor, kv, draft_pass, draft_token, speculation_step, speculation_per_sequence = coefficients
     prior = CostPrior(floor=float(floor), compute_per_token=float(floor / knee), knee_sharpness=float(sharpness),
                       kv_per_sequence=float(kv), draft_pass=float(draft_pass), draft_token=float(draft_token),
-                      strength=CALIBRATED_STRENGTH)
-    predicted = _features(usable, drafting, knee, sharpness) @ np.array([floor, kv, draft_pass, draft_token])
+                      speculation_step=float(speculation_step),
+                      speculation_per_sequence=float(speculation_per_sequence), strength=CALIBRATED_STRENGTH)
+    predicted = _features(usable, drafting, knee, sharpness) @ coefficients
     return FittedPrior(prior=prior, max_error=float(np.max(np.abs(predicted - seconds) / seconds)))
 
 

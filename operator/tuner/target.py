@@ -200,7 +200,9 @@ def simulator_cost_prior(preset: str, method: str, drafting: str) -> CostPrior:
     per_token = preset_model.lookup_per_token_s if drafting == "none" else preset_model.draft_per_token_s
     return CostPrior(floor=preset_model.floor_s, compute_per_token=preset_model.compute_per_token_s,
                      kv_per_sequence=preset_model.kv_per_seq_s, knee_sharpness=preset_model.knee_sharpness,
-                     draft_pass=draft_pass * scale, draft_token=per_token * scale)
+                     draft_pass=draft_pass * scale, draft_token=per_token * scale,
+                     speculation_step=preset_model.speculation_step_s,
+                     speculation_per_sequence=preset_model.speculation_per_seq_s)
 
 
 def spec_config(spec: SpeculativeInferenceSpec) -> DraftConfig:

@@ -89,6 +89,55 @@ def test_cost_fit_from_vllm_pooled_latency_moves_towards_truth():
     assert abs(fitted.step_time(4, 3) / truth(4, 3) - 1) < 0.05
 
 
+# The real vLLM CPU engine with a tiny model (runtime/methods/cost_presets.py `cpu-tiny`): a speculative
+# step's K-independent bookkeeping (~2 ms) is as long as a whole decode step, an extra K costs ~0.6 ms.
+CPU_TINY = COST_MODELS["cpu-tiny"]
+CPU_PRIOR = CostPrior(floor=CPU_TINY.floor_s, compute_per_token=CPU_TINY.compute_per_token_s,
+                      knee_sharpness=CPU_TINY.knee_sharpness, kv_per_sequence=CPU_TINY.kv_per_seq_s,
+                      draft_pass=CPU_TINY.draft_pass_s, draft_token=CPU_TINY.draft_per_token_s,
+                      speculation_step=CPU_TINY.speculation_step_s,
+                      speculation_per_sequence=CPU_TINY.speculation_per_seq_s)
+
+
+def cpu_truth(batch_size: int, k: int) -> float:
+    return CPU_TINY.step_time(batch_size, k, "sequential" if k else "none")
+
+
+@pytest.mark.parametrize("k", [1, 4, 8])
+def test_the_prior_reproduces_a_speculative_steps_k_independent_cost(k):
+    cost = CostModel.from_state(None, CPU_PRIOR, "sequential")
+    assert cost.step_time(1, k) == pytest.approx(cpu_truth(1, k), rel=1e-6)
+    assert cost.step_time(1, 0) == pytest.approx(cpu_truth(1, 0), rel=1e-6)  # no speculation: no overhead
+
+
+def test_an_always_right_draft_observed_at_one_k_is_lengthened_where_drafting_pays():
+    """Seen only at K=4 and batch 1, the overhead must not be charged to the draft passes: with it in
+    the prior the fit keeps an extra K at a draft pass's cost, and the longer K wins (the real CPU
+    engine's crossover test starts here)."""
+    cost = CostModel.from_state(None, CPU_PRIOR, "sequential")
+    always_right = [1.0] * 8
+    for _ in range(5):
+        cost.learn(synthetic_observation(
+            time=600.0, window_seconds=15.0, method="draft_model", num_speculative_tokens=4, schedule=None,
+            applied_since=0.0, batch_sizes={1: 1.0}, prefix=always_right, step_time=cpu_truth))
+    model = Model(always_right, cost, cost.multipliers())
+    assert model.step_time(1, 8) - model.step_time(1, 4) == pytest.approx(cpu_truth(1, 8) - cpu_truth(1, 4), rel=0.05)
+    dense = best_dense(model, TuningInput(method="draftModel", k_min=1, k_max=8, max_batch_size=64),
+                       [0] + [4] * 64, [(1, 1.0)])
+    assert dense[1] == 8
+
+
+def test_step_cost_cells_written_before_a_term_was_added_are_forgotten():
+    cost = CostModel.from_state(None, CPU_PRIOR, "sequential")
+    cost.learn(observation(3, batches={1: 1.0}))
+    stored = cost.to_state()
+    old = {"cells": {key: (x[:-1], seconds, weight) for key, (x, seconds, weight) in stored["cells"].items()}}
+    assert CostModel.from_state(stored, CPU_PRIOR, "sequential").cells
+    restored = CostModel.from_state(old, CPU_PRIOR, "sequential")
+    assert restored.cells == {}
+    assert restored.step_time(1, 3) == pytest.approx(cpu_truth(1, 3), rel=1e-6)  # the prior alone, no crash
+
+
 def _true_model(k_max: int) -> Model:
     cost = CostModel.from_state(None, PRIOR, "sequential")
     return Model(CHAT.prefix_probs(k_max), cost, cost.multipliers())

@@ -64,6 +64,25 @@ def test_noise_shows_in_the_fit_error_and_too_few_cells_are_refused():
         fit_prior(((1.0, 0, 0.02), (4.0, 0, 0.03)), "sequential")
 
 
+def test_the_fit_finds_a_speculative_steps_k_independent_cost():
+    """The real CPU engine's shape (docs/simulator.md): a speculative step pays ~2 ms whatever its K.
+    Fitted without that term, the table's K=1 jump is charged to the draft passes and every further
+    K looks twice as costly as it is."""
+    cpu_like = CostPrior(floor=0.0022, compute_per_token=1.6e-6, knee_sharpness=1.0, kv_per_sequence=0.0001,
+                         draft_pass=0.0013, draft_token=5e-5, speculation_step=0.0021,
+                         speculation_per_sequence=0.0002)
+    cells = tuple((float(b), k, float(terms(cpu_like, b, k, "sequential") @ PRIOR_THETA))
+                  for b in (1, 4, 16, 64) for k in (0, 1, 2, 3))
+    fitted = fit_prior(cells, "sequential")
+    assert fitted.max_error < 0.02
+    assert fitted.prior.speculation_step == pytest.approx(0.0021, rel=0.2)
+
+    def step(batch: int, k: int) -> float:
+        return float(terms(fitted.prior, batch, k, "sequential") @ PRIOR_THETA)
+    true_extra = float((terms(cpu_like, 1, 8, "sequential") - terms(cpu_like, 1, 4, "sequential")) @ PRIOR_THETA)
+    assert step(1, 8) - step(1, 4) == pytest.approx(true_extra, rel=0.1)
+
+
 SPEC = parse_spec({"model": {"name": "m"}, "speculation": {"method": "eagle3", "draftModel": {"name": "d"}},
                    "hardware": {"accelerator": "nvidia"}})
 TUNING = TuningInput(method="eagle3")

@@ -1,7 +1,8 @@
 """Step cost T(B, K) learned online: least squares on observed step latencies, anchored by a prior.
 
 The model is the prior's roofline split into terms -- memory-bound floor, compute above the
-floor (with the knee at five places), KV reads per request, draft passes, drafted tokens -- each
+floor (with the knee at five places), KV reads per request, draft passes, drafted tokens, a
+speculative step's K-independent bookkeeping -- each
 scaled by a non-negative multiplier theta fitted to the data (PRIOR_THETA reproduces the prior).
 Residuals are relative, and the prior's level is first rescaled to the data, so one prior
 strength suits any hardware. Only the configured K values are ever observed; the prior keeps
@@ -26,9 +27,9 @@ if TYPE_CHECKING:
     from .observation import Observation
 
 KNEE_SHIFTS = (4.0, 2.0, 1.0, 0.5, 0.25)  # compute slope x this: the knee earlier, as believed, later
-TERMS = 4 + len(KNEE_SHIFTS)
-PRIOR_THETA = np.array([1.0, *(1.0 if s == 1.0 else 0.0 for s in KNEE_SHIFTS), 1.0, 1.0, 1.0])
-MIN_THETA = np.array([0.05, *(0.0 if s != 1.0 else 0.05 for s in KNEE_SHIFTS), 0.05, 0.05, 0.05])
+TERMS = 5 + len(KNEE_SHIFTS)
+PRIOR_THETA = np.array([1.0, *(1.0 if s == 1.0 else 0.0 for s in KNEE_SHIFTS), 1.0, 1.0, 1.0, 1.0])
+MIN_THETA = np.array([0.05, *(0.0 if s != 1.0 else 0.05 for s in KNEE_SHIFTS), 0.05, 0.05, 0.05, 0.05])
 SAMPLE_CAP = 200.0  # steps beyond this in one cell and window add no more confidence
 CELL_MEMORY = 3.0  # a re-observed cell moves by at least 1/4 towards the new window's mean
 MAX_CELL_WEIGHT = 10.0  # windows of evidence one cell can hold
@@ -59,7 +60,13 @@ def terms(prior: CostPrior, batch_size: float, k: int, drafting: str) -> np.ndar
         prior.kv_per_sequence * batch_size,
         prior.draft_pass * draft_passes(k, drafting),
         prior.draft_token * drafted,
+        speculation_overhead(prior, batch_size) if k > 0 else 0.0,
     ])
+
+
+def speculation_overhead(prior: CostPrior, batch_size: float) -> float:
+    """A speculative step's cost whatever its K (0 on GPU priors)."""
+    return prior.speculation_step + prior.speculation_per_sequence * batch_size
 
 
 @dataclass
@@ -79,7 +86,10 @@ class CostModel:
     @staticmethod
     def from_state(data: dict[str, Any] | None, prior: CostPrior, drafting: str) -> CostModel:
         cells = (data or {}).get("cells") or {}
-        return CostModel(prior, drafting, {k: [list(x), float(s), float(w)] for k, (x, s, w) in cells.items()})
+        # A cell written before a term was added has a shorter vector: it is forgotten (relearnt in
+        # a window) rather than fitted against the wrong terms.
+        return CostModel(prior, drafting, {k: [list(x), float(s), float(w)] for k, (x, s, w) in cells.items()
+                                           if len(x) == TERMS})
 
     def to_state(self) -> dict[str, Any]:
         return {"cells": {key: ([float(f"{v:.6g}") for v in x], float(f"{seconds:.6g}"), round(weight, 4))
@@ -188,7 +198,8 @@ class CostModel:
         columns = [np.full_like(tokens, prior.floor)]
         columns += [(prior.floor**p + (prior.compute_per_token * shift * tokens) ** p) ** (1.0 / p) - prior.floor
                     for shift in KNEE_SHIFTS]
-        columns += [prior.kv_per_sequence * b + 0 * k, prior.draft_pass * passes + 0 * b, prior.draft_token * b * k]
+        columns += [prior.kv_per_sequence * b + 0 * k, prior.draft_pass * passes + 0 * b, prior.draft_token * b * k,
+                    np.where(k > 0, speculation_overhead(prior, b), 0.0)]
         return np.asarray(sum(theta[i] * column for i, column in enumerate(columns)), dtype=float)
 
     def step_time(self, batch_size: float, k: int, theta: np.ndarray | None = None) -> float:

@@ -26,10 +26,14 @@ class _Input(BaseModel):
 class CostPrior(_Input):
     """A roofline prior for the step time T(B, K) (seconds), before any latency is observed.
 
-    T = roof(B*(K+1)) + kvPerSequence*B + draftPass*P + draftToken*B*K, where
-    roof(n) = (floor^p + (computePerToken*n)^p)^(1/p) is the smooth knee between the memory-bound
-    floor and the compute-bound slope, and P the draft passes per step (K sequential, 1 parallel,
-    0 for n-gram/suffix). Defaults: an 8B model in bf16 on one H100 with an EAGLE head. The online
+    T = roof(B*(K+1)) + kvPerSequence*B + draftPass*P + draftToken*B*K [+ speculationStep +
+    speculationPerSequence*B when K > 0], where roof(n) = (floor^p + (computePerToken*n)^p)^(1/p) is
+    the smooth knee between the memory-bound floor and the compute-bound slope, and P the draft
+    passes per step (K sequential, 1 parallel, 0 for n-gram/suffix). The speculation terms are a
+    speculative step's bookkeeping whatever its K (rejection sampling, draft-state preparation): ~0
+    next to a GPU step, as long as a whole decode step on the real vLLM CPU engine with a tiny model
+    (docs/simulator.md); left out, the fit charges it to the draft passes and sees every extra K as
+    costing twice what it does. Defaults: an 8B model in bf16 on one H100 with an EAGLE head. The online
     fit scales each term; the prior only decides what is believed about never-observed K.
     """
 
@@ -39,6 +43,8 @@ class CostPrior(_Input):
     kv_per_sequence: float = Field(default=3e-5, ge=0, alias="kvPerSequenceSeconds")
     draft_pass: float = Field(default=0.00085, ge=0, alias="draftPassSeconds")
     draft_token: float = Field(default=6e-6, ge=0, alias="draftTokenSeconds")
+    speculation_step: float = Field(default=0.0, ge=0, alias="speculationStepSeconds")
+    speculation_per_sequence: float = Field(default=0.0, ge=0, alias="speculationPerSequenceSeconds")
     strength: float = Field(default=0.05, gt=0)  # weight of the prior against the data (per term, relative)
 
 
