@@ -199,7 +199,7 @@ class CostModel:
         columns += [(prior.floor**p + (prior.compute_per_token * shift * tokens) ** p) ** (1.0 / p) - prior.floor
                     for shift in KNEE_SHIFTS]
         columns += [prior.kv_per_sequence * b + 0 * k, prior.draft_pass * passes + 0 * b, prior.draft_token * b * k,
-                    np.where(k > 0, speculation_overhead(prior, b), 0.0)]
+                    np.where(k > 0, prior.speculation_step + prior.speculation_per_sequence * b, 0.0)]
         return np.asarray(sum(theta[i] * column for i, column in enumerate(columns)), dtype=float)
 
     def step_time(self, batch_size: float, k: int, theta: np.ndarray | None = None) -> float:
