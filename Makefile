@@ -17,7 +17,10 @@ help:
 	@echo "make test-integration  tests against the local control plane and Prometheus"
 	@echo "make setup             system packages, Python venv, Go-built Kubernetes binaries, vLLM wheel, CPU engine"
 
-setup: system-deps venv binaries vllm-wheel engine
+# The three downloads-and-builds run side by side: the Go build is CPU-bound, the engine's install
+# mostly network and disk, so a cold setup overlaps them (each still installs only what is missing).
+setup: system-deps venv
+	$(MAKE) --no-print-directory -j3 binaries vllm-wheel engine
 
 # Debian's Prometheus (a real server for integration tests and the demo).
 system-deps:

@@ -81,18 +81,18 @@ class CostModel:
 
 CPU_TINY = CostModel(
     name="cpu-tiny",
-    floor_s=0.00223,
-    compute_per_token_s=1.61e-06,
-    kv_per_seq_s=0.000109,
-    draft_pass_s=0.00051,
+    floor_s=0.00251,
+    compute_per_token_s=7.83e-06,
+    kv_per_seq_s=0.000123,
+    draft_pass_s=0.000469,
     draft_per_token_s=5.23e-05,
-    parallel_pass_s=0.00102,
-    lookup_per_token_s=9.4e-07,
-    prefill_per_token_s=1.61e-06,
+    parallel_pass_s=0.000937,
+    lookup_per_token_s=2.58e-05,
+    prefill_per_token_s=7.83e-06,
     restart_s=60.0,
-    knee_sharpness=1.0,
-    speculation_step_s=0.00212,
-    speculation_per_seq_s=0.000195,
+    knee_sharpness=2.0,
+    speculation_step_s=0.000599,
+    speculation_per_seq_s=6.76e-05,
 )
 
 COST_MODELS: dict[str, CostModel] = {
