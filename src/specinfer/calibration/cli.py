@@ -19,7 +19,6 @@ from specinfer.calibration.prompts import PromptsError, read_prompts
 from specinfer.calibration.report import Endpoint, json_report, text_report
 
 DEFAULT_TERMINATION_LOG = "/dev/termination-log"
-EXIT_FAILED = 1
 
 
 def _sizes(text: str) -> tuple[int, ...]:

@@ -97,7 +97,10 @@ async def measure_point(session: aiohttp.ClientSession, url: str, metrics_url: s
     async def worker(index: int) -> None:
         rng = random.Random(plan.seed * 1000 + batch_size * 100 + index)
         while not stop.is_set():
-            results.append(await one_request(session, config, request_body(config, model, rng)))
+            try:
+                results.append(await one_request(session, config, request_body(config, model, rng)))
+            except Exception as error:  # noqa: BLE001 -- a garbled answer is a failed request, not a dead worker
+                results.append(RequestResult(ok=False, error=f"{type(error).__name__}: {error}"))
             if results[-1].error and not results[-1].ok:
                 await asyncio.sleep(0.2)  # a failing server is not hammered
 
