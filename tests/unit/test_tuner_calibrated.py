@@ -148,3 +148,28 @@ def test_the_loop_tunes_from_the_measured_table_and_reports_it(fake_prometheus):
     # what was learnt under the roofline is gone; the new window's cell is in the calibrated prior's terms
     (x, _, _), = cells.values()
     assert x == pytest.approx(list(terms(tuning.cost_prior, 1.0, 3, "sequential")), rel=1e-4)
+
+
+def test_a_hold_does_not_hide_a_change_of_prior_from_the_next_decision(fake_prometheus):
+    """A hold writes no policy state: were it to report the new prior, the next decision would take the
+    old prior's cells for the new one's and never forget them."""
+    fake_prometheus(high_acceptance("a"))
+    resources, kube = [resource("a", mode="observe")], FakeKube()
+    loop, _ = run_tick(resources, kube)
+    apply_back(resources, kube)
+    spec = read_target(resources[0]).spec
+    resources[0]["status"]["calibration"] = summary(fingerprint=target_fingerprint(spec)).to_json()
+
+    fake_prometheus({})  # no series: the loop holds
+    run_tick(resources, kube, loop.clock() + 30, loop)
+    held = kube.patches[0][1]["status"]["tuning"]
+    assert held.get("stepCost", {"source": "simulatorPreset"}) == {"source": "simulatorPreset"}
+    apply_back(resources, kube)
+
+    fake_prometheus(high_acceptance("a"))
+    run_tick(resources, kube, loop.clock() + 60, loop)
+    status = kube.patches[0][1]["status"]["tuning"]
+    assert status["stepCost"]["source"] == "calibration"
+    tuning, _ = calibrated_tuning_input(read_target(resources[0]), TuningInput(method="eagle3"))
+    (x, _, _), = json.loads(status["policyState"])["cost"]["cells"].values()  # relearnt in the new prior's terms
+    assert x == pytest.approx(list(terms(tuning.cost_prior, 1.0, 3, "sequential")), rel=1e-4)
