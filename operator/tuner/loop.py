@@ -265,7 +265,8 @@ class TuningLoop:
             tuning = tuning_input(target.spec, self.settings.policy)
         except TargetError as error:
             return Tick(mode, now, degraded=(error.reason, str(error)), hold_reason=f"not tuning: {error}")
-        tuning, step_cost = calibrated_tuning_input(target, tuning, self.settings.policy)  # issue 17
+        # issue 17; the fit of a new table takes ~0.5 s (cached after): off the event loop, like decide
+        tuning, step_cost = await asyncio.to_thread(calibrated_tuning_input, target, tuning, self.settings.policy)
         # A hold writes no policy state, so it keeps reporting the prior that state was learnt with: the
         # next decision must still see the change of prior and forget what the old one taught.
         held_cost = target.tuning_status.step_cost if stored_state(target) is not None else step_cost
