@@ -26,7 +26,7 @@ from tests.support import condition, wait_for
 
 pytestmark = pytest.mark.integration
 
-SIMULATOR = {"engine": "simulator", "simulator": {"costModel": "cpu-tiny", "timeScale": 10, "maxNumSeqs": 64,
+SIMULATOR = {"engine": "simulator", "simulator": {"costModel": "cpu-small", "timeScale": 10, "maxNumSeqs": 64,
                                                   "workload": "code"}}
 FAST_LOAD = {"outputTokens": 32, "warmupSeconds": 1, "durationSeconds": 2}
 
@@ -225,7 +225,7 @@ def test_the_cli_measures_endpoints_and_compares_them(tmp_path):
         for name, args in servers.items():
             port = processes.free_port()
             records.append(processes.start(f"sim-{name}", [specinfer_executable(), "sim", *args, "--cost-model",
-                                                           "cpu-tiny", "--time-scale", "10", "--workload", "code",
+                                                           "cpu-small", "--time-scale", "10", "--workload", "code",
                                                            "--port", str(port)], log_dir=tmp_path))
             urls[name] = f"http://127.0.0.1:{port}"
         for url in urls.values():
@@ -245,7 +245,7 @@ def test_the_cli_measures_endpoints_and_compares_them(tmp_path):
     assert {n: e["numSpeculativeTokens"] for n, e in endpoints.items()} == {"draftModel": 2, "ngram": 3, "none": 0}
     for endpoint in endpoints.values():
         assert [p["batchSize"] for p in endpoint["points"]] == [1, 4]
-        assert all(p["stepSeconds"] > 0.02 for p in endpoint["points"])  # cpu-tiny's floor is 30 ms (simulated)
+        assert all(p["stepSeconds"] > 0.02 for p in endpoint["points"])  # cpu-small's floor is 30 ms (simulated)
     assert [len(row["perPosition"]) for row in endpoints["ngram"]["acceptance"]] == [3]
     assert {c["numSpeculativeTokens"] for c in report["stepCost"]["cells"]} == {0, 2}  # the reference + none
     assert report["recommendation"]["message"].endswith("Not applied: change spec.speculation yourself if you "

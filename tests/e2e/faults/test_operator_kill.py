@@ -10,6 +10,7 @@ Deployment and Service, one active ReplicaSet, and no pod of an unchanged worklo
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -113,7 +114,8 @@ def test_kill_during_tuning_rollout_keeps_the_tuned_config(ns, operator, recover
     operator.start()
     done = wait_for(lambda: (ns.converged(name) or {}).get("status", {}).get("effective", {})
                     .get("numSpeculativeTokens") == 6 and ns.converged(name), timeout=CONVERGE_SECONDS,
-                    what="converged on the tuned K=6", alive=operator.assert_alive)
+                    what="converged on the tuned K=6", alive=operator.assert_alive,
+                    why=lambda: f"status: {json.dumps((ns.si(name) or {}).get('status'), indent=1)[-3000:]}")
     timed("kill during a tuning rollout -> Ready on the tuned config", launched, recovery)
     assert done["status"]["tuning"]["applied"]["numSpeculativeTokens"] == 6, "the restart lost the tuned config"
     assert done["spec"]["speculation"]["numSpeculativeTokens"] == 3, "tuning must never write spec"
