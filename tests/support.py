@@ -7,7 +7,9 @@ repository root on sys.path).
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 
@@ -37,3 +39,20 @@ def condition(resource: Mapping[str, Any] | None, type_: str) -> dict:
         if item.get("type") == type_:
             return item
     return {}
+
+
+@contextmanager
+def namespaced_stack(cluster, prometheus, folder, prefix: str):
+    """A fresh namespace and an operator stack watching only it; both gone afterwards."""
+    from specinfer.demo.stack import Stack
+
+    namespace = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    cluster.kubectl("create", "namespace", namespace)
+    stack = Stack(cluster.kubeconfig, prometheus, folder, namespaces=(namespace,),
+                  operator_args=("--standalone", "-n", namespace), log=print)
+    stack.start()
+    try:
+        yield namespace, stack
+    finally:
+        stack.stop()
+        cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)

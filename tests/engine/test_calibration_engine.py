@@ -15,14 +15,12 @@ from __future__ import annotations
 import json
 import time
 import urllib.request
-import uuid
 from pathlib import Path
 
 import pytest
 import yaml
 
-from specinfer.demo.stack import Stack
-from tests.support import condition, wait_for
+from tests.support import condition, namespaced_stack, wait_for
 
 pytestmark = pytest.mark.engine
 
@@ -50,16 +48,9 @@ def calibration(namespace: str, name: str, target_name: str, candidates: list[di
 
 @pytest.fixture(scope="module")
 def stack(cluster, prometheus, tmp_path_factory, engine_env):
-    namespace = f"calib-{uuid.uuid4().hex[:6]}"
-    cluster.kubectl("create", "namespace", namespace)
-    the_stack = Stack(cluster.kubeconfig, prometheus, tmp_path_factory.mktemp("calibration-engine"),
-                      namespaces=(namespace,), operator_args=("--standalone", "-n", namespace), log=print)
-    the_stack.start()
-    try:
-        yield namespace, the_stack
-    finally:
-        the_stack.stop()
-        cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+    folder = tmp_path_factory.mktemp("calibration-engine")
+    with namespaced_stack(cluster, prometheus, folder, "calib") as namespace_and_stack:
+        yield namespace_and_stack
 
 
 def get(cluster, namespace: str, kind: str, name: str) -> dict:

@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 
 import pytest
 import yaml
 
-from specinfer.demo.stack import Stack
-from tests.support import condition, wait_for
+from tests.support import condition, namespaced_stack, wait_for
 
 pytestmark = pytest.mark.engine
 
@@ -39,16 +37,8 @@ def resource(namespace: str, name: str, model: str, *, extra_args: list[str] | N
 
 @pytest.fixture
 def failure_stack(cluster, prometheus, tmp_path, engine_env):
-    namespace = f"fail-{uuid.uuid4().hex[:6]}"
-    cluster.kubectl("create", "namespace", namespace)
-    stack = Stack(cluster.kubeconfig, prometheus, tmp_path, namespaces=(namespace,),
-                  operator_args=("--standalone", "-n", namespace), log=print)
-    stack.start()
-    try:
-        yield namespace, stack
-    finally:
-        stack.stop()
-        cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+    with namespaced_stack(cluster, prometheus, tmp_path, "fail") as namespace_and_stack:
+        yield namespace_and_stack
 
 
 def failing(cluster, namespace: str, name: str, *, timeout: float, must_contain: str) -> dict:

@@ -14,15 +14,14 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-import uuid
 
 import pytest
 import yaml
 
-from specinfer.demo.stack import Stack, specinfer_executable
+from specinfer.demo.stack import specinfer_executable
 from specinfer.devcluster import processes
 from specinfer.devcluster.http_probe import http_ok
-from tests.support import condition, wait_for
+from tests.support import condition, namespaced_stack, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -49,16 +48,9 @@ def calibration(namespace: str, name: str, target_name: str, **spec) -> dict:
 
 @pytest.fixture(scope="module")
 def stack(cluster, prometheus, tmp_path_factory):
-    namespace = f"cal-{uuid.uuid4().hex[:6]}"
-    cluster.kubectl("create", "namespace", namespace)
-    the_stack = Stack(cluster.kubeconfig, prometheus, tmp_path_factory.mktemp("calibration-stack"),
-                      namespaces=(namespace,), operator_args=("--standalone", "-n", namespace), log=print)
-    the_stack.start()
-    try:
-        yield namespace, the_stack
-    finally:
-        the_stack.stop()
-        cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+    folder = tmp_path_factory.mktemp("calibration-stack")
+    with namespaced_stack(cluster, prometheus, folder, "cal") as namespace_and_stack:
+        yield namespace_and_stack
 
 
 def get(cluster, namespace: str, kind: str, name: str) -> dict | None:
