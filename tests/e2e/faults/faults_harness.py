@@ -35,6 +35,7 @@ KUBECTL = str(Path(sys.executable).parent / "kubectl")
 CRDS = [REPO / "crds" / "specinfer.io_speculativeinferences.yaml", REPO / "crds" / "kopf.dev_peerings.yaml"]
 GROUP_PATH = "/apis/specinfer.io/v1alpha1"
 TUNER_MANAGER = "specinfer-tuner"  # the tuning loop's field manager (operator/tuner/loop.py)
+POLL_TIMEOUT_SECONDS = 3  # a poll that hangs longer is retried by the poll loop (see Namespace.__init__)
 
 # Short clocks so a fault and its recovery fit in seconds: resync 5 s (the floor), tuning ticks 1 s.
 OPERATOR_CONFIG = {"resyncSeconds": 5, "tuning": {"tickSeconds": 1, "queryTimeoutSeconds": 2}}
@@ -145,11 +146,16 @@ class Namespace:
     """A namespace on one cluster plus fast JSON reads through the kubernetes client."""
 
     def __init__(self, kubeconfig: Path, name: str | None = None) -> None:
-        from kubernetes import config
+        from kubernetes import client, config
 
         self.kubeconfig = Path(kubeconfig)
         self.name = name or f"faults-{uuid.uuid4().hex[:6]}"
-        self.api = config.new_client_from_config(config_file=str(self.kubeconfig))
+        settings = client.Configuration()
+        config.load_kube_config(config_file=str(self.kubeconfig), client_configuration=settings)
+        # The tests time recovery by polling: a read that hangs (the API server rebuilding its watch
+        # cache after an etcd restart) must fail fast and be polled again, not retried for 10 s+.
+        settings.retries = 0
+        self.api = client.ApiClient(settings)
         self.why = ""
 
     def kubectl(self, *args: str, input: str | None = None, check: bool = True,
@@ -172,19 +178,19 @@ class Namespace:
         self.kubectl("delete", "namespace", self.name, "--wait=false", check=False)
 
     def request(self, method: str, path: str, body: Any = None, content_type: str = "application/json",
-                query: list | None = None) -> tuple[int, Any]:
+                query: list | None = None, timeout: float = 10) -> tuple[int, Any]:
         headers = {"Accept": "application/json", "Content-Type": content_type}
         method_, url, headers, body_, post = self.api.param_serialize(
             method, path, query_params=query or None, header_params=headers, body=body,
             auth_settings=["BearerToken"])
-        response = self.api.call_api(method_, url, headers, body_, post, _request_timeout=10)
+        response = self.api.call_api(method_, url, headers, body_, post, _request_timeout=timeout)
         response.read()
         data = response.data.decode() if isinstance(response.data, bytes) else response.data
         return response.status, (json.loads(data) if data else None)
 
     def get(self, path: str) -> dict | None:
         try:
-            status, body = self.request("GET", path)
+            status, body = self.request("GET", path, timeout=POLL_TIMEOUT_SECONDS)
         except Exception:  # noqa: BLE001 -- API server away (fault tests): the caller polls again
             return None
         return body if status == 200 else None
