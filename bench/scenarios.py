@@ -169,8 +169,9 @@ class Engine:
     def step_time(self, batch_size: int, k: int, config: DraftConfig | None = None) -> float:
         """T(B, K) under `config` (default: the one in force); a schedule may slow every step."""
         cm = cost_model(self.scenario.cost_preset)
-        seconds = cm.step_time(batch_size, k, self.drafting, draft_scale=draft_scale(self.scenario.method))
         running = self.config if config is None else config
+        seconds = cm.step_time(batch_size, k, self.drafting, draft_scale=draft_scale(self.scenario.method),
+                               speculative=running.num_speculative_tokens > 0)
         return seconds * (self.scenario.schedule_step_factor if running.schedule else 1.0)
 
     def apply(self, config: DraftConfig, now: float) -> None:

@@ -74,11 +74,16 @@ def oracle_config(scenario: Scenario, minute: int, engine: Engine) -> DraftConfi
     profile = profile_of(scenario, phase)
     k_min, k_max = k_bounds(scenario)
     candidates = [0, *range(k_min, k_max + 1)]
+    # Within a schedule K = 0 still runs the drafter's first pass: judge each batch size's K with
+    # speculation configured, and turning it off as a single "K" of 0.
+    speculating = DraftConfig(num_speculative_tokens=k_max)
     dense = [0]
     for b in range(1, scenario.max_batch_size + 1):
-        dense.append(max(candidates, key=lambda k: (profile.expected_tokens(k) / engine.step_time(b, k), -k)))
+        dense.append(max(candidates, key=lambda k: (profile.expected_tokens(k) / engine.step_time(b, k, speculating),
+                                                    -k)))
     batch = max(1, min(round(0.92 * phase.concurrency / scenario.replicas), scenario.max_batch_size))
-    single = max(candidates, key=lambda k: profile.expected_tokens(k) / engine.step_time(batch, k))
+    single = max(candidates, key=lambda k: profile.expected_tokens(k)
+                 / engine.step_time(batch, k, DraftConfig(num_speculative_tokens=k)))
     scheduled = DraftConfig.from_dense(dense)
     if not scheduled.schedule:
         return scheduled

@@ -67,10 +67,26 @@ class CostModel:
             return 0.0
         return self.speculation_step_s + self.speculation_per_seq_s * batch_size
 
-    def step_time(self, batch_size: int, k: int, drafting: DraftingStyle, *, draft_scale: float = 1.0) -> float:
-        """T(B, K): one engine step; K = 0 is a plain decode step with no drafting."""
+    def first_pass_time(self, batch_size: int, drafting: DraftingStyle, *, draft_scale: float = 1.0) -> float:
+        """The drafter's first pass alone: what a model drafter runs in a Dynamic SD schedule's K = 0 step
+        to keep its KV cache in step with the target (vLLM v1/spec_decode/llm_base_proposer.py,
+        `propose`: "No draft tokens requested (e.g. Dynamic SD decided K=0)"). Lookups run nothing."""
+        if batch_size <= 0:
+            return 0.0
+        if drafting == "sequential":
+            return draft_scale * (self.draft_pass_s + self.draft_per_token_s * batch_size)
+        if drafting == "parallel":
+            return draft_scale * self.parallel_pass_s
+        return 0.0
+
+    def step_time(self, batch_size: int, k: int, drafting: DraftingStyle, *, draft_scale: float = 1.0,
+                  speculative: bool = False) -> float:
+        """T(B, K): one engine step. K = 0 is a plain decode step when the engine runs without a
+        speculative config; with one (`speculative`: a schedule's K = 0 range) the drafter's first pass
+        still runs."""
         if k <= 0:
-            return self.target_time(batch_size, 0)
+            extra = self.first_pass_time(batch_size, drafting, draft_scale=draft_scale) if speculative else 0.0
+            return self.target_time(batch_size, 0) + extra
         return (self.target_time(batch_size, k) + self.speculation_time(batch_size, k)
                 + self.draft_time(batch_size, k, drafting, draft_scale=draft_scale))
 

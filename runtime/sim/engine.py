@@ -161,7 +161,8 @@ class Engine:
         accepted = self._draw_acceptance(decoding, k)
         duration = 0.0
         if decoding:
-            duration += self.cost.step_time(len(decoding), k, self.settings.drafting, draft_scale=self.draft_scale)
+            duration += self.cost.step_time(len(decoding), k, self.settings.drafting, draft_scale=self.draft_scale,
+                                            speculative=self.settings.speculative)
         if prefilling:
             duration += self.cost.prefill_time(sum(r.prompt_tokens for r in prefilling))
             if not decoding:

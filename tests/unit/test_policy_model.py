@@ -11,6 +11,8 @@ from specinfer.operator.tuner.policy import OFF, CostPrior, DraftConfig, TuningI
 from specinfer.operator.tuner.policy.acceptance import estimate_from, expected_tokens, extrapolated_prefix
 from specinfer.operator.tuner.policy.cost import CostModel
 from specinfer.operator.tuner.policy.goodput import MAX_RANGES, Model, best_dense, limit_ranges
+from specinfer.operator.tuner.target import simulator_cost_prior
+from specinfer.runtime.methods.registry import draft_scale
 from specinfer.runtime.methods.schedule import schedule_problems
 from specinfer.runtime.sim.model import COST_MODELS, acceptance_profile
 
@@ -182,3 +184,31 @@ def test_schedules_are_capped_to_a_readable_number_of_ranges():
     merged = limit_ranges(_true_model(16), dense, MAX_RANGES)
     assert len(DraftConfig.from_dense(merged).schedule) <= MAX_RANGES
     assert set(merged[1:]) <= set(dense[1:])
+
+
+def test_a_schedules_k_zero_steps_are_learnt_with_the_drafters_first_pass_and_lose_to_speculation_off():
+    """The real CPU engine's high-load miss (issue 18): a schedule's K = 0 steps still run the drafter's
+    first pass (the target as its own draft: as long as a plain step). Learnt as plain decode steps they
+    made plain decode look twice as slow, and K=4 at every batch size looked best. Learnt as their own
+    cells, the pass is priced, and where the schedule drafts nothing, speculation off wins."""
+    scale = draft_scale("draftModel")
+
+    def engine(batch_size: int, k: int) -> float:  # every observed step runs under the speculative config
+        return CPU_TINY.step_time(batch_size, k, "sequential", draft_scale=scale, speculative=True)
+
+    cost = CostModel.from_state(None, simulator_cost_prior("cpu-tiny", "draftModel", "sequential"), "sequential")
+    schedule = [[1, 14, 4], [15, 64, 0]]
+    for batches in ({1: 0.5, 2: 0.5}, {40: 0.5, 48: 0.5}, {40: 0.5, 48: 0.5}, {40: 0.5, 48: 0.5}):
+        cost.learn(synthetic_observation(
+            time=600.0, window_seconds=30.0, method="draft_model", num_speculative_tokens=4, schedule=schedule,
+            applied_since=0.0, batch_sizes=batches, prefix=[1.0] * 4, step_time=engine))
+    assert {"40:0s", "48:0s"} <= set(cost.cells)
+    model = Model([1.0] * 4, cost, cost.multipliers())
+    plain = CPU_TINY.step_time(48, 0, "none")
+    assert model.step_time(48, 0, speculative=True) == pytest.approx(engine(48, 0), rel=0.05)
+    assert model.step_time(48, 0) == pytest.approx(plain, rel=0.05)
+    spec = TuningInput(method="draftModel", k_min=1, k_max=4, max_batch_size=64)
+    current = [0] + [4] * 14 + [0] * 50
+    assert best_dense(model, spec, current, [(44, 1.0)]) == [0] * 65
+    low = best_dense(model, spec, current, [(1, 0.5), (2, 0.5)])
+    assert low[1] == 4

@@ -88,6 +88,18 @@ def test_continuous_batching_respects_max_batch_size_and_exact_lengths():
         assert f.mean_time_per_output_token == pytest.approx(f.decode_time / 32)
 
 
+def test_a_schedules_k_zero_steps_cost_more_than_speculation_off():
+    """K = 0 in a schedule is not speculation off: the drafter's first pass still runs each step."""
+    in_schedule = Engine(settings(num_speculative_tokens=3, schedule=((1, 1, 3), (2, 8, 0)), max_batch_size=8))
+    off = Engine(settings(method="none", num_speculative_tokens=0, max_batch_size=8))
+    scheduled_steps, off_steps = run(in_schedule, requests=8, max_tokens=200), run(off, requests=8, max_tokens=200)
+    at_eight = [s.duration for s in scheduled_steps if s.batch_size == 8 and s.num_drafts == 0]
+    plain = [s.duration for s in off_steps if s.batch_size == 8]
+    assert at_eight and plain
+    extra = in_schedule.cost.first_pass_time(8, "sequential", draft_scale=in_schedule.draft_scale)
+    assert min(at_eight) == pytest.approx(min(plain) + extra, rel=1e-6)
+
+
 def test_engine_throughput_ratio_matches_the_cost_model():
     """Speculation's simulated speedup at a fixed batch equals E_K * T(B,0) / T(B,K)."""
     spec = Engine(settings(max_batch_size=8))

@@ -79,5 +79,17 @@ def test_k_zero_means_no_drafting_cost():
     assert cost.step_time(8, 0, "sequential") == cost.step_time(8, 0, "none")
 
 
+@pytest.mark.parametrize("drafting", ["sequential", "parallel"])
+def test_a_schedules_k_zero_step_still_runs_the_drafters_first_pass(drafting):
+    """vLLM's model drafters run their first pass in a Dynamic SD K = 0 step to keep their KV cache in
+    step (llm_base_proposer.py); n-gram/suffix lookups run nothing."""
+    cost = COST_MODELS["h100-llama8b"]
+    plain = cost.step_time(8, 0, drafting)
+    in_schedule = cost.step_time(8, 0, drafting, draft_scale=2.0, speculative=True)
+    assert in_schedule == pytest.approx(plain + cost.first_pass_time(8, drafting, draft_scale=2.0))
+    assert in_schedule > plain
+    assert cost.step_time(8, 0, "none", speculative=True) == cost.step_time(8, 0, "none")
+
+
 def test_restart_seconds_per_preset():
     assert restart_seconds("h100x4-llama70b") > restart_seconds("h100-llama8b") > 0

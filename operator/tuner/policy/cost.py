@@ -37,28 +37,35 @@ MIN_CELL_WEIGHT = 0.05
 MAX_CELLS = 64  # keeps the state a few kB (the loop stores it in status)
 
 
-def draft_passes(k: int, drafting: str) -> int:
-    if k <= 0 or drafting == "none":
+def draft_passes(k: int, drafting: str, speculative: bool = False) -> int:
+    """Draft passes in one step. A model drafter runs its first pass even in a Dynamic SD schedule's
+    K = 0 steps (`speculative`), to keep its KV cache in step (vLLM llm_base_proposer.py, `propose`)."""
+    if drafting == "none":
         return 0
+    if k <= 0:
+        return 1 if speculative else 0
     return 1 if drafting == "parallel" else k
 
 
-def terms(prior: CostPrior, batch_size: float, k: int, drafting: str) -> np.ndarray:
+def terms(prior: CostPrior, batch_size: float, k: int, drafting: str, speculative: bool = False) -> np.ndarray:
     """The prior's step time split into the terms the fit scales (at PRIOR_THETA they sum to it).
 
     The compute-above-the-floor term comes three times, with the knee earlier, where the prior
     puts it, and later: the fit can move the knee, which a roofline estimate often misplaces.
+    `speculative`: the engine runs a speculative config, so a K = 0 step (a schedule's) still pays
+    the drafter's first pass; without one, K = 0 is a plain decode step.
     """
     tokens = batch_size * (k + 1)
     p = prior.knee_sharpness
     excess = [(prior.floor**p + (prior.compute_per_token * shift * tokens) ** p) ** (1.0 / p) - prior.floor
               for shift in KNEE_SHIFTS]
-    drafted = batch_size * k if k > 0 else 0.0
+    # tokens through the drafter: K per request, or the one of a schedule's K = 0 first pass
+    drafted = batch_size * max(k, draft_passes(k, drafting, speculative))
     return np.array([
         prior.floor,
         *excess,
         prior.kv_per_sequence * batch_size,
-        prior.draft_pass * draft_passes(k, drafting),
+        prior.draft_pass * draft_passes(k, drafting, speculative),
         prior.draft_token * drafted,
         speculation_overhead(prior, batch_size) if k > 0 else 0.0,
     ])
@@ -186,25 +193,27 @@ class CostModel:
         variance = float(direction @ np.linalg.solve(a, direction))
         return math.sqrt(max(variance, 0.0))
 
-    def table(self, max_batch_size: int, k_max: int, theta: np.ndarray) -> np.ndarray:
-        """T[b, k] for b in 0..max_batch_size and k in 0..k_max in one vectorised pass (row 0 unused)."""
+    def table(self, max_batch_size: int, k_max: int, theta: np.ndarray, speculative: bool = False) -> np.ndarray:
+        """T[b, k] for b in 0..max_batch_size and k in 0..k_max in one vectorised pass (row 0 unused);
+        `speculative` as in `terms` (column 0: a schedule's K = 0 step rather than plain decode)."""
         b = np.arange(max_batch_size + 1, dtype=float)[:, None]
         k = np.arange(k_max + 1, dtype=float)[None, :]
         prior = self.prior
         p = prior.knee_sharpness
         tokens = b * (k + 1)
-        passes = np.where(k > 0, 1.0 if self.drafting == "parallel" else k, 0.0) if self.drafting != "none" \
-            else np.zeros_like(k)
+        passes = np.where(k > 0, 1.0 if self.drafting == "parallel" else k, 1.0 if speculative else 0.0) \
+            if self.drafting != "none" else np.zeros_like(k)
         columns = [np.full_like(tokens, prior.floor)]
         columns += [(prior.floor**p + (prior.compute_per_token * shift * tokens) ** p) ** (1.0 / p) - prior.floor
                     for shift in KNEE_SHIFTS]
-        columns += [prior.kv_per_sequence * b + 0 * k, prior.draft_pass * passes + 0 * b, prior.draft_token * b * k,
+        columns += [prior.kv_per_sequence * b + 0 * k, prior.draft_pass * passes + 0 * b,
+                    prior.draft_token * b * np.maximum(k, passes),
                     np.where(k > 0, prior.speculation_step + prior.speculation_per_sequence * b, 0.0)]
         return np.asarray(sum(theta[i] * column for i, column in enumerate(columns)), dtype=float)
 
-    def step_time(self, batch_size: float, k: int, theta: np.ndarray | None = None) -> float:
+    def step_time(self, batch_size: float, k: int, theta: np.ndarray | None = None, speculative: bool = False) -> float:
         multipliers = self.multipliers() if theta is None else theta
-        return float(terms(self.prior, batch_size, k, self.drafting) @ multipliers)
+        return float(terms(self.prior, batch_size, k, self.drafting, speculative) @ multipliers)
 
     def learn(self, obs: Observation, slowdown: float = 1.0) -> float | None:
         """Fold this window's step latencies in; returns the window's measurement noise: the weighted
@@ -218,11 +227,14 @@ class CostModel:
             if deviation is not None and deviation[1] > 0:
                 deviations.append(deviation)
 
+        speculative = obs.applied.config.num_speculative_tokens > 0
         if obs.step_samples:
             for sample in obs.step_samples:
                 if sample.count > 0 and sample.mean_seconds > 0:
-                    x = terms(self.prior, sample.batch_size, sample.k, self.drafting)
-                    add(f"{round(sample.batch_size)}:{sample.k}", x, sample.mean_seconds, sample.count)
+                    x = terms(self.prior, sample.batch_size, sample.k, self.drafting, speculative)
+                    # a schedule's K = 0 step is another cell than a plain decode step
+                    suffix = "s" if sample.k == 0 and speculative else ""
+                    add(f"{round(sample.batch_size)}:{sample.k}{suffix}", x, sample.mean_seconds, sample.count)
         elif obs.sequence_steps > 0 and obs.step_mean_seconds > 0:
             add(self.pooled_key(obs), self.pooled_terms(obs), obs.step_mean_seconds, obs.sequence_steps)
         total = sum(weight for _, weight in deviations)
@@ -240,10 +252,11 @@ class CostModel:
         from the current estimate of T)."""
         theta = self.multipliers()
         applied = obs.applied.config
+        speculative = applied.num_speculative_tokens > 0
         mix = []
         for size, fraction in obs.batch_distribution():
             x = terms(self.prior, size, effective_k(size, applied.num_speculative_tokens, applied.schedule),
-                      self.drafting)
+                      self.drafting, speculative)
             mix.append((size * fraction / float(x @ theta), x))
         total = sum(w for w, _ in mix)
         mean_x = np.zeros(TERMS)

@@ -87,7 +87,8 @@ def _learn(obs: Observation, spec: TuningInput,
     slowdown = spec.schedule_step_factor if obs.applied.config.schedule else 1.0
     update_noise(st, cost.learn(obs, slowdown))
     theta = cost.multipliers()
-    fresh = estimate_from(obs, lambda size, k: cost.step_time(size, k, theta))
+    # only read while drafting, when a schedule's K = 0 steps still run the drafter's first pass
+    fresh = estimate_from(obs, lambda size, k: cost.step_time(size, k, theta, speculative=True))
     memory = blend(st.acceptance, fresh, ACCEPTANCE_FORGET)
     st.cost = cost.to_state()
     st.acceptance = memory

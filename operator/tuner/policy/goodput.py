@@ -35,19 +35,21 @@ class Model:
     schedule_factor: float = 1.0  # every step's time while a schedule is configured (PIECEWISE CUDA graphs)
     _tables: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
-    def step_time(self, batch_size: float, k: int) -> float:
+    def step_time(self, batch_size: float, k: int, speculative: bool = False) -> float:
+        """T(B, K); `speculative`: under a speculative config, where K = 0 still runs the drafter's first pass."""
         if float(batch_size).is_integer() and 0 < batch_size <= TABLE_BATCH and k <= len(self.prefix):
-            if "times" not in self._tables:
-                self._tables["times"] = self.cost.table(TABLE_BATCH, len(self.prefix), self.theta)
-            return float(self._tables["times"][int(batch_size), k])
-        return self.cost.step_time(batch_size, k, self.theta)
+            name = "times-speculative" if speculative else "times"
+            if name not in self._tables:
+                self._tables[name] = self.cost.table(TABLE_BATCH, len(self.prefix), self.theta, speculative)
+            return float(self._tables[name][int(batch_size), k])
+        return self.cost.step_time(batch_size, k, self.theta, speculative)
 
-    def speed(self, batch_size: float, k: int) -> float:
+    def speed(self, batch_size: float, k: int, speculative: bool = False) -> float:
         """Tokens per second for one running request."""
         if "expected" not in self._tables:
             self._tables["expected"] = [expected_tokens(self.prefix, j) for j in range(len(self.prefix) + 1)]
         expected = self._tables["expected"][k] if k <= len(self.prefix) else expected_tokens(self.prefix, k)
-        return expected / self.step_time(batch_size, k)
+        return expected / self.step_time(batch_size, k, speculative)
 
 
 def _clamp(size: float, max_batch_size: int) -> int:
@@ -59,11 +61,17 @@ def is_schedule(dense: Sequence[int]) -> bool:
     return any(k != dense[1] for k in dense[2:])
 
 
+def is_speculative(dense: Sequence[int]) -> bool:
+    """The engine runs with a speculative config (a drafter loaded), whatever K a batch size gets."""
+    return any(k > 0 for k in dense[1:])
+
+
 def goodput(model: Model, dense: Sequence[int], distribution: Sequence[tuple[float, float]]) -> float:
     """Expected tokens/s of the engine, averaged over the batch-size distribution (time fractions;
     fractional batch sizes are a replica's share of a load spread over several)."""
     top = len(dense) - 1
-    total = sum(f * b * model.speed(b, dense[_clamp(b, top)]) for b, f in distribution)
+    speculative = is_speculative(dense)
+    total = sum(f * b * model.speed(b, dense[_clamp(b, top)], speculative) for b, f in distribution)
     return total / model.schedule_factor if model.schedule_factor != 1.0 and is_schedule(dense) else total
 
 
@@ -79,9 +87,10 @@ def best_dense(model: Model, spec: TuningInput, current: Sequence[int], distribu
     """The best K at each batch size within the method's and the spec's bounds.
 
     With schedules allowed every batch size picks its own K; otherwise one K for all, chosen on
-    the observed batch-size distribution. K = 0 is a candidate only when allowDisable is set.
-    `one_k_where_observed` runs one K across today's batch sizes (vLLM's series only: see
-    `_one_k_over`).
+    the observed batch-size distribution. K = 0 is a candidate only when allowDisable is set; a
+    schedule's K = 0 still pays the drafter's first pass, so a schedule must also beat speculation
+    off on the observed distribution. `one_k_where_observed` runs one K across today's batch sizes
+    (vLLM's series only: see `_one_k_over`).
     """
     size = spec.max_batch_size
     if not spec.allow_schedule:
@@ -89,7 +98,7 @@ def best_dense(model: Model, spec: TuningInput, current: Sequence[int], distribu
     candidates = spec.allowed_ks()
     dense = [0]
     for b in range(1, size + 1):
-        speeds = {k: model.speed(b, k) for k in candidates}
+        speeds = {k: model.speed(b, k, speculative=True) for k in candidates}
         best = max(speeds, key=lambda k: (speeds[k], -k))
         now = current[b] if b < len(current) else None
         if now in speeds and speeds[now] >= speeds[best] * (1 - KEEP_TOLERANCE):
@@ -102,7 +111,11 @@ def best_dense(model: Model, spec: TuningInput, current: Sequence[int], distribu
         # A schedule slows every step here (PIECEWISE graphs): it must beat the best single K by that much.
         single = [0] + [_best_single_k(model, spec, current, distribution)] * size
         if goodput(model, single, distribution) >= goodput(model, dense, distribution):
-            return single
+            dense = single
+    if 0 in candidates and is_speculative(dense):
+        off = [0] * (size + 1)
+        if goodput(model, off, distribution) > goodput(model, dense, distribution) * (1 + KEEP_TOLERANCE):
+            return off
     return dense
 
 
@@ -148,7 +161,7 @@ def limit_ranges(model: Model, dense: Sequence[int], max_ranges: int) -> list[in
     ranges = [list(entry) for entry in compress(list(dense))]
 
     def loss(start: int, end: int, k: int) -> float:
-        return sum(1 - model.speed(b, k) / max(model.speed(b, k_b), 1e-12)
+        return sum(1 - model.speed(b, k, True) / max(model.speed(b, k_b, True), 1e-12)
                    for b in range(start, end + 1) for k_b in (dense[b],))
 
     while len(ranges) > max_ranges:
@@ -190,11 +203,14 @@ def goodput_sensitivity(model: Model, dense: Sequence[int], distribution: Distri
     """d log(goodput) / d theta, negated: the goodput-weighted mean of each term's share of the step
     time. The difference between two configs' is how a step-cost error moves the gain between them."""
     top = len(dense) - 1
-    parts = [(f * b * model.speed(b, dense[_clamp(b, top)]), b, dense[_clamp(b, top)]) for b, f in distribution]
+    speculative = is_speculative(dense)
+    parts = [(f * b * model.speed(b, dense[_clamp(b, top)], speculative), b, dense[_clamp(b, top)])
+             for b, f in distribution]
     total = sum(weight for weight, _, _ in parts)
     out = np.zeros(len(model.theta))
     if total <= 0:
         return out
     for weight, size, k in parts:
-        out += (weight / total) * terms(model.cost.prior, size, k, model.cost.drafting) / model.step_time(size, k)
+        out += ((weight / total) * terms(model.cost.prior, size, k, model.cost.drafting, speculative)
+                / model.step_time(size, k, speculative))
     return out
