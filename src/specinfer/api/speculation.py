@@ -157,7 +157,8 @@ class Speculation(ApiModel):
     capped for the accelerator. The tuner never writes this field; its choice appears in status.effective."""
     schedule: list[ScheduleRange] | None = Field(default=None, min_length=1, max_length=MAX_SCHEDULE_RANGES)
     """Dynamic SD schedule (vLLM `num_speculative_tokens_per_batch_size`): sorted, non-overlapping batch-size
-    ranges starting at 1; gaps inherit the previous range's K; K = 0 turns drafting off under load."""
+    ranges starting at 1; gaps inherit the previous range's K; K = 0 turns drafting off under load (a model
+    drafter still runs its first pass in those steps: cheaper than drafting, dearer than speculation off)."""
     prompt_lookup: PromptLookup | None = None
     """n-gram window (method ngram only)."""
     advanced: Advanced | None = None
