@@ -118,8 +118,9 @@ def unusable(summary: CalibrationSummary, spec: SpeculativeInferenceSpec) -> str
         return (f"calibration {summary.name} measured method {summary.method}; spec.speculation.method is now "
                 f"{spec.speculation.method}: run a new calibration")
     if summary.fingerprint != target_fingerprint(spec):
-        return (f"calibration {summary.name} is stale: spec.model, spec.hardware or spec.runtime changed since it "
-                "ran; run a new calibration")
+        return (f"calibration {summary.name} is stale: spec.model, spec.hardware, spec.runtime or the drafter's "
+                "settings (spec.speculation draftModel, promptLookup, advanced) changed since it ran; run a new "
+                "calibration")
     return None
 
 

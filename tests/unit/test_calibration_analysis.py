@@ -83,6 +83,18 @@ def test_step_cost_table_takes_k0_from_the_baseline_and_the_measured_batch_size(
     assert [(c.num_speculative_tokens, c.batch_size, c.seconds) for c in cells] == [(0, 3.9, 0.012), (2, 3.6, 0.02)]
 
 
+def test_fingerprint_follows_the_draft_weights_not_k_or_the_schedule():
+    base = {"model": {"name": "m"}, "speculation": {"method": "draftModel", "draftModel": {"name": "small"}},
+            "hardware": {"accelerator": "cpu"}}
+    first = target_fingerprint(SpeculativeInferenceSpec.model_validate(base))
+    assert target_fingerprint(SpeculativeInferenceSpec.model_validate(
+        {**base, "speculation": {**base["speculation"], "numSpeculativeTokens": 3,
+                                 "schedule": [{"minBatchSize": 1, "maxBatchSize": 8, "numSpeculativeTokens": 3}]}})) \
+        == first
+    assert target_fingerprint(SpeculativeInferenceSpec.model_validate(
+        {**base, "speculation": {"method": "draftModel", "draftModel": {"name": "large"}}})) != first
+
+
 def test_fingerprint_follows_model_hardware_and_runtime_not_speculation_or_tuning():
     base = {"model": {"name": "m"}, "speculation": {"method": "ngram"}, "hardware": {"accelerator": "cpu"}}
     first = target_fingerprint(SpeculativeInferenceSpec.model_validate(base))

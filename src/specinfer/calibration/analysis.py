@@ -165,7 +165,13 @@ def step_cost_cells(configured: Iterable[CalibrationPoint], baseline: Iterable[C
 
 
 def target_fingerprint(spec: SpeculativeInferenceSpec) -> str:
-    """What measured step times depend on besides the speculation: the model, the hardware and the runtime
-    (image, engine, arguments, env, resources). A table measured under another fingerprint is stale."""
+    """What measured step times depend on besides the method and K: the model, the hardware, the runtime
+    (image, engine, arguments, env, resources) and the drafter's own settings (draft weights, n-gram
+    window, advanced fields). A table measured under another fingerprint is stale. The method is checked
+    on its own (a clearer message); K and the schedule are what the table is measured over."""
     data = spec.model_dump(mode="json", by_alias=True, exclude_none=True, include={"model", "hardware", "runtime"})
+    drafter = spec.speculation.model_dump(mode="json", by_alias=True, exclude_none=True,
+                                          include={"draft_model", "prompt_lookup", "advanced"})
+    if drafter:  # absent for methods without drafter settings: fingerprints from before stay valid
+        data["drafter"] = drafter
     return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
