@@ -78,17 +78,22 @@ def engine_outcome(job: Mapping[str, Any] | None, pod: Mapping[str, Any] | None)
     state = _container(pod).get("state") or {}
     terminated = state.get("terminated") or {}
     waiting = state.get("waiting") or {}
+    failed = _condition(job, "Failed")
     if terminated:
         code = terminated.get("exitCode")
         message = str(terminated.get("message") or "")
         if code == 0:
-            return EngineOutcome("succeeded", report_text=message) if _condition(job, "Complete") \
-                else EngineOutcome("running")  # the Job controller has not counted it yet
+            if _condition(job, "Complete"):
+                return EngineOutcome("succeeded", report_text=message)
+            if failed is None:
+                return EngineOutcome("running")  # the Job controller has not counted it yet
+            # the pod finished, but the Job gave up first (its deadline): the report is not to be trusted
+            return EngineOutcome("failed", f"the Job failed ({failed.get('reason') or 'Failed'}) although its "
+                                           f"pod exited 0: {_tail(str(failed.get('message') or ''))}")
         return EngineOutcome("failed", _tail(message) or f"the pod exited with code {code} "
                                                         f"({terminated.get('reason') or 'Error'}) and left no message")
     if waiting.get("reason") in CANNOT_START:
         return EngineOutcome("failed", f"{waiting['reason']}: {_tail(str(waiting.get('message') or 'no message'))}")
-    failed = _condition(job, "Failed")
     if failed is not None:
         return EngineOutcome("failed", f"the Job failed ({failed.get('reason') or 'Failed'}): "
                                        f"{_tail(str(failed.get('message') or ''))}")

@@ -59,6 +59,8 @@ def test_engine_outcomes():
     assert pull.state == "failed" and pull.message.startswith("ErrImagePull: pull access denied")
     deadline = engine_outcome(job("Failed"), pod())
     assert deadline.state == "failed" and "DeadlineExceeded" in deadline.message
+    late = engine_outcome(job("Failed"), pod(exit_code=0, message="R"))  # finished after the Job's deadline
+    assert late.state == "failed" and "DeadlineExceeded" in late.message and "exited 0" in late.message
 
 
 def test_a_run_starts_within_parallelism_records_results_and_finishes():
