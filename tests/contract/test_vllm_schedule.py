@@ -119,3 +119,22 @@ def test_compress_inverts_dense_expansion(vllm_schedule):
         dense = dense_schedule(random_valid_schedule(rng, k_max), k_max, rng.randint(1, 200))
         compressed = [list(entry) for entry in compress(dense)]
         assert vllm_schedule["build_dynamic_sd_schedule_lookup"](compressed, len(dense) - 1, k_max) == dense
+
+
+@pytest.mark.parametrize("release", RELEASES, ids=lambda release: release.label)
+def test_a_k0_step_still_runs_the_model_drafters_first_pass(release):
+    """The step-cost model (operator/tuner/policy/cost.py `draft_passes`, the simulator's
+    `first_pass_time`) charges a schedule's K = 0 step one draft pass: in vLLM's proposer for model
+    drafters (EAGLE, MTP, draft models, DFlash), `propose` runs the drafter's forward pass before it
+    returns early for K = 0. If a release skips that pass, the tuner overprices schedules."""
+    import ast
+
+    tree = ast.parse(read_source("vllm/v1/spec_decode/llm_base_proposer.py", release))
+    propose = next(node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == "propose")
+    forward = min(node.lineno for node in ast.walk(propose) if isinstance(node, ast.Call)
+                  and ast.unparse(node.func) == "self.model")
+    early = [node for node in ast.walk(propose) if isinstance(node, ast.If)
+             and ast.unparse(node.test) == "self.num_speculative_tokens == 0"
+             and any(isinstance(statement, ast.Return) for statement in node.body)]
+    assert early, "propose no longer returns early for K = 0: re-read how a K = 0 step is run"
+    assert forward < early[0].lineno, "the K = 0 early return now comes before the drafter's forward pass"

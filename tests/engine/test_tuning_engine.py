@@ -334,8 +334,14 @@ def high_load_story(setup: Setup) -> dict:
 
 
 def test_the_crossover_live(setup):
-    """Under low load the tuner programs a schedule that drafts at small batch sizes and not at large
-    ones; under high load it decides again from what it measures there and keeps serving.
+    """Under low load the tuner programs a schedule that drafts at small batch sizes and less at large
+    ones; under high load it decides again from what it measures there, stops drafting at the
+    high-load batch size, and keeps serving.
+
+    Why not K = 0 ranges at low load: in vLLM a schedule's K = 0 step still runs the drafter's first
+    pass (llm_base_proposer.py), and with the target as its own draft that pass is as long as a
+    plain step, so inside a schedule a short K earns more than K = 0 for an always-right draft. Not
+    drafting at all means speculation off, which pays only once the load is high.
 
     What each config earns is printed, not asserted here: on these two shared cores two engines with
     the same config differ by up to 15% between rounds, as much as the always-right draft's gain at
@@ -343,18 +349,16 @@ def test_the_crossover_live(setup):
     The offline step times, where the crossover is clear, are in docs/simulator.md (bench engine-cpu)."""
     schedule = tuned_at_low_load(setup)["changed"]
     print(f"schedule programmed under low load: {tuning(schedule)['applied']}")
-    assert (applied_k_at(schedule, LOW) or 0) > 0, "drafts at small batch sizes"
-    assert applied_k_at(schedule, HIGH) == 0, "no drafting at the high-load batch size"
+    at_low = applied_k_at(schedule, LOW) or 0
+    assert at_low > 0, "drafts at small batch sizes"
+    assert (applied_k_at(schedule, HIGH) or 0) < at_low, "drafts less at the high-load batch size"
     story = high_load_story(setup)
     assert not story["failed"], story["failed"][:3]
     assert condition(story["tuned"], "Ready").get("status") == "True"
+    assert (applied_k_at(story["tuned"], HIGH) or 0) == 0, \
+        f"still drafting at batch {HIGH} after deciding under high load:\n{decisions(story['tuned'])}"
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "known miss (issue 18): under high load the tuner moved from the schedule (K=0 from batch 15) to K=4 at "
-    "every batch size, 0.83x of no speculation in one run; not yet understood (a candidate: its step-cost "
-    "model takes a schedule's K=0 steps for plain decode steps, while the engine runs them with speculation "
-    "configured)"))
 def test_goodput_at_high_load_is_at_least_no_speculations(setup):
     high_load_story(setup)
     # within the spread of two engines with the same config (15%)
