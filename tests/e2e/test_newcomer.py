@@ -5,7 +5,7 @@ SPECINFER_TEST_KUBECONFIG), the `specinfer operator` process, Prometheus, and th
 executed from their pod specs by the pod runner (simulator engine). One module-scoped stack
 serves a scenario that goes through the user's day:
 
-  apply -> Ready -> low load: the tuner raises K -> heavy load: K=0 at large batch sizes ->
+  apply -> Ready -> low load: the tuner raises K -> heavy load: no drafting at large batch sizes ->
   spec edit -> rollout, with the operator killed mid-rollout and restarted -> converged, no
   duplicates -> Prometheus down -> the tuner holds and says so -> delete -> children gone;
 
@@ -135,8 +135,9 @@ def applied(resource: dict) -> dict:
 
 
 def k_at(resource: dict, batch_size: int) -> int | None:
+    """The K the tuner's applied config drafts at this batch size (0: off there), None before it applied one."""
     choice = applied(resource)
-    if not choice.get("numSpeculativeTokens"):
+    if choice.get("numSpeculativeTokens") is None:
         return None
     schedule = [(r["minBatchSize"], r["maxBatchSize"], r["numSpeculativeTokens"]) for r in choice.get("schedule") or []]
     return effective_k(batch_size, choice["numSpeculativeTokens"], schedule or None)
@@ -184,14 +185,19 @@ def test_tuner_raises_k_at_low_load(scenario):
 
 
 def test_tuner_turns_speculation_off_at_large_batch_sizes_under_heavy_load(scenario):
+    """No drafting at the heavy load's batch size: a schedule's K = 0 range, or speculation off --
+    which one depends on the drafter's first pass, which vLLM still runs in a K = 0 step (here an
+    EAGLE head on cpu-small, ~40% of a step at batch 32: off wins while the load stays heavy)."""
     scenario.ensure_serving()
     load = scenario.load(HEAVY, seconds=300)
     try:
         tuned = wait_for(lambda: k_at(scenario.si(), HEAVY) == 0 and scenario.si(), timeout=300,
-                         what="a schedule with K=0 at large batch sizes", scenario=scenario)
+                         what="no drafting at large batch sizes (a K=0 range or speculation off)", scenario=scenario)
     finally:
         load.stop()
-    assert (k_at(tuned, 1) or 0) > 0, "speculation must stay on at small batch sizes"
+    decision = tuned["status"]["tuning"]["lastDecision"]
+    print(f"heavy load: applied {applied(tuned)}; {decision['action']}: {decision['reason']}")
+    assert decision["action"] in ("setSchedule", "disable", "keep") and decision["reason"], decision
     failed = sum(not r.ok for phase in load.done for r in phase.results)
     total = sum(len(phase.results) for phase in load.done)
     assert total > 0 and failed / total < 0.2, f"{failed}/{total} requests failed during rollouts"
