@@ -212,3 +212,15 @@ def test_a_schedules_k_zero_steps_are_learnt_with_the_drafters_first_pass_and_lo
     assert best_dense(model, spec, current, [(44, 1.0)]) == [0] * 65
     low = best_dense(model, spec, current, [(1, 0.5), (2, 0.5)])
     assert low[1] == 4
+
+
+def test_k0_cells_from_before_the_split_are_forgotten_the_rest_kept():
+    """States written before a schedule's K = 0 steps had cells of their own may hold them as plain
+    decode ("B:0"): those cells are dropped once, the others kept."""
+    cost = CostModel.from_state(None, CPU_PRIOR, "sequential")
+    cost.learn(observation(3, schedule=[[1, 8, 3], [9, 64, 0]], batches={4: 0.5, 32: 0.5}))
+    stored = cost.to_state()
+    assert set(stored["cells"]) == {"4:3", "32:0s"}
+    old = {"cells": {"4:3": stored["cells"]["4:3"], "32:0": stored["cells"]["32:0s"]}}  # the old key
+    assert set(CostModel.from_state(old, CPU_PRIOR, "sequential").cells) == {"4:3"}
+    assert set(CostModel.from_state({**old, "k0Split": True}, CPU_PRIOR, "sequential").cells) == {"4:3", "32:0"}

@@ -104,7 +104,7 @@ def test_a_current_table_replaces_the_prior_and_says_so():
 
 
 @pytest.mark.parametrize(("changes", "words"), [
-    ({"fingerprint": "0000000000000000"}, "calibration cal is stale: spec.model, spec.hardware, spec.runtime or the drafter"),
+    ({"fingerprint": "0000000000000000"}, "calibration cal is stale: spec.model, spec.hardware, spec.runtime or"),
     ({"method": "ngram"}, "calibration cal measured method ngram; spec.speculation.method is now eagle3"),
     ({"step_cost": [StepCostCell(batch_size=1, num_speculative_tokens=0, seconds=0.01)]}, "a fit needs 3"),
 ])

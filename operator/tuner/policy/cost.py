@@ -35,6 +35,7 @@ CELL_MEMORY = 3.0  # a re-observed cell moves by at least 1/4 towards the new wi
 MAX_CELL_WEIGHT = 10.0  # windows of evidence one cell can hold
 MIN_CELL_WEIGHT = 0.05
 MAX_CELLS = 64  # keeps the state a few kB (the loop stores it in status)
+K0_SPLIT_KEY = "k0Split"  # cells keyed "B:0" are plain decode only ("B:0s": a schedule's K = 0 step)
 
 
 def draft_passes(k: int, drafting: str, speculative: bool = False) -> int:
@@ -94,12 +95,15 @@ class CostModel:
     def from_state(data: dict[str, Any] | None, prior: CostPrior, drafting: str) -> CostModel:
         cells = (data or {}).get("cells") or {}
         # A cell written before a term was added has a shorter vector: it is forgotten (relearnt in
-        # a window) rather than fitted against the wrong terms.
+        # a window) rather than fitted against the wrong terms. So is a K = 0 cell written before a
+        # schedule's K = 0 steps had cells of their own: it may hold such steps priced as plain decode.
+        split = bool((data or {}).get(K0_SPLIT_KEY))
         return CostModel(prior, drafting, {k: [list(x), float(s), float(w)] for k, (x, s, w) in cells.items()
-                                           if len(x) == TERMS})
+                                           if len(x) == TERMS and (split or not k.endswith(":0"))})
 
     def to_state(self) -> dict[str, Any]:
-        return {"cells": {key: ([float(f"{v:.6g}") for v in x], float(f"{seconds:.6g}"), round(weight, 4))
+        return {K0_SPLIT_KEY: True,
+                "cells": {key: ([float(f"{v:.6g}") for v in x], float(f"{seconds:.6g}"), round(weight, 4))
                           for key, (x, seconds, weight) in self.cells.items()}}
 
     def add(self, key: str, x: Sequence[float] | np.ndarray, seconds: float,

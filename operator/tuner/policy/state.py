@@ -63,7 +63,7 @@ class Calibration(_State):
 class PolicyState(_State):
     version: int = STATE_VERSION
     method: str | None = None
-    cost: dict[str, dict[str, CostCell]] | None = None  # {"cells": {key: cell}} (cost.CostModel)
+    cost: dict[str, dict[str, CostCell] | bool] | None = None  # {"cells": {...}, "k0Split": true} (cost.py)
     acceptance: AcceptanceEstimate | None = None
     changes: list[float] = Field(default_factory=list)  # times changes were issued (restart budget)
     last_change_at: float | None = None
