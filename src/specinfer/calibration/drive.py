@@ -50,15 +50,28 @@ class LoadPlan:
                           seed=self.seed, timeout_s=self.request_timeout_seconds)
 
 
+async def read_bounded(stream: aiohttp.StreamReader, limit: int) -> bytes | None:
+    """The whole body, or None once it exceeds `limit` bytes. (`StreamReader.read(n)` returns what has
+    arrived so far, at most n: one call cut vLLM's /metrics after its first chunk, and the series
+    later in the text looked missing.)"""
+    chunks, size = [], 0
+    async for chunk in stream.iter_chunked(64 * 1024):
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 async def scrape(session: aiohttp.ClientSession, metrics_url: str) -> Counters:
     try:
         async with session.get(metrics_url, timeout=aiohttp.ClientTimeout(total=METRICS_TIMEOUT_SECONDS)) as answer:
             if answer.status != 200:
                 raise MeasureError(f"{metrics_url} answered HTTP {answer.status}")
-            raw = await answer.content.read(MAX_METRICS_BYTES + 1)
+            raw = await read_bounded(answer.content, MAX_METRICS_BYTES)
     except (aiohttp.ClientError, TimeoutError) as error:
         raise MeasureError(f"cannot read {metrics_url}: {type(error).__name__}: {error}") from None
-    if len(raw) > MAX_METRICS_BYTES:
+    if raw is None:
         raise MeasureError(f"{metrics_url} answered more than {MAX_METRICS_BYTES} bytes")
     try:
         return parse(raw.decode("utf-8", errors="replace"))
