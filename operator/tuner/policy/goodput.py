@@ -161,7 +161,7 @@ def limit_ranges(model: Model, dense: Sequence[int], max_ranges: int) -> list[in
     ranges = [list(entry) for entry in compress(list(dense))]
 
     def loss(start: int, end: int, k: int) -> float:
-        return sum(1 - model.speed(b, k, True) / max(model.speed(b, k_b, True), 1e-12)
+        return sum(1 - model.speed(b, k, speculative=True) / max(model.speed(b, k_b, speculative=True), 1e-12)
                    for b in range(start, end + 1) for k_b in (dense[b],))
 
     while len(ranges) > max_ranges:
