@@ -33,6 +33,7 @@ from specinfer.operator.tuner.observe import Samples, Target, index_results, obs
 from specinfer.operator.tuner.policy import PolicyState, decide, guards
 from specinfer.operator.tuner.queries import build_queries
 from specinfer.operator.tuner.record import Tick, off_status, same_hold, tick_status
+from specinfer.operator.tuner.recording import append_record, tick_record
 from specinfer.operator.tuner.settings import TunerSettings
 from specinfer.operator.tuner.target import (
     ResourceTarget,
@@ -286,6 +287,9 @@ class TuningLoop:
         if not same_prior(target.tuning_status.step_cost, step_cost):  # a calibration landed or went stale
             previous = forget_step_cost(previous)
         decision, state = await asyncio.to_thread(decide, observed.observation, tuning, previous, now)
+        if self.settings.record_file:
+            append_record(self.settings.record_file, tick_record(target.namespace, target.name, now,
+                                                                 observed.observation, tuning, previous, decision))
         no_apply = "spec.tuning.maxRestartsPerHour is 0" if target.spec.tuning.max_restarts_per_hour == 0 else None
         if decision.is_change and (mode != "auto" or no_apply):
             state = observe_mode_state(previous, state)

@@ -7,6 +7,7 @@
       queryTimeoutSeconds: 10
       maxResponseBytes: 33554432  # a larger answer (a hostile or broken Prometheus) fails the query
       policy: {cooldownSeconds: 600}   # defaults for the policy's tuning input (docs/tuner.md)
+      recordFile: /var/log/specinfer/ticks.jsonl   # optional: every decision's input, for `specinfer tuner replay`
 """
 
 from __future__ import annotations
@@ -49,3 +50,6 @@ class TunerSettings(_Settings):
     the resources that share that Prometheus, with PrometheusQueryFailed."""
     policy: PolicyDefaults = Field(default_factory=PolicyDefaults)
     """Operator-wide defaults for the policy's tuning input; the spec's bounds and SLOs override them."""
+    record_file: str | None = Field(default=None, min_length=1)
+    """Append every decision with the observation, tuning input and state it was made from (JSON
+    lines, operator/tuner/recording.py) to this file: `specinfer tuner replay` decides them again."""

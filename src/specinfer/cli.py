@@ -28,6 +28,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "engine": "specinfer.engine.cli:engine",
     "models": "specinfer.engine.models_cli:models",
     "calibrate": "specinfer.calibration.cli:calibrate_command",
+    "tuner": "specinfer.operator.tuner.cli:tuner",
 }
 
 

@@ -25,6 +25,7 @@ machine's speed hits both sides.
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from pathlib import Path
@@ -52,6 +53,9 @@ LOW, HIGH = 1, MAX_BATCH
 MEASURE_SECONDS = 12.0
 THINK = 0.5  # seconds between a client's requests while a new engine may be starting beside the old
 SETTLING = {"ChangeApplied", "Settling", "Verifying"}  # Tuned reasons while a change is judged
+# Holds that say the policy has not judged this load yet: it waits for a steady window of it, for a
+# window that measured its batch sizes, or for the rollout's window to settle
+NOT_YET_DECIDED = {"verifying", "loadMoving", "unmeasured", "insufficientSamples", "settling", "rolloutInProgress"}
 # The always-right draft starts at K=2, where it pays little (bench engine-cpu, docs/simulator.md:
 # 1.16x at batch 1 against 1.48x at K=4, 0.65x at batch 64): the tuner has a real gain to find at
 # low load and a real loss to avoid at high load. kMax 4: longer K were never measured on this
@@ -169,7 +173,11 @@ def setup(cluster, prometheus, tmp_path_factory, engine_env, tiny_models):
     cluster.kubectl("create", "namespace", namespace)
     workdir = tmp_path_factory.mktemp("tuning-engine")
     config = workdir / "operator.yaml"
-    config.write_text(yaml.safe_dump(OPERATOR_CONFIG))
+    # every decision's input, for `specinfer tuner replay` when a decision here needs explaining
+    ticks = workdir / "ticks.jsonl"
+    config.write_text(yaml.safe_dump({**OPERATOR_CONFIG,
+                                      "tuning": {**OPERATOR_CONFIG["tuning"], "recordFile": str(ticks)}}))
+    print(f"tick records: {ticks}")
     stack = Stack(cluster.kubeconfig, prometheus, workdir, namespaces=(namespace,),
                   operator_args=("--standalone", "-n", namespace, "--config", str(config)), log=print)
     stack.start()
@@ -314,8 +322,8 @@ def high_load_story(setup: Setup) -> dict:
             batch = ((r.get("status") or {}).get("metrics") or {}).get("meanBatchSize") or 0
             last = tuning(r).get("lastDecision") or {}
             taken = (parse_rfc3339(last.get("time")) or 0) > since + OPERATOR_CONFIG["tuning"]["windowSeconds"]
-            return (batch >= HIGH / 2 and taken and rolled_out(r)
-                    and last.get("guard") != "verifying" and condition(r, "Tuned").get("reason") not in SETTLING)
+            return (batch >= HIGH / 2 and taken and rolled_out(r) and last.get("guard") not in NOT_YET_DECIDED
+                    and condition(r, "Tuned").get("reason") not in SETTLING)
 
         tuned = wait_for_resource(setup, "crossover", decided_at_high_load, timeout=ROLLOUT_TIMEOUT,
                                   what="a decision under high load, rolled out")
@@ -333,7 +341,7 @@ def high_load_story(setup: Setup) -> dict:
         for label in (NONE, STATIC, TUNED):
             rate = setup.mean(label, concurrency)
             print(f"  batch {concurrency:>2}  {label:<32} {rate:7.0f}  {rate / base:.2f}x")
-    return {"tuned": tuned, "failed": list(load.failed)}
+    return {"tuned": tuned, "failed": list(load.failed), "since": since}
 
 
 def test_the_crossover_live(setup):
@@ -360,6 +368,12 @@ def test_the_crossover_live(setup):
     assert condition(story["tuned"], "Ready").get("status") == "True"
     assert (applied_k_at(story["tuned"], HIGH) or 0) == 0, \
         f"still drafting at batch {HIGH} after deciding under high load:\n{decisions(story['tuned'])}"
+    # Issue 25: no change on a window that straddles the ramp from 1 to 64 requests (a mean batch in
+    # between): the policy waits for a window of the new load, and acts on what it measured there.
+    means = [float(m.group(1)) for d in tuning(story["tuned"]).get("history") or []
+             if d["action"] not in ("keep", "recommend") and (parse_rfc3339(d.get("time")) or 0) > story["since"]
+             and (m := re.search(r"\(mean ([0-9.]+)\)", d.get("reason") or ""))]
+    assert all(mean >= HIGH / 2 for mean in means), f"a change decided mid-ramp:\n{decisions(story['tuned'])}"
 
 
 def test_goodput_at_high_load_is_at_least_no_speculations(setup):

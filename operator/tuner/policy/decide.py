@@ -27,6 +27,7 @@ from .lookahead import LOOKAHEAD, look_ahead
 from .observation import Observation, ObservationError, observation_problems, parse_observation, settling_problem
 from .restart import restart_cost_seconds
 from .state import PendingChange, PolicyState
+from .support import supported_gain
 from .verification import calibrate, measured_noise, model_noise, update_noise, verify, window_noise
 
 ACCEPTANCE_FORGET = 0.5  # per window: follows a workload shift within ~3 windows
@@ -97,6 +98,7 @@ def _learn(obs: Observation, spec: TuningInput,
 
 def _decide_on_valid(obs: Observation, spec: TuningInput, st: PolicyState, now: float) -> Decision:
     signals: Signals = "specinfer" if obs.signals == "specinfer" else "vllm"
+    previous_window = st.note_window(obs.batch_size_mean, obs.time)  # the load, even from a thin window
     short_of_samples = guards.samples_guard(obs, spec)
     if short_of_samples:
         return _keep(short_of_samples, guards.INSUFFICIENT_SAMPLES, signals)
@@ -116,8 +118,12 @@ def _decide_on_valid(obs: Observation, spec: TuningInput, st: PolicyState, now: 
         if held:
             return _keep(held, guards.COLLAPSE_HOLD, signals,
                          degraded=Degradation(reason=DEGRADED_COLLAPSE, message=held))
-        if memory is None and st.collapsed_config:
-            return _probe_after_collapse(spec, st, now, signals)
+    # A ramp is not a measurement of the new load: learn from it (above), decide on a steady window.
+    moving = guards.load_moving_guard(previous_window, obs)
+    if moving:
+        return _keep(moving, guards.LOAD_MOVING, signals)
+    if st.collapsed_at is not None and memory is None and st.collapsed_config:
+        return _probe_after_collapse(spec, st, now, signals)
     if memory is None:
         return _keep("no acceptance measured yet for this method: nothing to predict from",
                      guards.NO_ACCEPTANCE_DATA, signals)
@@ -151,18 +157,27 @@ def _decide_on_valid(obs: Observation, spec: TuningInput, st: PolicyState, now: 
     horizon = st.payback_horizon(spec.payback_seconds)
     needed, _ = guards.required_gain(spec, slo_violated=slo, noise=noise, restart_cost_seconds=restart_cost,
                                      horizon_seconds=horizon)
-    held_by = guards.threshold_guard(gain, spec, slo_violated=slo, noise=noise, restart_cost_seconds=restart_cost,
-                                     horizon_seconds=horizon)
-    excess, ahead = gain - needed, ""
+    # What the measurements support: a gain at batch sizes never measured does not count until a
+    # window has measured them (support.py) -- measure first, then act.
+    support = supported_gain(model, current_dense, best_dense_ks, distribution, spec.max_batch_size)
+    def below_bar(value: float) -> str | None:
+        return guards.threshold_guard(value, spec, slo_violated=slo, noise=noise, restart_cost_seconds=restart_cost,
+                                      horizon_seconds=horizon)
+
+    held_by = below_bar(support.gain)
+    unmeasured = bool(held_by and support.unmeasured and below_bar(gain) is None)
+    if unmeasured:
+        held_by = f"{held_by} where measured; {support.describe()}"
+    excess, ahead = support.gain - needed, ""
     if held_by:
         # Not enough at today's batch sizes, but a restart is cheapest before the load rises: program
         # the batch sizes to come now (lookahead.py; docs/tuner.md, "Looking ahead").
-        plan = look_ahead(model, spec, current_dense, best_dense_ks, gain, distribution, restart_cost, noise,
+        plan = look_ahead(model, spec, current_dense, best_dense_ks, support.gain, distribution, restart_cost, noise,
                           measured_noise(st))
         if plan is not None:
             here = any(plan.dense[min(b, spec.max_batch_size)] != current_dense[min(b, spec.max_batch_size)]
                        for b, _ in distribution)
-            held_by, best_dense_ks, excess = None, plan.dense, plan.gain - plan.needed
+            held_by, best_dense_ks, excess, unmeasured = None, plan.dense, plan.gain - plan.needed, False
             gain = gain if here else 0.0
             best = DraftConfig.from_dense(best_dense_ks)
             ahead = ("; " + ("" if here else "nothing changes at today's batch sizes; ")
@@ -173,7 +188,7 @@ def _decide_on_valid(obs: Observation, spec: TuningInput, st: PolicyState, now: 
     else:
         st.confirmations, st.evidence = st.confirmations + 1, st.evidence + excess
     checks = [
-        (guards.BELOW_THRESHOLD, held_by),
+        (guards.UNMEASURED if unmeasured else guards.BELOW_THRESHOLD, held_by),
         (guards.RECENTLY_REJECTED, guards.rejected_guard(st, best_dense_ks, spec.max_batch_size, now)),
         (guards.COOLDOWN, guards.cooldown_guard(st, spec, now)),
         (guards.RESTART_BUDGET, guards.budget_guard(st, spec, now, reserve=1)),
@@ -196,7 +211,9 @@ def _decide_on_valid(obs: Observation, spec: TuningInput, st: PolicyState, now: 
     st.collapsed_config = None
     st.record_change(now)
     reason = (f"{current.describe()} -> {best.describe()}: predicted goodput {gain:+.1%} at the observed "
-              f"batch sizes (mean {obs.batch_size_mean:.1f})" + ahead + ("; p99 latency SLO violated" if slo else ""))
+              f"batch sizes (mean {obs.batch_size_mean:.1f})" + ahead
+              + (f"; {support.describe()}" if support.unmeasured and not ahead else "")
+              + ("; p99 latency SLO violated" if slo else ""))
     return Decision(action=action_for(current, best), reason=reason, config=best, predicted_gain=round(gain, 4),
                     **common)
 

@@ -75,6 +75,18 @@ def goodput(model: Model, dense: Sequence[int], distribution: Sequence[tuple[flo
     return total / model.schedule_factor if model.schedule_factor != 1.0 and is_schedule(dense) else total
 
 
+def goodput_contributions(model: Model, dense: Sequence[int],
+                          distribution: Sequence[tuple[float, float]]) -> dict[float, float]:
+    """`goodput`, batch size by batch size (the values sum to it)."""
+    top = len(dense) - 1
+    speculative = is_speculative(dense)
+    factor = model.schedule_factor if model.schedule_factor != 1.0 and is_schedule(dense) else 1.0
+    parts: dict[float, float] = {}
+    for b, f in distribution:
+        parts[b] = parts.get(b, 0.0) + f * b * model.speed(b, dense[_clamp(b, top)], speculative) / factor
+    return parts
+
+
 def sequence_speed(model: Model, dense: Sequence[int], distribution: Distribution) -> float:
     """Tokens per request-second (1 / mean per-token time), as vLLM's inter-token latency weighs it:
     batch size b holds f(b) of the engine's time with b requests running."""

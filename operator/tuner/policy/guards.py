@@ -27,12 +27,37 @@ RECENTLY_REJECTED = "recentlyRejected"
 COLLAPSE_HOLD = "collapseHold"
 VERIFYING = "verifying"
 NO_ACCEPTANCE_DATA = "noAcceptanceData"
+LOAD_MOVING = "loadMoving"
+UNMEASURED = "unmeasured"
+
+# The load moves when the newest stretch of the window ran at another batch size than the oldest:
+# by more than MOVING_SHARE of the mean and MOVING_REQUESTS requests (less is the wobble of a steady load).
+MOVING_SHARE = 0.3
+MOVING_REQUESTS = 1.5
 
 
 def rollout_guard(obs: Observation) -> str | None:
     if obs.rollout_in_progress:
         return "a rollout is in progress: its replicas mix two configs, waiting for it to finish"
     return None
+
+
+def load_moving_guard(previous: tuple[float, float] | None, obs: Observation) -> str | None:
+    """The batch-size mix is still moving (a ramp): the window mixes two loads, and a decision on it
+    would price neither. Consecutive windows overlap, so the difference of their means times
+    window/interval is the difference between the stretch the window gained and the one it lost;
+    windows too far apart to tell (more than two windows) do not hold."""
+    if previous is None:
+        return None
+    mean_before, at = previous
+    elapsed = obs.time - at
+    if elapsed <= 0 or elapsed > 2 * obs.window_seconds:
+        return None
+    stretch_shift = abs(obs.batch_size_mean - mean_before) * max(1.0, obs.window_seconds / elapsed)
+    if stretch_shift <= max(MOVING_REQUESTS, MOVING_SHARE * max(obs.batch_size_mean, mean_before)):
+        return None
+    return (f"the load is moving: mean batch size {mean_before:.1f} -> {obs.batch_size_mean:.1f} in "
+            f"{elapsed:.0f}s; waiting for a window of one load before deciding")
 
 
 def samples_guard(obs: Observation, spec: TuningInput) -> str | None:

@@ -174,6 +174,28 @@ def parse_observation(data: dict[str, Any]) -> Observation:
     return trim_idle_positions(observation)
 
 
+def observation_to_json(obs: Observation) -> dict[str, Any]:
+    """The JSON form `parse_observation` reads (docs/tuner.md): what a recorded tick replays."""
+    steps: dict[str, Any] = {"count": obs.sequence_steps, "meanSeconds": obs.step_mean_seconds,
+                             "generatedTokens": obs.generated_tokens}
+    if obs.step_samples is not None:
+        steps["byBatchSize"] = [{"batchSize": s.batch_size, "k": s.k, "count": s.count, "meanSeconds": s.mean_seconds}
+                                for s in obs.step_samples]
+    acceptance: dict[str, Any] = {"drafts": obs.drafts, "acceptedPerPosition": list(obs.accepted_per_position)}
+    if obs.drafts_per_position is not None:
+        acceptance["draftsPerPosition"] = list(obs.drafts_per_position)
+    return {
+        "time": obs.time, "windowSeconds": obs.window_seconds, "scrapeTime": obs.scrape_time,
+        "rolloutInProgress": obs.rollout_in_progress,
+        "applied": {"method": obs.applied.method, "since": obs.applied.since, **obs.applied.config.to_json()},
+        "acceptance": acceptance,
+        "steps": steps,
+        "batchSize": {"mean": obs.batch_size_mean,
+                      "distribution": [list(p) for p in obs.batch_size_distribution or ()] or None},
+        "latency": {"perTokenP99Seconds": obs.per_token_p99_seconds, "ttftP99Seconds": obs.ttft_p99_seconds},
+    }
+
+
 def trim_idle_positions(observation: Observation) -> Observation:
     """Positions past the applied K that counted nothing are leftovers of the previous pods' series
     (Prometheus keeps them until they go stale): drop them. Non-zero ones stay and are flagged."""

@@ -83,6 +83,9 @@ class PolicyState(_State):
     load_reference: float | None = None
     load_changed_at: float | None = None
     load_persistence: float | None = None
+    # The previous decided-on window: its mean batch size and when it ended (guards.load_moving_guard).
+    window_batch_mean: float | None = None
+    window_at: float | None = None
 
     def restarts_within(self, now: float, seconds: float = RESTART_WINDOW_SECONDS) -> int:
         """Changes issued in the `seconds` before `now` (each one restarted the pods)."""
@@ -105,6 +108,14 @@ class PolicyState(_State):
         previous = self.load_persistence
         self.load_persistence = lasted if previous is None else (previous + lasted) / 2
         self.load_reference, self.load_changed_at = batch_mean, now
+
+    def note_window(self, batch_mean: float, now: float) -> tuple[float, float] | None:
+        """Remember this window's mean batch size; returns the previous window's (mean, time), if any."""
+        previous = None
+        if self.window_batch_mean is not None and self.window_at is not None:
+            previous = (self.window_batch_mean, self.window_at)
+        self.window_batch_mean, self.window_at = batch_mean, now
+        return previous
 
     def payback_horizon(self, payback_seconds: float) -> float:
         """Time over which a change must repay its restart: paybackSeconds, or less where loads have

@@ -1,0 +1,77 @@
+"""Which part of a predicted gain the measurements support, and which rests on the prior alone.
+
+The step-cost model predicts every (batch size, K) -- from measured cells where it has them, from
+its roofline prior where it has none. Changing K at a batch size it has measured is an
+extrapolation in K from a measured step time, which is what tuning is. Changing K at a batch size
+it has never measured, at any K, rests on the prior's shape there -- where the knee between the
+memory-bound floor and compute lies -- which a roofline often misplaces (issue 25: +29.8%
+predicted for drafting more at batch 64 on the real CPU engine, where drafting loses).
+
+So a predicted gain at such batch sizes does not count towards a change (a predicted loss there
+does, in full): the policy holds, the engine runs the current config at the new batch sizes for a
+window, and that window measures them. Holding costs one window; acting on the prior's shape is
+what went wrong. The fit's posterior spread there (`CostModel.relative_spread`) is reported, not
+relied on: it scales with the measured noise of step times, so on a quiet engine it would trust
+the prior's shape exactly where the shape is the doubt.
+
+A cell measures the batch sizes within SUPPORT_FACTOR of its own; vLLM's pooled series (no
+per-batch-size step times) measure a mix of batch sizes around the window's mean, POOLED_SPAN.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .cost import CostModel
+from .goodput import Distribution, Model, goodput_contributions
+
+SUPPORT_WEIGHT = 1.0  # a batch size is measured once its cells hold a full window of steps (cost.SAMPLE_CAP)
+SUPPORT_FACTOR = 2 ** 0.5  # a per-batch-size cell measures the batch sizes within this factor of its own
+POOLED_SPAN = 4.0  # a pooled cell (vLLM's series) measures a mix around its mean batch size
+
+
+def cell_span(key: str) -> tuple[float, float] | None:
+    """The batch sizes a cost cell's key measures: "B:K" and "B:Ks" near B, "pooled:B:K:schedule" around B."""
+    parts = key.split(":")
+    pooled = parts[0] == "pooled"
+    try:
+        size = float(parts[1] if pooled and len(parts) > 1 else parts[0])
+    except ValueError:
+        return None
+    factor = POOLED_SPAN if pooled else SUPPORT_FACTOR
+    return size / factor, size * factor
+
+
+def measured_sizes(cost: CostModel, sizes: Sequence[int]) -> set[int]:
+    """The batch sizes among `sizes` that the model's cells have measured, at any K."""
+    spans = [(span, cell[2]) for key, cell in cost.cells.items() if (span := cell_span(key)) is not None]
+    return {b for b in sizes if sum(w for (low, high), w in spans if low <= b <= high) >= SUPPORT_WEIGHT}
+
+
+@dataclass(frozen=True)
+class SupportedGain:
+    gain: float  # what the policy may act on
+    prior_part: float  # the part of the predicted gain at batch sizes not measured yet
+    unmeasured: tuple[int, ...]  # observed batch sizes whose K would change without a measurement there
+
+    def describe(self) -> str:
+        sizes = self.unmeasured
+        where = f"batch size {sizes[0]}" if len(sizes) == 1 else f"batch sizes {sizes[0]}-{sizes[-1]}"
+        return f"{self.prior_part:+.1%} of it rests on the step-cost prior at {where}, not measured yet"
+
+
+def supported_gain(model: Model, current: Sequence[int], best: Sequence[int], distribution: Distribution,
+                   max_batch_size: int) -> SupportedGain:
+    """`best`'s predicted gain over `current` without what it would gain at batch sizes never measured."""
+    before = goodput_contributions(model, current, distribution)
+    after = goodput_contributions(model, best, distribution)
+    total = sum(before.values())
+    full = sum(after.values()) / total - 1 if total > 0 else 0.0
+    clamp = {b: max(1, min(int(b), max_batch_size)) for b in before}
+    measured = measured_sizes(model.cost, sorted(set(clamp.values())))
+    unmeasured = {b for b in before if clamp[b] not in measured and best[clamp[b]] != current[clamp[b]]}
+    if not unmeasured or total <= 0:
+        return SupportedGain(full, 0.0, ())
+    prior_part = sum(after[b] - before[b] for b in unmeasured) / total
+    return SupportedGain(full - max(prior_part, 0.0), prior_part, tuple(sorted({clamp[b] for b in unmeasured})))

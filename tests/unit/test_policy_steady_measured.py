@@ -1,0 +1,142 @@
+"""Issue 25: the policy decides on a steady load, and on step costs it has measured.
+
+A window that straddles a ramp (the mean batch size still moving) never triggers a rollout; a gain
+that rests on batch sizes the step-cost model never measured is held until a window has measured
+them. Both as hypothesis properties, each with a companion that shows the property can fail.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from specinfer.bench.observations import synthetic_observation
+from specinfer.operator.tuner.policy import CHANGES, CostPrior, Observation, TuningInput, decide, guards
+from specinfer.operator.tuner.policy.state import PolicyState
+
+pytestmark = pytest.mark.unit
+
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+WINDOW = 60.0
+PRIOR = CostPrior(floor=0.010, compute_per_token=2e-5, kv_per_sequence=1e-6, draft_pass=0.0008, draft_token=1e-7)
+
+
+def prefix_from(conditional: list[float]) -> list[float]:
+    out, running = [], 1.0
+    for rate in conditional:
+        running *= rate
+        out.append(running)
+    return out
+
+
+def window(now: float, batches: dict[int, float], *, k: int, conditional: list[float], floor: float, slope: float,
+           draft: float, since: float = 0.0) -> Observation:
+    return synthetic_observation(
+        time=now, window_seconds=WINDOW, method="eagle3", num_speculative_tokens=k, schedule=None,
+        applied_since=since, batch_sizes=batches, prefix=prefix_from(conditional),
+        step_time=lambda b, kk: floor + slope * b * (kk + 1) + draft * kk)
+
+
+def thin(observation: Observation, factor: float) -> Observation:
+    """The same window with `factor` of its engine steps in the per-batch-size step series."""
+    samples = tuple(replace(s, count=s.count * factor) for s in observation.step_samples or ())
+    return replace(observation, step_samples=samples)
+
+
+def mean(batches: dict[int, float]) -> float:
+    total = sum(batches.values())
+    return sum(b * f for b, f in batches.items()) / total
+
+
+def tuning(**overrides) -> TuningInput:
+    base = {"method": "eagle3", "k_min": 1, "k_max": 8, "max_batch_size": 256, "cooldown_seconds": 0,
+            "confirmations": 1, "restart_seconds": 0, "downtime_fraction": 0.0, "cost_prior": PRIOR}
+    return TuningInput(**{**base, **overrides})
+
+
+worlds = st.fixed_dictionaries({
+    "conditional": st.lists(st.floats(0.1, 0.98), min_size=16, max_size=16),
+    "floor": st.floats(0.003, 0.05),
+    "slope": st.floats(1e-6, 5e-4),
+    "draft": st.floats(0.0, 0.005),
+    "k": st.integers(1, 8),
+})
+loads = st.dictionaries(st.integers(1, 200), st.floats(0.05, 1.0), min_size=1, max_size=3)
+
+
+def moving(before: dict[int, float], after: dict[int, float], elapsed: float) -> bool:
+    shift = abs(mean(after) - mean(before)) * max(1.0, WINDOW / elapsed)
+    return shift > max(guards.MOVING_REQUESTS, guards.MOVING_SHARE * max(mean(after), mean(before)))
+
+
+@SETTINGS
+@given(world=worlds, before=loads, after=loads, elapsed=st.floats(5.0, 2 * WINDOW))
+def test_a_ramp_window_never_triggers_a_rollout(world, before, after, elapsed):
+    if not moving(before, after, elapsed):
+        return
+    shape = {key: world[key] for key in ("conditional", "floor", "slope", "draft")}
+    _, state = decide(window(600.0, before, k=world["k"], **shape), tuning(), None, 600.0)
+    now = 600.0 + elapsed
+    decision, _ = decide(window(now, after, k=world["k"], **shape), tuning(), state, now)
+    assert decision.action == "keep", decision.reason
+    assert decision.guard in (guards.LOAD_MOVING, guards.INSUFFICIENT_SAMPLES), decision.reason
+
+
+def test_the_ramp_guard_can_fail_on_a_steady_load():
+    """The companion: the same worlds on a steady load do change (so the property tests something)."""
+    shape = {"conditional": [0.8] * 16, "floor": 0.01, "slope": 2e-5, "draft": 0.0008}
+    _, state = decide(window(600.0, {4: 1.0}, k=1, **shape), tuning(min_gain=100.0), None, 600.0)
+    steady, _ = decide(window(620.0, {4: 1.0}, k=1, **shape), tuning(), state, 620.0)
+    ramp, _ = decide(window(620.0, {32: 1.0}, k=1, **shape), tuning(), state, 620.0)
+    assert steady.action in CHANGES, steady.reason
+    assert ramp.action == "keep" and ramp.guard == guards.LOAD_MOVING, ramp.reason
+    assert "4.0 -> 32.0" in ramp.reason
+
+
+def learnt_at(sizes: dict[int, float], shape: dict, k: int) -> PolicyState:
+    """A policy that measured `sizes` for three steady windows and changed nothing (min gain out of reach)."""
+    state = None
+    for i in range(3):
+        now = 600.0 + 20 * i
+        _, state = decide(window(now, sizes, k=k, **shape), tuning(min_gain=100.0), state, now)
+    assert state is not None
+    return state
+
+
+@SETTINGS
+@given(world=worlds, size=st.integers(1, 16), factor=st.integers(4, 16), share=st.floats(0.0, 0.9))
+def test_a_gain_built_only_on_the_prior_is_held_until_measured(world, size, factor, share):
+    """Measured at `size`; then a steady window at a batch size at least 4x larger whose step series
+    hold a `share` of a full window's steps. Any change keeps the K of that batch size."""
+    shape = {key: world[key] for key in ("conditional", "floor", "slope", "draft")}
+    state = learnt_at({size: 1.0}, shape, world["k"])
+    far = size * factor
+    now = 600.0 + 10 * WINDOW  # long after: not a ramp, a new steady load
+    observation = thin(window(now, {far: 1.0}, k=world["k"], **shape), share * 200 / _steps(window(
+        now, {far: 1.0}, k=world["k"], **shape)))
+    decision, _ = decide(observation, tuning(), state, now)
+    if decision.action in CHANGES:
+        assert decision.config.dense(256)[far] == world["k"], decision.reason
+
+
+def _steps(observation: Observation) -> float:
+    return sum(s.count for s in observation.step_samples or ())
+
+
+def test_held_until_measured_then_acted_on():
+    """The companion: the thin window holds with guard `unmeasured`; a full window at the same
+    batch size measures it and the same gain is acted on."""
+    shape = {"conditional": [0.85] * 16, "floor": 0.01, "slope": 2e-6, "draft": 0.0002}
+    state = learnt_at({1: 1.0}, shape, 1)
+    now = 600.0 + 10 * WINDOW
+    full = window(now, {24: 1.0}, k=1, **shape)
+    top = tuning(max_batch_size=24)  # nothing above today's batch size: no look-ahead
+    held, _ = decide(thin(full, 50 / _steps(full)), top, state, now)
+    acted, _ = decide(full, top, state, now)
+    assert held.action == "keep" and held.guard == guards.UNMEASURED, held.reason
+    assert "not measured yet" in held.reason and "batch size 24" in held.reason
+    assert acted.action in CHANGES, acted.reason
+    assert acted.config.dense(24)[24] > 1
