@@ -31,8 +31,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-PROMETHEUS_AUTH_LABEL = "specinfer.io/prometheus-auth"
-ENGINE_SECRET_LABEL = "specinfer.io/engine-secret"
 OPT_IN_VALUE = "true"
 
 URL_NOT_ALLOWED = "PrometheusUrlNotAllowed"

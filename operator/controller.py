@@ -11,13 +11,12 @@ from typing import Any
 
 from specinfer.api import KIND
 from specinfer.operator.calibration.reconciler import CalibrationController
-from specinfer.operator.calibration.render import CALIBRATION_LABEL
 from specinfer.operator.config import OperatorConfig
 from specinfer.operator.events import EventRecorder
 from specinfer.operator.kube import Kube
 from specinfer.operator.leadership import Leadership
 from specinfer.operator.reconciler import Reconciler
-from specinfer.operator.render.labels import CHILD_SELECTOR
+from specinfer.operator.render.labels import CALIBRATION_LABEL, CHILD_SELECTOR
 from specinfer.operator.render.podmonitor import PODMONITOR_API_VERSION, PODMONITOR_CRD
 from specinfer.operator.store import Store, owner_key
 from specinfer.operator.workqueue import WorkQueue
@@ -44,7 +43,7 @@ class Controller:
     def __init__(self, options: Options, api_client: Any) -> None:
         config = options.config
         self.options = options
-        self.kube = Kube(api_client, field_manager=config.field_manager, qps=config.rate_limit.qps,
+        self.kube = Kube(api_client, qps=config.rate_limit.qps,
                          burst=config.rate_limit.burst, threads=config.workers)
         self.store = Store()
         self.reconciler = Reconciler(kube=self.kube, store=self.store, config=config,

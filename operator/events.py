@@ -37,14 +37,14 @@ def build_event(resource: Mapping[str, Any], *, type_: str, reason: str, message
 
 
 class EventRecorder:
-    def __init__(self, kube: Any) -> None:
-        self.kube = kube
+    def __init__(self, kube: Any, *, field_manager: str = COMPONENT) -> None:
+        self.kube, self.field_manager = kube, field_manager
 
     async def record(self, resource: Mapping[str, Any], *, type_: str, reason: str, message: str) -> None:
         """Best effort: a failed Event never fails a reconcile."""
         event = build_event(resource, type_=type_, reason=reason, message=message,
                             now=dt.datetime.now(dt.UTC))
         try:
-            await self.kube.create(event)
+            await self.kube.create(event, field_manager=self.field_manager)
         except Exception as error:  # noqa: BLE001
             log.warning("could not post event %s on %s: %s", reason, resource["metadata"].get("name"), error)

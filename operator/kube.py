@@ -47,6 +47,15 @@ def object_path(manifest: Mapping[str, Any], subresource: str | None = None) -> 
     return f"{path}/{subresource}" if subresource else path
 
 
+async def server_side_apply(client: Any, manifest: Mapping[str, Any], *, field_manager: str,
+                            subresource: str | None = None) -> Any:
+    """Server-side apply as `field_manager`, forced: each writer owns the fields it writes
+    (docs/architecture.md, "Who writes what"). `client` is anything with Kube's `request`."""
+    return await client.request(
+        "PATCH", object_path(manifest, subresource), body=manifest, content_type=APPLY_PATCH,
+        query=[("fieldManager", field_manager), ("force", "true")], verb="APPLY")
+
+
 class TokenBucket:
     """`qps` requests per second on average, bursts of up to `burst`."""
 
@@ -74,10 +83,9 @@ class TokenBucket:
 
 
 class Kube:
-    def __init__(self, api_client: Any, *, field_manager: str, qps: float, burst: int, threads: int = 8,
+    def __init__(self, api_client: Any, *, qps: float, burst: int, threads: int = 8,
                  request_timeout: float = 30.0) -> None:
         self.api = api_client
-        self.field_manager = field_manager
         self.bucket = TokenBucket(qps, burst)
         self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kube")
         self.timeout = request_timeout
@@ -117,16 +125,16 @@ class Kube:
                 return None
             raise
 
-    async def apply(self, manifest: Mapping[str, Any], *, subresource: str | None = None) -> dict[str, Any]:
-        """Server-side apply with the operator's field manager; force: the operator owns these fields."""
-        return await self.request(
-            "PATCH", object_path(manifest, subresource), body=manifest, content_type=APPLY_PATCH,
-            query=[("fieldManager", self.field_manager), ("force", "true")], verb="APPLY")
+    async def apply(self, manifest: Mapping[str, Any], *, field_manager: str,
+                    subresource: str | None = None) -> dict[str, Any]:
+        return await server_side_apply(self, manifest, field_manager=field_manager, subresource=subresource)
 
-    async def create(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
+    async def create(self, manifest: Mapping[str, Any], *, field_manager: str) -> dict[str, Any]:
+        """POST a new object (a Job, whose template cannot be applied over), owned by `field_manager`."""
         meta = manifest["metadata"]
         return await self.request("POST", collection_path(manifest["apiVersion"], manifest["kind"],
-                                                          meta.get("namespace")), body=manifest)
+                                                          meta.get("namespace")),
+                                  query=[("fieldManager", field_manager)], body=manifest)
 
     async def list(self, api_version: str, kind: str, *, namespace: str | None,
                    label_selector: str | None = None) -> list[dict[str, Any]]:

@@ -18,7 +18,6 @@ from specinfer.api.status import Condition, EffectiveConfig, SpeculativeInferenc
 from specinfer.api.timestamps import rfc3339
 from specinfer.operator.access import (
     CHILD_CONFLICT,
-    ENGINE_SECRET_LABEL,
     IMAGE_NOT_ALLOWED,
     SECRET_NOT_ALLOWED,
     Refusal,
@@ -33,6 +32,7 @@ from specinfer.operator.errors import ApiError, TemporaryError
 from specinfer.operator.events import EventRecorder
 from specinfer.operator.kube import Kube, object_path
 from specinfer.operator.render import Rendering, render
+from specinfer.operator.render.labels import ENGINE_SECRET_LABEL
 from specinfer.operator.secrets import opt_in_refusal
 from specinfer.operator.status import (
     Rollout,
@@ -90,7 +90,7 @@ class Reconciler:
         for manifest, live in changed:
             meta = manifest["metadata"]
             try:
-                result = await self.kube.apply(manifest)
+                result = await self.kube.apply(manifest, field_manager=self.config.field_manager)
             except ApiError as error:
                 if error.retryable or error.status in (401, 404):
                     raise
@@ -176,7 +176,7 @@ class Reconciler:
         meta = resource["metadata"]
         body = {"apiVersion": API_VERSION, "kind": KIND,
                 "metadata": {"name": meta["name"], "namespace": meta.get("namespace")}, "status": status}
-        result = await self.kube.apply(body, subresource="status")
+        result = await self.kube.apply(body, field_manager=self.config.field_manager, subresource="status")
         self.status_writes += 1
         self.store.put_resource(result)
         before = (current.get("effective") or {}).get("configHash")

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from specinfer.api import KIND
+from specinfer.operator.render.labels import NAME_LABEL
 
 Key = tuple[str, str]  # (namespace, name) of a SpeculativeInference
 
@@ -31,7 +32,6 @@ def controlled_by(obj: Mapping[str, Any], uid: str) -> bool:
     return any(ref.get("controller") and ref.get("uid") == uid for ref in refs)
 
 
-NAME_LABEL = "specinfer.io/name"  # operator/render/labels.py; engine pods carry it (their owner is a ReplicaSet)
 
 
 def owner_key(child: Mapping[str, Any]) -> Key | None:

@@ -27,7 +27,6 @@ from specinfer.api.calibration import (
 from specinfer.api.timestamps import rfc3339
 from specinfer.calibration.prompts import PromptsError, parse_prompts
 from specinfer.operator.access import (
-    ENGINE_SECRET_LABEL,
     SECRET_NOT_ALLOWED,
     Refusal,
     engine_secret_refs,
@@ -35,7 +34,6 @@ from specinfer.operator.access import (
 )
 from specinfer.operator.calibration import status as steps
 from specinfer.operator.calibration.render import (
-    CALIBRATION_LABEL,
     Plan,
     build_engines_configmap,
     build_job,
@@ -48,7 +46,8 @@ from specinfer.operator.compare import covers
 from specinfer.operator.config import OperatorConfig
 from specinfer.operator.errors import ApiError, TemporaryError
 from specinfer.operator.events import EventRecorder
-from specinfer.operator.kube import APPLY_PATCH, Kube, object_path
+from specinfer.operator.kube import Kube, object_path, server_side_apply
+from specinfer.operator.render.labels import CALIBRATION_LABEL, CANDIDATE_LABEL, ENGINE_SECRET_LABEL, K_LABEL
 from specinfer.operator.secrets import opt_in_refusal
 from specinfer.operator.store import Key, Store, controlled_by
 from specinfer.operator.workqueue import WorkQueue
@@ -268,7 +267,8 @@ class CalibrationController:
         live = self.configmaps.get((meta["namespace"], meta["name"]))
         if live is not None and covers(manifest, live):
             return
-        self.configmaps[(meta["namespace"], meta["name"])] = await self.kube.apply(manifest)
+        self.configmaps[(meta["namespace"], meta["name"])] = await self.kube.apply(manifest,
+                                                                                field_manager=FIELD_MANAGER)
 
     async def _create_job(self, resource: dict[str, Any], manifest: dict[str, Any]) -> str | None:
         """Create once: a Job's template is immutable, so an existing one of ours (a cache that lags) is left
@@ -284,14 +284,14 @@ class CalibrationController:
             return (f"Job {meta['name']} exists and is not this calibration's: delete or rename it, then create the "
                     "calibration again")
         try:
-            created = await self.kube.create(manifest)
+            created = await self.kube.create(manifest, field_manager=FIELD_MANAGER)
         except ApiError as error:
             if error.status == 409:
                 return None
             raise
         created.setdefault("kind", "Job")
         self.jobs[key] = created
-        engine = f"{meta['labels'].get('specinfer.io/candidate')} K={meta['labels'].get('specinfer.io/k')}"
+        engine = f"{meta['labels'].get(CANDIDATE_LABEL)} K={meta['labels'].get(K_LABEL)}"
         log.info("calibration %s/%s: created Job %s (%s)", key[0], resource["metadata"]["name"], meta["name"], engine)
         await self.events.record(resource, type_="Normal", reason="EngineStarted",
                                  message=f"Job {meta['name']} measures {engine}")
@@ -361,7 +361,6 @@ class CalibrationController:
             await self.events.record(target, type_=type_, reason=reason, message=message)
 
     async def _status_apply(self, body: dict[str, Any]) -> dict[str, Any] | None:
-        result: dict[str, Any] | None = await self.kube.request(
-            "PATCH", object_path(body, "status"), body=body, content_type=APPLY_PATCH,
-            query=[("fieldManager", FIELD_MANAGER), ("force", "true")], verb="APPLY")
+        result: dict[str, Any] | None = await server_side_apply(self.kube, body, field_manager=FIELD_MANAGER,
+                                                                subresource="status")
         return result

@@ -33,14 +33,19 @@ from specinfer.api.resource import API_VERSION
 from specinfer.calibration.analysis import target_fingerprint
 from specinfer.operator.config import OperatorConfig
 from specinfer.operator.render.deployment import build_deployment
-from specinfer.operator.render.labels import ENGINE_COMMAND_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL, digest
+from specinfer.operator.render.labels import (
+    CALIBRATION_LABEL,
+    CANDIDATE_LABEL,
+    ENGINE_COMMAND_ANNOTATION,
+    K_LABEL,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    METHOD_LABEL,
+    digest,
+)
 from specinfer.operator.render.workload import Workload
 from specinfer.runtime.methods import get_method
 
-CALIBRATION_LABEL = "specinfer.io/calibration"
-CANDIDATE_LABEL = "specinfer.io/candidate"
-K_LABEL = "specinfer.io/k"
-METHOD_LABEL = "specinfer.io/method"
 ENGINES_KEY_SUFFIX = ".json"
 PROMPTS_DIR = "/etc/specinfer-prompts"
 PROMPTS_FILE = "prompts"

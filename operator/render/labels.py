@@ -8,9 +8,14 @@ from typing import Any
 
 from specinfer.api import API_VERSION, KIND
 
-NAME_LABEL = "specinfer.io/name"
+# Every label key the operator writes or selects by lives here, and nowhere else.
+NAME_LABEL = "specinfer.io/name"  # the resource's engine pods (their owner is a ReplicaSet)
 METHOD_LABEL = "specinfer.io/method"
 K_LABEL = "specinfer.io/k"
+CALIBRATION_LABEL = "specinfer.io/calibration"  # a calibration's Jobs, their pods and its ConfigMap
+CANDIDATE_LABEL = "specinfer.io/candidate"  # the candidate a calibration Job measures
+PROMETHEUS_AUTH_LABEL = "specinfer.io/prometheus-auth"  # a tenant's Secret opts in to Prometheus auth
+ENGINE_SECRET_LABEL = "specinfer.io/engine-secret"  # a tenant's Secret opts in to the engine's env
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "specinfer-operator"
 CONFIG_HASH_ANNOTATION = "specinfer.io/config-hash"

@@ -22,9 +22,10 @@ from typing import Any
 from specinfer.api import API_VERSION, KIND
 from specinfer.api.timestamps import parse_rfc3339
 from specinfer.operator import metrics
-from specinfer.operator.access import AUTH_NOT_ALLOWED, PROMETHEUS_AUTH_LABEL, PrometheusAccess, Refusal
+from specinfer.operator.access import AUTH_NOT_ALLOWED, PrometheusAccess, Refusal
 from specinfer.operator.config import CostConfig
-from specinfer.operator.kube import APPLY_PATCH, object_path
+from specinfer.operator.kube import server_side_apply
+from specinfer.operator.render.labels import PROMETHEUS_AUTH_LABEL
 from specinfer.operator.secrets import read_opted_in_secret
 from specinfer.operator.tuner import prometheus as prom
 from specinfer.operator.tuner.calibrated import forget_step_cost, same_prior
@@ -307,9 +308,7 @@ class TuningLoop:
         body = {"apiVersion": API_VERSION, "kind": KIND,
                 "metadata": {"name": target.name, "namespace": target.namespace}, "status": status}
         try:
-            result = await self.kube.request(
-                "PATCH", object_path(body, "status"), body=body, content_type=APPLY_PATCH,
-                query=[("fieldManager", FIELD_MANAGER), ("force", "true")], verb="APPLY")
+            result = await server_side_apply(self.kube, body, field_manager=FIELD_MANAGER, subresource="status")
         except Exception as error:  # noqa: BLE001 -- next tick tries again
             metrics.record_error("tuning", "StatusWriteFailed")
             log.warning("cannot write tuning status of %s/%s: %s", target.namespace, target.name, error)

@@ -18,7 +18,7 @@ from specinfer.api.base import MAX_TEXT
 from specinfer.api.timestamps import rfc3339
 from specinfer.operator.conditions import ConditionUpdate, find, set_conditions
 from specinfer.operator.tuner.convert import schedule_entries
-from specinfer.operator.tuner.policy import Decision, DraftConfig, PolicyState
+from specinfer.operator.tuner.policy import Decision, DraftConfig, PolicyState, guards
 from specinfer.operator.tuner.target import ResourceTarget
 
 RECOMMEND = "recommend"  # a change the policy chose in observe mode: shown, not applied
@@ -86,7 +86,7 @@ def _tuned_update(target: ResourceTarget, tick: Tick, action: str, reason: str) 
         return ConditionUpdate("Tuned", "False", "ChangeApplied", reason)
     if decision.guard is None:
         return ConditionUpdate("Tuned", "True", "BestConfigApplied", reason)
-    if decision.guard == "belowThreshold":  # the best is within the hysteresis: nothing worth a restart
+    if decision.guard == guards.BELOW_THRESHOLD:  # the best is within the hysteresis: nothing worth a restart
         return ConditionUpdate("Tuned", "True", "WithinThreshold", reason)
     return ConditionUpdate("Tuned", "Unknown", decision.guard[0].upper() + decision.guard[1:], reason)
 

@@ -202,6 +202,14 @@ def test_a_run_measures_compares_and_hands_the_table_to_the_tuner(stack, cluster
     calibration_pods = json.loads(cluster.kubectl("-n", namespace, "get", "pods", "-l",
                                                   "specinfer.io/calibration=run", "-o", "json").stdout)["items"]
     assert calibration_pods and all("specinfer.io/name" not in p["metadata"]["labels"] for p in calibration_pods)
+    # the calibration controller's children are written by it alone ("Who writes what")
+    for kind in ("jobs", "configmaps"):
+        children = json.loads(cluster.kubectl("-n", namespace, "get", kind, "-l", "specinfer.io/calibration=run",
+                                              "--show-managed-fields", "-o", "json").stdout)["items"]
+        managers = {entry["manager"] for child in children for entry in child["metadata"]["managedFields"]
+                    if entry.get("operation") in ("Apply", "Update")}
+        assert children and "specinfer-calibration" in managers and "specinfer-operator" not in managers, \
+            (kind, managers)
     events = json.loads(cluster.kubectl("-n", namespace, "get", "events", "-o", "json").stdout)["items"]
     reasons = {(e["involvedObject"]["name"], e["reason"]) for e in events}
     assert {("run", "EngineStarted"), ("run", "EngineMeasured"), ("run", "Completed"), ("served", "Calibrated")} \

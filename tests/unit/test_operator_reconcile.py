@@ -35,6 +35,7 @@ class FakeKube:
         self.version = 100
         self.objects: dict[str, dict] = {}   # path -> what a GET answers (objects the cache does not hold)
         self.gets: list[str] = []
+        self.managers: set[str] = set()
 
     async def get(self, path, *, accept=None, **query):
         self.gets.append(path)
@@ -43,9 +44,10 @@ class FakeKube:
             return {"metadata": copy.deepcopy(found["metadata"])}
         return copy.deepcopy(found)
 
-    async def apply(self, manifest, *, subresource=None):
+    async def apply(self, manifest, *, field_manager, subresource=None):
         self.version += 1
         self.writes.append((manifest["kind"], subresource or ""))
+        self.managers.add(field_manager)
         out = copy.deepcopy(manifest)
         out["metadata"]["resourceVersion"] = str(self.version)
         if manifest["kind"] == "Deployment":
@@ -56,7 +58,7 @@ class FakeKube:
             out["metadata"]["resourceVersion"] = str(self.version)
         return out
 
-    async def create(self, manifest):
+    async def create(self, manifest, *, field_manager=None):
         self.writes.append(("Event", manifest["reason"]))
 
 
@@ -89,6 +91,7 @@ def test_first_pass_creates_children_then_nothing_more():
     assert requeued == [("ml", "llama")]
     run(rec.reconcile(("ml", "llama")))
     assert kube.writes[3:] == [("SpeculativeInference", "status"), ("Event", "RolloutStarted")]
+    assert kube.managers == {"specinfer-operator"}  # "Who writes what", docs/architecture.md
     writes = len(kube.writes)
     run(rec.reconcile(("ml", "llama")))
     assert len(kube.writes) == writes  # converged: a second pass writes nothing

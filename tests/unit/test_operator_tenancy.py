@@ -8,11 +8,11 @@ import copy
 
 import pytest
 
-from specinfer.operator.access import ENGINE_SECRET_LABEL
 from specinfer.operator.config import OperatorConfig, parse_config
 from specinfer.operator.errors import TemporaryError
 from specinfer.operator.reconciler import REJECTED_RETRY_SECONDS, Reconciler
 from specinfer.operator.render import render
+from specinfer.operator.render.labels import ENGINE_SECRET_LABEL
 from specinfer.operator.store import Store
 from tests.unit.test_operator_reconcile import RESOURCE, Events, FakeKube, run
 

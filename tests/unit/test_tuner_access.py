@@ -11,7 +11,6 @@ import pytest
 
 from specinfer.operator.access import (
     AUTH_NOT_ALLOWED,
-    PROMETHEUS_AUTH_LABEL,
     URL_NOT_ALLOWED,
     PrometheusAccess,
     url_allowed,
@@ -19,6 +18,7 @@ from specinfer.operator.access import (
 from specinfer.operator.config import parse_config
 from specinfer.operator.errors import ConfigError
 from specinfer.operator.kube import METADATA_ONLY
+from specinfer.operator.render.labels import PROMETHEUS_AUTH_LABEL
 from specinfer.operator.tuner import prometheus as prom
 from specinfer.operator.tuner.loop import TuningLoop
 from tests.unit.test_tuner_loop import SETTINGS, FakeKube, FakePrometheus, resource

@@ -20,6 +20,7 @@ from specinfer.demo.view import Snapshot, render
 from specinfer.devcluster import processes
 from specinfer.devcluster.control_plane import LocalCluster
 from specinfer.devcluster.prometheus import PrometheusServer
+from specinfer.operator.render.labels import NAME_LABEL
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,7 @@ class Demo:
         if runner is None:
             return []
         return [f"http://127.0.0.1:{pod.port}" for pod in runner.serving_pods()
-                if pod.labels.get("specinfer.io/name") == self.name and pod.namespace == self.namespace]
+                if pod.labels.get(NAME_LABEL) == self.name and pod.namespace == self.namespace]
 
     def _wait_serving(self, stack: Stack, timeout: float = 180) -> None:
         deadline = time.monotonic() + timeout

@@ -61,9 +61,9 @@ from specinfer.devcluster.engine_pods import (
 from specinfer.devcluster.http_probe import http_ok
 from specinfer.devcluster.pod_status import Termination, container_state, pod_status, signature, termination_message
 from specinfer.devcluster.prometheus import PrometheusServer
+from specinfer.operator.render.labels import CALIBRATION_LABEL, NAME_LABEL
 
-RUNTIME_LABEL = "specinfer.io/name"
-CALIBRATION_LABEL = "specinfer.io/calibration"  # operator/calibration/render.py: pods of calibration Jobs
+RUNTIME_LABEL = NAME_LABEL  # the pods of a resource's engines
 RUNTIME_CONFIG_DIR = "/etc/specinfer"
 RUNTIME_CONFIG_FILE = "runtime.json"
 TERMINATION_GRACE_SECONDS = 30.0
