@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,32 @@ hypothesis_settings.register_profile("explore", derandomize=False, max_examples=
 hypothesis_settings.load_profile(os.environ.get("SPECINFER_HYPOTHESIS_PROFILE", "ci"))
 
 KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or "kubectl"
+CHECKOUT = Path(__file__).resolve().parents[1]
+# specinfer's import names and the folders of this checkout they come from (setuptools package-dir)
+PACKAGE_FOLDERS: dict[str, str] = tomllib.loads((CHECKOUT / "pyproject.toml").read_text())["tool"]["setuptools"][
+    "package-dir"]
+
+
+def code_from_elsewhere(checkout: Path) -> list[str]:
+    """The specinfer packages this interpreter imports from outside `checkout`: an editable install
+    records the path of the clone it was made in, so tests run from a second clone with the first
+    clone's environment would test the first clone's code in silence."""
+    import importlib
+
+    wrong = []
+    for name, folder in PACKAGE_FOLDERS.items():
+        where = Path(importlib.import_module(name).__file__ or "").resolve().parent
+        if where != (checkout / folder).resolve():
+            wrong.append(f"{name} from {where} (expected {checkout / folder})")
+    return wrong
+
+
+def pytest_configure(config):
+    wrong = code_from_elsewhere(CHECKOUT)
+    if wrong:
+        pytest.exit("these tests would run another checkout's code: " + "; ".join(wrong)
+                    + f". Run them with this checkout's environment (make setup here, then {CHECKOUT}/.venv/bin/"
+                    "python -m pytest, or make test).", returncode=4)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

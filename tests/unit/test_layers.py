@@ -85,3 +85,31 @@ def test_the_view_resolves_mapped_packages_to_the_repository_files(view: Path):
     for name, path in expected.items():
         assert Path(found[name]).is_relative_to(view), f"{name} was imported from {found[name]}, not the view"
         assert Path(found[name]).resolve() == path, f"{name}: {found[name]} links to {Path(found[name]).resolve()}"
+
+
+def test_the_tests_import_this_checkouts_code(tmp_path: Path):
+    """tests/conftest.py refuses to run a checkout's tests on another checkout's code (an editable
+    install made elsewhere): here the code is this checkout's, and for a second clone it is not."""
+    from tests.conftest import PACKAGE_FOLDERS, code_from_elsewhere
+
+    assert code_from_elsewhere(ROOT) == []
+    second_clone = tmp_path / "clone"
+    assert len(code_from_elsewhere(second_clone)) == len(PACKAGE_FOLDERS)
+
+
+def test_the_installed_packages_are_the_package_folders():
+    """pyproject's package list names every folder that holds a package, and nothing else."""
+    import tomllib
+
+    setup = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    declared = set(setup["packages"])
+    roots = setup["package-dir"]
+    found = set()
+    for name, folder in roots.items():
+        base = ROOT / folder
+        for init in base.rglob("__init__.py"):
+            if any(part.startswith(".") or part in ("__pycache__", "build") for part in init.relative_to(ROOT).parts):
+                continue
+            relative = init.parent.relative_to(base)
+            found.add(".".join(filter(None, [name, *relative.parts])) if name else ".".join(relative.parts))
+    assert declared == found, f"declared only: {sorted(declared - found)}; folders only: {sorted(found - declared)}"
