@@ -9,6 +9,7 @@ from specinfer.api.calibration import SpeculativeInferenceCalibrationSpec, Specu
 from specinfer.calibration.measurement import EngineReport, Measurement, encode
 from specinfer.operator.calibration.render import plan
 from specinfer.operator.calibration.status import EngineOutcome, engine_outcome, step, waiting
+from tests.crd_schema import assert_status_in_crd
 
 pytestmark = pytest.mark.unit
 
@@ -92,6 +93,10 @@ def test_a_run_starts_within_parallelism_records_results_and_finishes():
     assert final.summary is not None and final.summary.name == "cal" and final.summary.method == "ngram"
     assert sorted({c.num_speculative_tokens for c in final.summary.step_cost}) == [0, 2]
     assert final.target_event[1] == "Calibrated"
+    # what the controller writes: the calibration's status and the target's status.calibration
+    for status in (first.status, second.status, final.status):
+        assert_status_in_crd("SpeculativeInferenceCalibration", status.to_json())
+    assert_status_in_crd("SpeculativeInference", {"calibration": final.summary.to_json()})
 
 
 def test_one_failed_engine_fails_the_run_and_stops_the_others():

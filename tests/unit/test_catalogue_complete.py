@@ -18,7 +18,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from specinfer.api.crd import chart_copies_out_of_date, rendered_files
 from specinfer.devcluster.fake_nodes import node_manifest
+from specinfer.monitoring.cli import stale_files
 from specinfer.operator.hardware import runtime_image
 from specinfer.runtime.methods import (
     ACCELERATORS,
@@ -31,6 +33,7 @@ from specinfer.runtime.methods import (
     get_accelerator,
     get_method,
 )
+from specinfer.runtime.methods.cli import methods_table
 from specinfer.runtime.methods.workloads import SimulatorProfile
 from specinfer.runtime.sim.engine import Engine
 from specinfer.runtime.sim.settings import SimulatorSettings
@@ -39,7 +42,8 @@ pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
 # what the checks read, copied for the tests that remove one piece
-PIECES = ("examples", "tests/unit/golden", "docs/api.md", "docs/install.md", "docker", "charts/specinfer/values.yaml")
+PIECES = ("examples", "tests/unit/golden", "docs/api.md", "docs/install.md", "docker", "charts/specinfer/values.yaml",
+          "crds", "charts/specinfer/crds", "charts/specinfer/files")
 
 
 def _example_methods(root: Path) -> set[str]:
@@ -98,6 +102,42 @@ def accelerator_gaps(accelerator: Accelerator, root: Path = ROOT, node: dict | N
     if not any(method.supports(name) for method in all_methods() if method.speculates):
         gaps.append(f"no speculative method supports {name}")
     return gaps
+
+
+def _stale_crds(root: Path) -> list[str]:
+    # rendered_files() names the CRDs relative to the repository root
+    stale = [str(path) for path, text in rendered_files().items()
+             if not (root / path).exists() or (root / path).read_text() != text]
+    copies = chart_copies_out_of_date(root / "crds", root / "charts/specinfer/crds")
+    return stale + [f"charts/specinfer/crds/{name}" for name in copies]
+
+
+def _stale_monitoring(root: Path) -> list[str]:
+    return [f"charts/specinfer/files/{name}" for name in stale_files(root / "charts/specinfer/files")]
+
+
+def _stale_catalogue_table(root: Path) -> list[str]:
+    return [] if methods_table() in (root / "docs/api.md").read_text() else ["docs/api.md"]
+
+
+# Files generated from the catalogue (and the API models it feeds): a new or changed method or
+# accelerator changes them. (what, the command that regenerates it, its check)
+GENERATED: list[tuple[str, str, Callable[[Path], list[str]]]] = [
+    ("the CRDs (CEL rules name the methods and accelerators)", "specinfer crd  (make crds)", _stale_crds),
+    ("the chart's alert rules and dashboard (bands per drafter kind)", "specinfer monitoring", _stale_monitoring),
+    ("the method x accelerator table in docs/api.md", "specinfer methods  (paste its output)", _stale_catalogue_table),
+    ("the golden renders and argv", "SPECINFER_UPDATE_GOLDEN=1 pytest tests/unit/test_render_golden.py "
+     "tests/unit/test_runtime_argv.py  (then review the diff)", lambda root: []),  # per pair: method_gaps
+]
+
+
+def generated_gaps(root: Path = ROOT) -> list[str]:
+    return [f"{stale}: out of date ({what}): run `{command}`"
+            for what, command, check in GENERATED for stale in check(root)]
+
+
+def test_every_generated_file_is_up_to_date():
+    assert generated_gaps() == []
 
 
 @pytest.mark.parametrize("method", all_methods(), ids=lambda m: m.name)
@@ -208,3 +248,22 @@ def test_each_accelerator_check_reports_its_missing_piece(copy_root, name, remov
     remove(copy_root)
     gaps = accelerator_gaps(accelerator, copy_root, node)
     assert any(expected in gap for gap in gaps), gaps
+
+
+GENERATED_BREAKS = [
+    (lambda root: _drop_line(root / "crds/specinfer.io_speculativeinferences.yaml", r"dflash"), "crds/",
+     "specinfer crd"),
+    (lambda root: (root / "charts/specinfer/crds/specinfer.io_speculativeinferences.yaml").write_text("{}\n"),
+     "charts/specinfer/crds/", "make crds"),
+    (lambda root: _drop_line(root / "charts/specinfer/files/prometheus-rules.yaml", r"SpecinferAcceptanceCollapsed"),
+     "prometheus-rules.yaml", "specinfer monitoring"),
+    (lambda root: _drop_line(root / "docs/api.md", r"^suffix\s"), "docs/api.md", "specinfer methods"),
+]
+
+
+@pytest.mark.parametrize(("remove", "where", "command"), GENERATED_BREAKS, ids=[b[1] for b in GENERATED_BREAKS])
+def test_a_stale_generated_file_is_named_with_its_command(copy_root, remove, where, command):
+    assert generated_gaps(copy_root) == []
+    remove(copy_root)
+    gaps = generated_gaps(copy_root)
+    assert any(where in gap and command in gap for gap in gaps), gaps

@@ -17,6 +17,7 @@ from specinfer.operator.reconciler import Reconciler
 from specinfer.operator.status import rollout_of, status_covered, workload_status
 from specinfer.operator.store import Store
 from specinfer.operator.workqueue import WorkQueue
+from tests.crd_schema import assert_status_in_crd
 
 pytestmark = pytest.mark.unit
 
@@ -54,6 +55,7 @@ class FakeKube:
             out["spec"]["template"]["spec"]["dnsPolicy"] = "ClusterFirst"  # a server default
             out["metadata"]["generation"] = 1
         if subresource == "status":
+            assert_status_in_crd("SpeculativeInference", manifest["status"])  # what the API server keeps
             out = {**copy.deepcopy(RESOURCE), "status": manifest["status"]}
             out["metadata"]["resourceVersion"] = str(self.version)
         return out

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specinfer.api.status import SpeculativeInferenceStatus
 from specinfer.api.timestamps import rfc3339
 from specinfer.operator.tuner import prometheus as prom
 from specinfer.operator.tuner.loop import FIELD_MANAGER, TuningLoop
 from specinfer.operator.tuner.queries import build_queries
 from specinfer.operator.tuner.settings import TunerSettings
+from tests.crd_schema import assert_status_in_crd, schema_problems, status_schema
 from tests.unit.test_tuner_observe import NOW, merge, vllm_answers
 
 pytestmark = pytest.mark.unit
@@ -43,9 +43,9 @@ def resource(name: str, *, mode: str = "auto", k: int = 3) -> dict:
 
 
 def assert_status_model(status: dict) -> None:
-    """Every key the loop writes is a field of the status model, with a value of its type: the API
+    """Every key the loop writes is declared by the CRD on disk, with a value of its type: the API
     server would prune an unknown key in silence (a typo would lose data without an error)."""
-    assert SpeculativeInferenceStatus.model_validate(status).to_json() == status
+    assert_status_in_crd("SpeculativeInference", status)
 
 
 class FakeKube:
@@ -319,3 +319,14 @@ def test_garbage_the_policy_refuses_is_reported_once_and_keeps_the_last_metrics(
     apply_back(resources, kube)
     run_tick(resources, kube, NOW + 60, loop)
     assert kube.patches == []  # the same hold again: nothing to write
+
+
+def test_the_schema_check_catches_what_the_api_server_would_prune():
+    """The check behind every patch here reads the CRD on disk, so it can fail: a misspelt key, a
+    key the CRD does not declare, a value of the wrong type."""
+    schema = status_schema("SpeculativeInference")
+    assert schema_problems({"tuning": {"mode": "auto"}}, schema) == []
+    assert schema_problems({"tuning": {"mdoe": "auto"}}, schema) == [
+        "status.tuning.mdoe: not in the CRD's schema (the API server prunes it)"]
+    assert schema_problems({"tuning": {"history": [{"action": "keep", "predictedGain": "high"}]}}, schema) == [
+        "status.tuning.history[0].predictedGain: str where the schema says number"]
