@@ -18,34 +18,14 @@ from dataclasses import asdict, dataclass, field
 import aiohttp
 import click
 
-WORKLOAD_HEADER = "X-Specinfer-Workload"  # the simulator honours it; vLLM ignores it
-
-
-@dataclass(frozen=True)
-class LoadConfig:
-    url: str = "http://localhost:8000"
-    model: str | None = None
-    qps: float | None = None
-    concurrency: int | None = None
-    prompt_tokens: int = 256
-    output_tokens: int = 128
-    duration_s: float = 30.0
-    workload: str | None = None
-    chat: bool = False
-    seed: int = 0
-    timeout_s: float = 600.0
-    prompts: tuple[str, ...] | None = None  # your prompts (drawn at random); None: synthetic ones of prompt_tokens
-    temperature: float = 0.0
-
-
-@dataclass(frozen=True)
-class RequestResult:
-    ok: bool
-    ttft_s: float = 0.0
-    per_token_s: float = 0.0
-    e2e_s: float = 0.0
-    output_tokens: int = 0
-    error: str | None = None
+from specinfer.runtime.calibration.requests import (
+    LoadConfig,
+    RequestResult,
+    one_request,
+    percentile,
+    request_body,
+    served_model,
+)
 
 
 @dataclass
@@ -67,17 +47,6 @@ class LoadReport:
     errors: list[str] = field(default_factory=list)
 
 
-def percentile(values: list[float], q: float) -> float:
-    """Linear-interpolated percentile (q in [0, 100]); NaN for no values."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * q / 100.0
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
-
-
 def summarize(results: list[RequestResult], wall_s: float, *, mode: str, workload: str | None,
               time_scale: float = 1.0) -> LoadReport:
     """Figures in simulated seconds when time_scale != 1 (wall seconds x time_scale)."""
@@ -97,62 +66,6 @@ def summarize(results: list[RequestResult], wall_s: float, *, mode: str, workloa
         e2e_p50_s=percentile([r.e2e_s * time_scale for r in ok], 50),
         errors=sorted({r.error for r in results if r.error})[:5],
     )
-
-
-def request_body(config: LoadConfig, model: str, rng: random.Random) -> dict:
-    if config.prompts:
-        words = rng.choice(config.prompts)
-    else:
-        words = " ".join(rng.choice(("alpha", "beta", "gamma", "delta", "omega")) for _ in range(config.prompt_tokens))
-    body: dict = {"model": model, "max_tokens": config.output_tokens, "stream": True,
-                  "stream_options": {"include_usage": True}, "ignore_eos": True, "temperature": config.temperature}
-    if config.chat:
-        body["messages"] = [{"role": "user", "content": words}]
-    else:
-        body["prompt"] = words
-    return body
-
-
-async def one_request(session: aiohttp.ClientSession, config: LoadConfig, body: dict) -> RequestResult:
-    path = "/v1/chat/completions" if config.chat else "/v1/completions"
-    headers = {WORKLOAD_HEADER: config.workload} if config.workload else {}
-    start = time.perf_counter()
-    first: float | None = None
-    last = 0.0
-    chunks = 0
-    usage_tokens = None
-    try:
-        async with session.post(config.url.rstrip("/") + path, json=body, headers=headers) as response:
-            if response.status != 200:
-                return RequestResult(ok=False, error=f"HTTP {response.status}: {(await response.text())[:120]}")
-            async for raw in response.content:
-                line = raw.strip()
-                if not line.startswith(b"data: ") or line == b"data: [DONE]":
-                    continue
-                payload = json.loads(line[6:])
-                if payload.get("usage"):
-                    usage_tokens = payload["usage"].get("completion_tokens")
-                choices = payload.get("choices") or []
-                text = (choices[0].get("text") or (choices[0].get("delta") or {}).get("content")) if choices else None
-                if text:
-                    now = time.perf_counter()
-                    first = first or now
-                    last = now
-                    chunks += 1
-    except (aiohttp.ClientError, TimeoutError) as error:
-        return RequestResult(ok=False, error=f"{type(error).__name__}: {error}"[:160])
-    end = time.perf_counter()
-    if first is None:
-        return RequestResult(ok=False, error="no tokens in the response")
-    tokens = usage_tokens if usage_tokens is not None else chunks
-    per_token = (last - first) / (tokens - 1) if tokens > 1 else 0.0
-    return RequestResult(ok=True, ttft_s=first - start, per_token_s=per_token, e2e_s=end - start, output_tokens=tokens)
-
-
-async def served_model(session: aiohttp.ClientSession, url: str) -> str:
-    async with session.get(url.rstrip("/") + "/v1/models") as response:
-        response.raise_for_status()
-        return (await response.json())["data"][0]["id"]
 
 
 async def run_load(config: LoadConfig) -> tuple[list[RequestResult], float]:

@@ -25,7 +25,6 @@ from specinfer.api.calibration import (
     SpeculativeInferenceCalibrationStatus,
 )
 from specinfer.api.timestamps import rfc3339
-from specinfer.calibration.prompts import PromptsError, parse_prompts
 from specinfer.operator.access import (
     SECRET_NOT_ALLOWED,
     Refusal,
@@ -51,6 +50,7 @@ from specinfer.operator.render.labels import CALIBRATION_LABEL, CANDIDATE_LABEL,
 from specinfer.operator.secrets import opt_in_refusal
 from specinfer.operator.store import Key, Store, controlled_by
 from specinfer.operator.workqueue import WorkQueue
+from specinfer.runtime.calibration.prompts import PromptsError, parse_prompts
 
 log = logging.getLogger("specinfer.operator.calibration")
 FIELD_MANAGER = "specinfer-calibration"

@@ -30,7 +30,6 @@ from specinfer.api.calibration import (
     SpeculativeInferenceCalibrationSpec,
 )
 from specinfer.api.resource import API_VERSION
-from specinfer.calibration.analysis import target_fingerprint
 from specinfer.operator.config import OperatorConfig
 from specinfer.operator.render.deployment import build_deployment
 from specinfer.operator.render.labels import (
@@ -44,6 +43,7 @@ from specinfer.operator.render.labels import (
     digest,
 )
 from specinfer.operator.render.workload import Workload
+from specinfer.runtime.calibration.analysis import target_fingerprint
 from specinfer.runtime.methods import get_method
 
 ENGINES_KEY_SUFFIX = ".json"

@@ -28,9 +28,9 @@ import numpy as np
 
 from specinfer.api.spec import SpeculativeInferenceSpec
 from specinfer.api.status import CalibrationSummary, StepCostSource
-from specinfer.calibration.analysis import target_fingerprint
 from specinfer.operator.tuner.policy import CostPrior, PolicyState, TuningInput
 from specinfer.operator.tuner.policy.cost import draft_passes
+from specinfer.runtime.calibration.analysis import target_fingerprint
 
 CALIBRATED_STRENGTH = 0.5  # 10x the policy's default: the prior's shape was measured on this deployment
 KNEE_SHARPNESS = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0)

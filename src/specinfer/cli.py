@@ -27,7 +27,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "operator": "specinfer.operator.operator_cli:operator_command",
     "engine": "specinfer.engine.cli:engine",
     "models": "specinfer.engine.models_cli:models",
-    "calibrate": "specinfer.calibration.cli:calibrate_command",
+    "calibrate": "specinfer.runtime.calibration.cli:calibrate_command",
     "tuner": "specinfer.operator.tuner.cli:tuner",
 }
 

@@ -9,7 +9,6 @@ import pytest
 
 from specinfer.api import parse_spec
 from specinfer.api.status import CalibrationSummary, StepCostCell, StepCostSource
-from specinfer.calibration.analysis import target_fingerprint
 from specinfer.operator.tuner.calibrated import (
     CALIBRATED_STRENGTH,
     fit_prior,
@@ -20,6 +19,7 @@ from specinfer.operator.tuner.calibrated import (
 from specinfer.operator.tuner.policy import CostPrior, PolicyState, TuningInput
 from specinfer.operator.tuner.policy.cost import PRIOR_THETA, terms
 from specinfer.operator.tuner.target import calibrated_tuning_input, read_target
+from specinfer.runtime.calibration.analysis import target_fingerprint
 from tests.unit.test_tuner_loop import (  # noqa: F401  (fake_prometheus is a fixture)
     FakeKube,
     apply_back,

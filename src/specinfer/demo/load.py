@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from specinfer.bench.load import LoadConfig, RequestResult, one_request, request_body
+from specinfer.runtime.calibration.requests import LoadConfig, RequestResult, one_request, request_body
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import yaml
 
-from specinfer.bench.load import percentile
 from specinfer.demo import real_engine
 from specinfer.demo.load import DEFAULT_PHASES, QUICK_PHASES, PhasedLoad
 from specinfer.demo.plot import write_plot
@@ -21,6 +20,7 @@ from specinfer.devcluster import processes
 from specinfer.devcluster.control_plane import LocalCluster
 from specinfer.devcluster.prometheus import PrometheusServer
 from specinfer.operator.render.labels import NAME_LABEL
+from specinfer.runtime.calibration.requests import percentile
 
 
 @dataclass(frozen=True)

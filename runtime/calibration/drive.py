@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from specinfer.bench.load import LoadConfig, RequestResult, one_request, request_body, served_model
-from specinfer.calibration.measurement import Measurement
-from specinfer.calibration.scrape import Counters, ScrapeError, parse
+from specinfer.runtime.calibration.measurement import Measurement
+from specinfer.runtime.calibration.requests import LoadConfig, RequestResult, one_request, request_body, served_model
+from specinfer.runtime.calibration.scrape import Counters, ScrapeError, parse
 
 MAX_METRICS_BYTES = 8 * 1024 * 1024
 METRICS_TIMEOUT_SECONDS = 10.0

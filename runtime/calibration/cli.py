@@ -12,11 +12,11 @@ from pathlib import Path
 
 import click
 
-from specinfer.calibration.drive import LoadPlan, MeasureError, measure_endpoint
-from specinfer.calibration.engine import TERMINATION_LOG_ENV, EngineFailed, LocalEngine, read_engine_config
-from specinfer.calibration.measurement import EngineReport, ReportError, encode
-from specinfer.calibration.prompts import PromptsError, read_prompts
-from specinfer.calibration.report import Endpoint, json_report, text_report
+from specinfer.runtime.calibration.drive import LoadPlan, MeasureError, measure_endpoint
+from specinfer.runtime.calibration.engine import TERMINATION_LOG_ENV, EngineFailed, LocalEngine, read_engine_config
+from specinfer.runtime.calibration.measurement import EngineReport, ReportError, encode
+from specinfer.runtime.calibration.prompts import PromptsError, read_prompts
+from specinfer.runtime.calibration.report import Endpoint, json_report, text_report
 
 DEFAULT_TERMINATION_LOG = "/dev/termination-log"
 
