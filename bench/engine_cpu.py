@@ -21,7 +21,7 @@ from pathlib import Path
 
 import click
 
-from specinfer.engine.environment import EngineNotInstalled
+from specinfer.dev.cpu_engine.environment import EngineNotInstalled
 
 
 def rows_for(env: dict, models: Path, method: str, k: int, tokens: int, batches: str, eager: bool) -> list[dict]:
@@ -96,7 +96,7 @@ def engine_cpu_command(batch_sizes: str, ks: str, methods: str, tokens: int, eag
     if from_json is not None:
         click.echo(table(json.loads(from_json.read_text())))
         return
-    from specinfer.engine.overlay import engine_process_env
+    from specinfer.dev.cpu_engine.overlay import engine_process_env
 
     try:
         env = {**engine_process_env(), "VLLM_CPU_KVCACHE_SPACE": "2"}

@@ -139,7 +139,7 @@ def operator_scale_command(count: int, replicas: int, steady_seconds: int, timeo
     from kubernetes import config as kconfig
     from kubernetes.client import CustomObjectsApi
 
-    from specinfer.devcluster.paths import cluster_dir
+    from specinfer.dev.cluster.paths import cluster_dir
 
     kubeconfig = kubeconfig or os.environ.get("KUBECONFIG") or str(cluster_dir("pytest") / "kubeconfig")
     env = {**os.environ, "KUBECONFIG": kubeconfig, "SPECINFER_STATS_SECONDS": "5"}

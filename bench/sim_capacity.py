@@ -22,7 +22,7 @@ import aiohttp
 import click
 
 from specinfer.bench.load import LoadConfig, run_load
-from specinfer.devcluster.http_probe import wait_http_ok
+from specinfer.dev.cluster.http_probe import wait_http_ok
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import types
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from specinfer.vllm_source import read_source
+from specinfer.dev.vllm_wheels import read_source
 
 _LOGGER_CLASSES = ("StatLoggerBase", "AggregateStatLoggerBase")
 _LOGGER_FUNCTIONS = ("load_stat_logger_plugin_factories",)

@@ -98,7 +98,7 @@ def cluster() -> ClusterHandle:
     if given:
         yield ClusterHandle(kubeconfig=Path(given))
         return
-    from specinfer.devcluster.control_plane import LocalCluster
+    from specinfer.dev.cluster.control_plane import LocalCluster
 
     local = LocalCluster(os.environ.get("SPECINFER_TEST_CLUSTER", "pytest"),
                          log=lambda message: print(message, file=sys.stderr))
@@ -122,7 +122,7 @@ def namespace(cluster: ClusterHandle) -> str:
 
 @pytest.fixture(scope="session")
 def prometheus(tmp_path_factory):
-    from specinfer.devcluster.prometheus import PrometheusServer
+    from specinfer.dev.cluster.prometheus import PrometheusServer
 
     server = PrometheusServer(tmp_path_factory.mktemp("prometheus"), scrape_interval="1s")
     server.start()

@@ -44,7 +44,7 @@ def condition(resource: Mapping[str, Any] | None, type_: str) -> dict:
 @contextmanager
 def namespaced_stack(cluster, prometheus, folder, prefix: str):
     """A fresh namespace and an operator stack watching only it; both gone afterwards."""
-    from specinfer.demo.stack import Stack
+    from specinfer.dev.demo.stack import Stack
 
     namespace = f"{prefix}-{uuid.uuid4().hex[:6]}"
     cluster.kubectl("create", "namespace", namespace)

@@ -20,7 +20,6 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from specinfer import vllm_metrics as vm
 from specinfer.api.speculation import K_CEILING, MAX_BATCH_SIZE
 from specinfer.api.status import MetricsStatus
 from specinfer.api.timestamps import rfc3339
@@ -28,6 +27,7 @@ from specinfer.operator.tuner.policy import AppliedConfig, Observation, StepSamp
 from specinfer.operator.tuner.policy.observation import trim_idle_positions
 from specinfer.operator.tuner.queries import BATCH_QUANTILES, QUANTILE_LABEL, LabelMapping
 from specinfer.runtime.telemetry import series as si
+from specinfer.runtime.telemetry import vllm_metrics as vm
 
 Key = tuple[str, str]  # (namespace, resource name)
 Samples = list[tuple[dict[str, str], float]]

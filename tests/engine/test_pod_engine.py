@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specinfer.demo.stack import Stack
+from specinfer.dev.demo.stack import Stack
 from tests.engine.engine_client import Metrics, complete, minus, per_position, rounds, settled
 from tests.support import condition, wait_for
 

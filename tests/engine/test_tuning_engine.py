@@ -34,15 +34,15 @@ import pytest
 import yaml
 
 from specinfer.api.timestamps import parse_rfc3339
-from specinfer.demo.real_engine import MAX_BATCH, OPERATOR_CONFIG
-from specinfer.demo.stack import Stack
+from specinfer.dev.demo.real_engine import MAX_BATCH, OPERATOR_CONFIG
+from specinfer.dev.demo.stack import Stack
 from specinfer.runtime.methods.schedule import effective_k
 from tests.engine.engine_client import ClosedLoop, Metrics
 from tests.support import condition, wait_for
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(1200)]  # engine starts: minutes each on shared cores
 
-# The demo's operator configuration on the real engine (src/specinfer/demo/real_engine.py): short
+# The demo's operator configuration on the real engine (src/specinfer/dev/demo/real_engine.py): short
 # clocks (15 s windows, 20 s cooldown, one confirmation), the engine's batch limit (64) and the
 # step-cost prior for a tiny model on CPU -- the simulator's `cpu-tiny` preset, calibrated to this
 # engine (docs/simulator.md).

@@ -18,9 +18,9 @@ import time
 import pytest
 import yaml
 
-from specinfer.demo.stack import specinfer_executable
-from specinfer.devcluster import processes
-from specinfer.devcluster.http_probe import http_ok
+from specinfer.dev.cluster import processes
+from specinfer.dev.cluster.http_probe import http_ok
+from specinfer.dev.demo.stack import specinfer_executable
 from tests.support import condition, namespaced_stack, wait_for
 
 pytestmark = pytest.mark.integration

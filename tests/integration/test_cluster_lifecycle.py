@@ -7,9 +7,9 @@ import os
 import pytest
 from click.testing import CliRunner
 
-from specinfer.devcluster import processes
-from specinfer.devcluster.cli import cluster as cluster_cli
-from specinfer.devcluster.control_plane import COMPONENTS, LocalCluster
+from specinfer.dev.cluster import processes
+from specinfer.dev.cluster.cli import cluster as cluster_cli
+from specinfer.dev.cluster.control_plane import COMPONENTS, LocalCluster
 
 pytestmark = pytest.mark.integration
 

@@ -25,7 +25,7 @@ import pytest
 import yaml
 from harness_operator import apply, get, simulator_resource, wait_ready, wait_until
 
-from specinfer.devcluster.binaries import HELM, binary_path, ensure_built
+from specinfer.dev.cluster.binaries import HELM, binary_path, ensure_built
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specinfer.devcluster.binaries import HELM, binary_path, ensure_built
+from specinfer.dev.cluster.binaries import HELM, binary_path, ensure_built
 
 pytestmark = pytest.mark.integration
 

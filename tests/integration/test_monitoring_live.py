@@ -31,10 +31,10 @@ import pytest
 import yaml
 from harness_operator import OperatorProcess, apply, get, operator_crds, simulator_resource  # noqa: F401
 
-from specinfer.demo.load import Phase, PhasedLoad
-from specinfer.devcluster.pod_runner import PodRunner
-from specinfer.devcluster.processes import free_port
-from specinfer.devcluster.prometheus import PrometheusServer
+from specinfer.dev.cluster.pod_runner import PodRunner
+from specinfer.dev.cluster.processes import free_port
+from specinfer.dev.cluster.prometheus import PrometheusServer
+from specinfer.dev.demo.load import Phase, PhasedLoad
 from specinfer.monitoring.cli import CHART_FILES, RULES_FILE
 from specinfer.monitoring.panels import panels, resolve
 from specinfer.monitoring.picture import write_picture

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from specinfer.api import RuntimeConfig, effective_spec, parse_spec
-from specinfer.devcluster import processes
-from specinfer.devcluster.pod_runner import PodRunner
+from specinfer.dev.cluster import processes
+from specinfer.dev.cluster.pod_runner import PodRunner
 
 pytestmark = pytest.mark.integration
 

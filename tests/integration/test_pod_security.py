@@ -18,8 +18,8 @@ import uuid
 import pytest
 import yaml
 
-from specinfer.devcluster.http_probe import wait_http_ok
-from specinfer.devcluster.pod_runner import PodRunner
+from specinfer.dev.cluster.http_probe import wait_http_ok
+from specinfer.dev.cluster.pod_runner import PodRunner
 from specinfer.operator.config import OperatorConfig
 from specinfer.operator.render import render
 from tests.support import wait_for

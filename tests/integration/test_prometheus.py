@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry, Counter, start_http_server
 
-from specinfer.devcluster.processes import free_port
+from specinfer.dev.cluster.processes import free_port
 
 pytestmark = pytest.mark.integration
 

@@ -22,9 +22,9 @@ import yaml
 from harness_operator import OperatorProcess, apply, condition, get, operator_crds, wait_until  # noqa: F401
 from test_tuning_loop import applied_k_at, resource, tuning
 
-from specinfer.demo.load import Phase, PhasedLoad
-from specinfer.devcluster.pod_runner import PodRunner
-from specinfer.devcluster.prometheus import PrometheusServer
+from specinfer.dev.cluster.pod_runner import PodRunner
+from specinfer.dev.cluster.prometheus import PrometheusServer
+from specinfer.dev.demo.load import Phase, PhasedLoad
 
 pytestmark = pytest.mark.integration
 

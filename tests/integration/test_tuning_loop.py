@@ -35,10 +35,10 @@ from harness_operator import (  # noqa: F401  (fixtures)
     wait_until,
 )
 
-from specinfer.demo.load import Phase, PhasedLoad
-from specinfer.devcluster.pod_runner import PodRunner
-from specinfer.devcluster.processes import free_port
-from specinfer.devcluster.prometheus import PrometheusServer
+from specinfer.dev.cluster.pod_runner import PodRunner
+from specinfer.dev.cluster.processes import free_port
+from specinfer.dev.cluster.prometheus import PrometheusServer
+from specinfer.dev.demo.load import Phase, PhasedLoad
 from specinfer.runtime.methods.schedule import effective_k
 
 pytestmark = pytest.mark.integration

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from specinfer.api.crd import chart_copies_out_of_date, rendered_files
-from specinfer.devcluster.fake_nodes import node_manifest
+from specinfer.dev.cluster.fake_nodes import node_manifest
 from specinfer.monitoring.cli import stale_files
 from specinfer.operator.hardware import runtime_image
 from specinfer.runtime.methods import (
@@ -98,7 +98,7 @@ def accelerator_gaps(accelerator: Accelerator, root: Path = ROOT, node: dict | N
         gaps.append(f"docs/api.md: the `specinfer methods` table shows no engine line for {name}")
     capacity = (node or node_manifest("probe"))["status"]["capacity"]
     if accelerator.device_resource and accelerator.device_resource not in capacity:
-        gaps.append(f"devcluster fake nodes: do not advertise {accelerator.device_resource}")
+        gaps.append(f"dev/cluster fake nodes: do not advertise {accelerator.device_resource}")
     if not any(method.supports(name) for method in all_methods() if method.speculates):
         gaps.append(f"no speculative method supports {name}")
     return gaps

@@ -133,7 +133,7 @@ def test_gitops_manifests_install_this_chart_with_valid_values():
 def test_gitops_values_pass_the_charts_schema(tmp_path):
     import subprocess
 
-    from specinfer.devcluster.binaries import HELM, binary_path, ensure_built
+    from specinfer.dev.cluster.binaries import HELM, binary_path, ensure_built
 
     ensure_built(HELM)
     (release,) = by_kind("HelmRelease")

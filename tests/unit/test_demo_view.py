@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from specinfer.demo.plot import write_plot
-from specinfer.demo.view import Snapshot, render
+from specinfer.dev.demo.plot import write_plot
+from specinfer.dev.demo.view import Snapshot, render
 
 pytestmark = pytest.mark.unit
 
@@ -48,7 +48,7 @@ def test_plot_writes_a_png(tmp_path):
 
 
 def test_plotted_k_follows_the_schedule_at_the_observed_batch_size():
-    from specinfer.demo.plot import k_at_batch_size, max_k
+    from specinfer.dev.demo.plot import k_at_batch_size, max_k
 
     low = Snapshot(elapsed_s=0, phase="low", concurrency=2, status=STATUS)
     peak = Snapshot(elapsed_s=0, phase="peak", concurrency=96,

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from specinfer.devcluster.engine_pods import cpu_for_next_engine
-from specinfer.devcluster.paths import REPO_ROOT
-from specinfer.engine import environment, overlay
-from specinfer.engine.lock import engine_requirements
+from specinfer.dev.cluster.engine_pods import cpu_for_next_engine
+from specinfer.dev.cluster.paths import REPO_ROOT
+from specinfer.dev.cpu_engine import environment, overlay
+from specinfer.dev.cpu_engine.lock import engine_requirements
 
 pytestmark = pytest.mark.unit
 

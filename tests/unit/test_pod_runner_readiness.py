@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from specinfer.devcluster import processes
-from specinfer.devcluster.pod_runner import LocalPod, probe_readiness
+from specinfer.dev.cluster import processes
+from specinfer.dev.cluster.pod_runner import LocalPod, probe_readiness
 
 pytestmark = pytest.mark.unit
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from specinfer.devcluster import processes
+from specinfer.dev.cluster import processes
 
 pytestmark = pytest.mark.unit
 

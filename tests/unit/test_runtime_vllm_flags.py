@@ -11,8 +11,8 @@ import ast
 import pytest
 
 from specinfer.api import parse_spec
+from specinfer.dev.vllm_wheels import read_source
 from specinfer.runtime.argv import vllm_argv
-from specinfer.vllm_source import read_source
 
 pytestmark = pytest.mark.unit
 

@@ -11,9 +11,9 @@ import ast
 import pytest
 from prometheus_client import CollectorRegistry
 
+from specinfer.dev.vllm_wheels import read_source
 from specinfer.runtime.sim.engine import FinishedStats, StepStats
 from specinfer.runtime.sim.metrics import VllmMetrics
-from specinfer.vllm_source import read_source
 
 pytestmark = pytest.mark.unit
 

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 import yaml
 
-from specinfer import vllm_metrics as vm
 from specinfer.monitoring.panels import DEFAULT_LABELS, Labels
 from specinfer.runtime.methods import all_methods
 from specinfer.runtime.telemetry import series as si
+from specinfer.runtime.telemetry import vllm_metrics as vm
 
 GROUP = "specinfer"
 METHOD_LABEL = "specinfer_io_method"  # the pod label specinfer.io/method (PodMonitor podTargetLabels)

@@ -23,8 +23,8 @@ from grafana_foundation_sdk.models.dashboard import (
     VariableSort,
 )
 
-from specinfer import vllm_metrics as vm
 from specinfer.monitoring.panels import DEFAULT_LABELS, Labels, Panel, panels
+from specinfer.runtime.telemetry import vllm_metrics as vm
 
 UID = "specinfer-overview"
 TITLE = "specinfer: speculative decoding"

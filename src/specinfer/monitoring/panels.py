@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from specinfer import vllm_metrics as vm
 from specinfer.runtime.telemetry import series as si
+from specinfer.runtime.telemetry import vllm_metrics as vm
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ MAX_LOG_LINES_PER_MINUTE = 300  # kopf logs every retry of each of its 7 watches
 def own_cluster(cluster):
     if cluster.local is None:
         pytest.skip("stopping the API server needs the local control plane")
-    from specinfer.devcluster.control_plane import LocalCluster
+    from specinfer.dev.cluster.control_plane import LocalCluster
 
     local = LocalCluster(f"faults-{os.getpid()}", log=lambda message: None)
     local.up()

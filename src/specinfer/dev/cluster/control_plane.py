@@ -19,11 +19,11 @@ from pathlib import Path
 
 import yaml
 
-from specinfer.devcluster import binaries, kwok_stages, processes
-from specinfer.devcluster.binaries import ETCD, K8S, KWOK
-from specinfer.devcluster.fake_nodes import create_fake_nodes, wait_nodes_ready
-from specinfer.devcluster.paths import cluster_dir
-from specinfer.devcluster.pki import Pki, create_pki
+from specinfer.dev.cluster import binaries, kwok_stages, processes
+from specinfer.dev.cluster.binaries import ETCD, K8S, KWOK
+from specinfer.dev.cluster.fake_nodes import create_fake_nodes, wait_nodes_ready
+from specinfer.dev.cluster.paths import cluster_dir
+from specinfer.dev.cluster.pki import Pki, create_pki
 
 SERVICE_CIDR = "10.96.0.0/16"
 SERVICE_IP = "10.96.0.1"

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from specinfer import __version__
-from specinfer.devcluster.paths import REPO_ROOT
+from specinfer.dev.cluster.paths import REPO_ROOT
 
 OVERLAY_DIR = REPO_ROOT / "build" / "engine-overlay"
 PACKAGE = "specinfer"
@@ -120,7 +120,7 @@ def engine_process_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     """`base` (default: this process's environment) as seen inside the engine environment.
 
     Raises EngineNotInstalled (naming the fix) when the environment is missing."""
-    from specinfer.engine.environment import require_installed
+    from specinfer.dev.cpu_engine.environment import require_installed
 
     base = dict(os.environ if base is None else base)
     engine_dir = require_installed()

@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 from prometheus_api_client import PrometheusConnect
 
-from specinfer.devcluster import processes
+from specinfer.dev.cluster import processes
 
 
 class PrometheusServer:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from specinfer.engine.environment import EngineNotInstalled
+from specinfer.dev.cpu_engine.environment import EngineNotInstalled
 
 
 @click.group("models")
@@ -20,7 +20,7 @@ def models() -> None:
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 def make_command(directory: Path) -> None:
     """Write DIR/target, DIR/draft-same (the target's weights) and DIR/draft-other (other weights)."""
-    from specinfer.engine.overlay import engine_process_env
+    from specinfer.dev.cpu_engine.overlay import engine_process_env
 
     try:
         env = engine_process_env()
@@ -30,6 +30,6 @@ def make_command(directory: Path) -> None:
     # One tokenizer-training thread: the merges, and so the files, are the same every run.
     env.update({"RAYON_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONHASHSEED": "0"})
     directory = directory.resolve()
-    result = subprocess.run([str(Path(env["VIRTUAL_ENV"]) / "bin" / "python"), "-m", "specinfer.engine.models",
+    result = subprocess.run([str(Path(env["VIRTUAL_ENV"]) / "bin" / "python"), "-m", "specinfer.dev.cpu_engine.models",
                              str(directory)], env=env, cwd=directory.parent if directory.parent.exists() else "/")
     sys.exit(result.returncode)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from specinfer.devcluster.control_plane import ClusterError, LocalCluster
+from specinfer.dev.cluster.control_plane import ClusterError, LocalCluster
 
 name_option = click.option("--name", default="default", show_default=True,
                            help="Cluster name; several clusters can run side by side.")

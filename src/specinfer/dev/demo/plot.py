@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specinfer.demo.view import Snapshot
+from specinfer.dev.demo.view import Snapshot
 from specinfer.runtime.methods.schedule import effective_k
 
 

@@ -13,10 +13,10 @@ import sys
 import threading
 from pathlib import Path
 
-from specinfer.devcluster import processes
-from specinfer.devcluster.paths import REPO_ROOT
-from specinfer.devcluster.pod_runner import PodRunner
-from specinfer.devcluster.prometheus import PrometheusServer
+from specinfer.dev.cluster import processes
+from specinfer.dev.cluster.paths import REPO_ROOT
+from specinfer.dev.cluster.pod_runner import PodRunner
+from specinfer.dev.cluster.prometheus import PrometheusServer
 
 CRD_DIR = REPO_ROOT / "crds"
 

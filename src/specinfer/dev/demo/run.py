@@ -11,14 +11,14 @@ from pathlib import Path
 
 import yaml
 
-from specinfer.demo import real_engine
-from specinfer.demo.load import DEFAULT_PHASES, QUICK_PHASES, PhasedLoad
-from specinfer.demo.plot import write_plot
-from specinfer.demo.stack import Stack
-from specinfer.demo.view import Snapshot, render
-from specinfer.devcluster import processes
-from specinfer.devcluster.control_plane import LocalCluster
-from specinfer.devcluster.prometheus import PrometheusServer
+from specinfer.dev.cluster import processes
+from specinfer.dev.cluster.control_plane import LocalCluster
+from specinfer.dev.cluster.prometheus import PrometheusServer
+from specinfer.dev.demo import real_engine
+from specinfer.dev.demo.load import DEFAULT_PHASES, QUICK_PHASES, PhasedLoad
+from specinfer.dev.demo.plot import write_plot
+from specinfer.dev.demo.stack import Stack
+from specinfer.dev.demo.view import Snapshot, render
 from specinfer.operator.render.labels import NAME_LABEL
 from specinfer.runtime.calibration.requests import percentile
 

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from specinfer.devcluster.paths import TOOLS_DIR, bin_cache_dir
+from specinfer.dev.cluster.paths import TOOLS_DIR, bin_cache_dir
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,7 @@ def _run_with_progress(argv: list[str], *, cwd: Path, env: dict, label: str, log
 
 
 def main() -> None:
-    """`python -m specinfer.devcluster.binaries [helm]`: build (or confirm) the cached binaries."""
+    """`python -m specinfer.dev.cluster.binaries [helm]`: build (or confirm) the cached binaries."""
     wanted = {c.name: c for c in (*CONTROL_PLANE, HELM)}
     names = sys.argv[1:] or [c.name for c in CONTROL_PLANE]
     for name in names:

@@ -7,7 +7,7 @@ Installing vLLM pulls torch (gigabytes), so only the wheel is downloaded (`pip d
 --no-deps`, ~340 MB and ~133 MB, cached outside the repository) and files are read straight
 out of the zip.
 
-    python -m specinfer.vllm_source      # download every release's wheel once (make vllm-wheel)
+    python -m specinfer.dev.vllm_wheels      # download every release's wheel once (make vllm-wheel)
 """
 
 from __future__ import annotations

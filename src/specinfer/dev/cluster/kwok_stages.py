@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from specinfer.devcluster.binaries import KWOK
+from specinfer.dev.cluster.binaries import KWOK
 from specinfer.operator.render.labels import ENGINE_COMMAND_ANNOTATION
 
 STAGE_FILES = (
@@ -30,7 +30,7 @@ STAGE_FILES = (
 )
 
 
-# The pod runner runs the operator's Job pods and reports their completion (devcluster/pod_runner.py).
+# The pod runner runs the operator's Job pods and reports their completion (dev/cluster/pod_runner.py).
 OPERATOR_PODS_RUN_LOCALLY = {"key": '.metadata.labels["app.kubernetes.io/managed-by"]', "operator": "NotIn",
                              "values": ["specinfer-operator"]}
 
