@@ -53,9 +53,10 @@ LOW, HIGH = 1, MAX_BATCH
 MEASURE_SECONDS = 12.0
 THINK = 0.5  # seconds between a client's requests while a new engine may be starting beside the old
 SETTLING = {"ChangeApplied", "Settling", "Verifying"}  # Tuned reasons while a change is judged
-# Holds that say the policy has not judged this load yet: it waits for a steady window of it, for a
-# window that measured its batch sizes, or for the rollout's window to settle
-NOT_YET_DECIDED = {"verifying", "loadMoving", "unmeasured", "insufficientSamples", "settling", "rolloutInProgress"}
+# Tuned reasons (the guard that held) that say the policy has not judged this load yet: it waits for
+# a steady window of it, for a window that measured its batch sizes, or for the rollout to settle
+NOT_YET_DECIDED = {"LoadMoving", "Unmeasured", "InsufficientSamples", "Settling", "RolloutInProgress",
+                   "NoAcceptanceData"}
 # The always-right draft starts at K=2, where it pays little (bench engine-cpu, docs/simulator.md:
 # 1.16x at batch 1 against 1.48x at K=4, 0.65x at batch 64): the tuner has a real gain to find at
 # low load and a real loss to avoid at high load. kMax 4: longer K were never measured on this
@@ -322,8 +323,8 @@ def high_load_story(setup: Setup) -> dict:
             batch = ((r.get("status") or {}).get("metrics") or {}).get("meanBatchSize") or 0
             last = tuning(r).get("lastDecision") or {}
             taken = (parse_rfc3339(last.get("time")) or 0) > since + OPERATOR_CONFIG["tuning"]["windowSeconds"]
-            return (batch >= HIGH / 2 and taken and rolled_out(r) and last.get("guard") not in NOT_YET_DECIDED
-                    and condition(r, "Tuned").get("reason") not in SETTLING)
+            return (batch >= HIGH / 2 and taken and rolled_out(r)
+                    and condition(r, "Tuned").get("reason") not in SETTLING | NOT_YET_DECIDED)
 
         tuned = wait_for_resource(setup, "crossover", decided_at_high_load, timeout=ROLLOUT_TIMEOUT,
                                   what="a decision under high load, rolled out")
