@@ -113,3 +113,49 @@ def test_the_installed_packages_are_the_package_folders():
             relative = init.parent.relative_to(base)
             found.add(".".join(filter(None, [name, *relative.parts])) if name else ".".join(relative.parts))
     assert declared == found, f"declared only: {sorted(declared - found)}; folders only: {sorted(found - declared)}"
+
+
+CONTRACTS = {"catalogue": "The catalogue is the bottom layer", "api": "The API stands on the catalogue alone",
+             "policy": "The tuner policy is pure", "pure": "Rendering, status and the tuner's adapters are pure"}
+PURE_BLOCK = ("<!-- pure modules: the import contracts in pyproject.toml -->", "<!-- end of pure modules -->")
+
+
+def _pyproject() -> dict:
+    import tomllib
+
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def contract_modules(layer: str) -> list[str]:
+    contracts = _pyproject()["tool"]["importlinter"]["contracts"]
+    (contract,) = [c for c in contracts if c["name"].startswith(CONTRACTS[layer])]
+    return list(contract["source_modules"])
+
+
+def _as_mypy_pattern(module: str) -> str:
+    """A package is named "pkg.*" in mypy's overrides (itself and its submodules), a module by its name."""
+    relative = module.removeprefix("specinfer.").split(".")
+    folders = _pyproject()["tool"]["setuptools"]["package-dir"]
+    for package, folder in sorted(folders.items(), key=lambda item: -len(item[0])):
+        if module == package or module.startswith(package + "."):
+            relative = module.removeprefix(package).lstrip(".").split(".") if module != package else []
+            path = ROOT / folder / Path(*relative) if relative else ROOT / folder
+            return f"{module}.*" if path.is_dir() else module
+    raise AssertionError(f"{module}: not under any package-dir folder")
+
+
+def pure_docs_block() -> str:
+    modules = sorted(contract_modules("pure"))
+    return "\n".join([PURE_BLOCK[0], "", *(f"- `{m}`" for m in modules), "", PURE_BLOCK[1]])
+
+
+def test_which_modules_are_pure_is_written_once():
+    """The import contracts name the pure layers; mypy's strict list and docs/architecture.md must be
+    exactly those modules, so the three cannot drift apart again."""
+    layers = [m for layer in CONTRACTS for m in contract_modules(layer)]
+    expected = {_as_mypy_pattern(m) for m in layers}
+    (strict,) = [o for o in _pyproject()["tool"]["mypy"]["overrides"] if o.get("disallow_untyped_defs")]
+    assert set(strict["module"]) == expected, (f"strict only: {sorted(set(strict['module']) - expected)}; "
+                                               f"contracts only: {sorted(expected - set(strict['module']))}")
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    assert pure_docs_block() in doc, "docs/architecture.md: replace the pure-modules block with:\n" + pure_docs_block()
