@@ -12,6 +12,7 @@ Order of reasoning each tick:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
@@ -51,11 +52,11 @@ def decide(observation: Observation, tuning: TuningInput, state: PolicyState | N
     return _decide_on_valid(obs, tuning, st, now), st
 
 
-def decide_json(observation: Any, tuning: Any, state: Any, now: float) -> tuple[dict[str, Any], dict[str, Any]]:
+def decide_json(observation: Any, tuning_json: Any, state: Any, now: float) -> tuple[dict[str, Any], dict[str, Any]]:
     """`decide` over the JSON forms of docs/tuner.md; unreadable input is a keep naming the field."""
     st = PolicyState.from_json(state)
     try:
-        spec = tuning_from_json(tuning if isinstance(tuning, dict) else {})
+        tuning = tuning_from_json(tuning_json if isinstance(tuning_json, dict) else {})
     except (ValidationError, ValueError, TypeError) as error:
         held = _keep(f"invalid tuning input: {_first_error(error)}", guards.INVALID_TUNING, None)
         return held.to_json(), st.to_json()
@@ -63,7 +64,7 @@ def decide_json(observation: Any, tuning: Any, state: Any, now: float) -> tuple[
         obs = parse_observation(observation)
     except ObservationError as error:
         return _keep(f"unreadable observation: {error}", guards.INVALID_DATA, None).to_json(), st.to_json()
-    decision, new_state = decide(obs, spec, st, now)
+    decision, new_state = decide(obs, tuning, st, now)
     return decision.to_json(), new_state.to_json()
 
 
@@ -79,13 +80,13 @@ def _keep(reason: str, guard: str | None, signals: Signals | str | None, **extra
     return Decision(action="keep", reason=reason, guard=guard, signals=signals, **extra)
 
 
-def _learn(obs: Observation, spec: TuningInput,
+def _learn(obs: Observation, tuning: TuningInput,
            st: PolicyState) -> tuple[CostModel, AcceptanceEstimate | None, AcceptanceEstimate | None]:
-    if st.method != spec.method:  # a different drafter: nothing remembered applies
-        st.method, st.cost, st.acceptance = spec.method, None, None
-    cost = CostModel.from_state(st.cost, spec.cost_prior, spec.drafting)
+    if st.method != tuning.method:  # a different drafter: nothing remembered applies
+        st.method, st.cost, st.acceptance = tuning.method, None, None
+    cost = CostModel.from_state(st.cost, tuning.cost_prior, tuning.drafting)
     cost.decay(COST_FORGET)
-    slowdown = spec.schedule_step_factor if obs.applied.config.schedule else 1.0
+    slowdown = tuning.schedule_step_factor if obs.applied.config.schedule else 1.0
     update_noise(st, cost.learn(obs, slowdown))
     theta = cost.multipliers()
     # only read while drafting, when a schedule's K = 0 steps still run the drafter's first pass
@@ -96,135 +97,185 @@ def _learn(obs: Observation, spec: TuningInput,
     return cost, fresh, memory
 
 
-def _decide_on_valid(obs: Observation, spec: TuningInput, st: PolicyState, now: float) -> Decision:
+def _decide_on_valid(obs: Observation, tuning: TuningInput, st: PolicyState, now: float) -> Decision:
     signals: Signals = "specinfer" if obs.signals == "specinfer" else "vllm"
     previous_window = st.note_window(obs.batch_size_mean, obs.time)  # the load, even from a thin window
-    short_of_samples = guards.samples_guard(obs, spec)
+    short_of_samples = guards.samples_guard(obs, tuning)
     if short_of_samples:
         return _keep(short_of_samples, guards.INSUFFICIENT_SAMPLES, signals)
-    cost, fresh, memory = _learn(obs, spec, st)
+    cost, fresh, memory = _learn(obs, tuning, st)
     st.note_load(obs.batch_size_mean, now)
     if fresh is not None and fresh.biased:
         signals = "vllm-biased"
-    current = obs.applied.config
-
-    # Collapse: acceptance near zero on plenty of drafts -> speculation off, Degraded.
-    if fresh is not None and guards.collapse_detected(fresh.prefix[0], obs, spec):
-        return _disable_after_collapse(obs, spec, st, now, signals, fresh.prefix[0])
-
-    # After a collapse, stay off until the hold ends, then probe the old config once.
-    if st.collapsed_at is not None:
-        held = guards.collapse_hold_guard(st, spec, now)
-        if held:
-            return _keep(held, guards.COLLAPSE_HOLD, signals,
-                         degraded=Degradation(reason=DEGRADED_COLLAPSE, message=held))
-    # A ramp is not a measurement of the new load: learn from it (above), decide on a steady window.
-    moving = guards.load_moving_guard(previous_window, obs)
-    if moving:
-        return _keep(moving, guards.LOAD_MOVING, signals)
-    if st.collapsed_at is not None and memory is None and st.collapsed_config:
-        return _probe_after_collapse(spec, st, now, signals)
+    protected = _protect(obs, tuning, st, now, signals, fresh, previous_window)
+    if protected is not None:
+        return protected
     if memory is None:
         return _keep("no acceptance measured yet for this method: nothing to predict from",
                      guards.NO_ACCEPTANCE_DATA, signals)
-    model = Model(extrapolated_prefix(memory, spec.k_max), cost, cost.multipliers(), spec.schedule_step_factor)
+    model = Model(extrapolated_prefix(memory, tuning.k_max), cost, cost.multipliers(), tuning.schedule_step_factor)
     distribution = obs.batch_distribution()
-    current_dense = current.dense(spec.max_batch_size)
-    summary = _model_summary(model, spec, obs, current_dense, distribution)
+    current_dense = obs.applied.config.dense(tuning.max_batch_size)
+    summary = _model_summary(model, tuning, obs, current_dense, distribution)
 
     # Verification of the last change: realised vs what the previous config would do now.
     if st.pending is not None:
-        outcome = verify(obs, spec, st, model, distribution, now, signals, summary)
+        outcome = verify(obs, tuning, st, model, distribution, now, signals, summary)
         if outcome is not None:
             return outcome
+    calibrate(st, obs, model, obs.applied.config, current_dense, distribution, tuning.max_batch_size)
+    return _optimise(obs, tuning, st, now, model, distribution, {"signals": signals, "model": summary})
 
-    calibrate(st, obs, model, current, current_dense, distribution, spec.max_batch_size)
-    best_dense_ks = best_dense(model, spec, current_dense, distribution, one_k_where_observed=signals != "specinfer")
+
+def _protect(obs: Observation, tuning: TuningInput, st: PolicyState, now: float, signals: Signals,
+             fresh: AcceptanceEstimate | None, previous_window: tuple[float, float] | None) -> Decision | None:
+    """What comes before optimising: a collapse, its hold and the probe after it, a moving load."""
+    # Collapse: acceptance near zero on plenty of drafts -> speculation off, Degraded.
+    if fresh is not None and guards.collapse_detected(fresh.prefix[0], obs, tuning):
+        return _disable_after_collapse(obs, tuning, st, now, signals, fresh.prefix[0])
+    # After a collapse, stay off until the hold ends, then probe the old config once.
+    if st.collapsed_at is not None:
+        held = guards.collapse_hold_guard(st, tuning, now)
+        if held:
+            return _keep(held, guards.COLLAPSE_HOLD, signals,
+                         degraded=Degradation(reason=DEGRADED_COLLAPSE, message=held))
+    # A ramp is not a measurement of the new load: learn from it (done), decide on a steady window.
+    moving = guards.load_moving_guard(previous_window, obs)
+    if moving:
+        return _keep(moving, guards.LOAD_MOVING, signals)
+    if st.collapsed_at is not None and st.acceptance is None and st.collapsed_config:
+        return _probe_after_collapse(tuning, st, now, signals)
+    return None
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    """The change the optimiser would make and what holds it back (`held_by`, guard `guard`)."""
+
+    dense: list[int]
+    gain: float  # predicted at today's batch sizes (0 when a look-ahead change leaves them alone)
+    excess: float  # gain beyond what it needed: evidence for the confirmations
+    held_by: str | None
+    guard: str
+    note: str  # what the reason adds: the look-ahead's figures, the prior's part of the gain
+
+    @property
+    def config(self) -> DraftConfig:
+        return DraftConfig.from_dense(self.dense)
+
+
+def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float, model: Model,
+              distribution: Distribution, common: dict[str, Any]) -> Decision:
+    """The best config per batch size, weighed against the bar a change must clear, then the guards."""
+    current = obs.applied.config
+    current_dense = current.dense(tuning.max_batch_size)
+    best_dense_ks = best_dense(model, tuning, current_dense, distribution,
+                               one_k_where_observed=common["signals"] != "specinfer")
     best = DraftConfig.from_dense(best_dense_ks)
     current_goodput = goodput(model, current_dense, distribution)
     gain = goodput(model, best_dense_ks, distribution) / current_goodput - 1 if current_goodput > 0 else 0.0
-    ahead_sizes = anticipated_sizes(distribution, spec.max_batch_size, LOOKAHEAD)
+    ahead_sizes = anticipated_sizes(distribution, tuning.max_batch_size, LOOKAHEAD)
     cover = coverage_gain(model, best_dense_ks, current_dense, ahead_sizes)
-    recommendation = Recommendation(config=best, predicted_gain=round(gain, 4), coverage_gain=round(cover, 4))
-    common: dict[str, Any] = {"signals": signals, "recommendation": recommendation, "model": summary}
-    if best.same_as(current, spec.max_batch_size):
+    common = {**common, "recommendation": Recommendation(config=best, predicted_gain=round(gain, 4),
+                                                         coverage_gain=round(cover, 4))}
+    if best.same_as(current, tuning.max_batch_size):
         st.confirmations = 0
         return Decision(action="keep", reason=f"{current.describe()} is already the best config", **common)
 
-    slo = guards.slo_violated(obs, spec)
-    noise = model_noise(st)
-    restart_cost = restart_cost_seconds(model, current_dense, distribution, spec)
-    horizon = st.payback_horizon(spec.payback_seconds)
-    needed, _ = guards.required_gain(spec, slo_violated=slo, noise=noise, restart_cost_seconds=restart_cost,
-                                     horizon_seconds=horizon)
-    # What the measurements support: a gain at batch sizes never measured does not count until a
-    # window has measured them (support.py) -- measure first, then act.
-    support = supported_gain(model, current_dense, best_dense_ks, distribution, spec.max_batch_size)
-    def below_bar(value: float) -> str | None:
-        return guards.threshold_guard(value, spec, slo_violated=slo, noise=noise, restart_cost_seconds=restart_cost,
-                                      horizon_seconds=horizon)
-
-    held_by = below_bar(support.gain)
-    unmeasured = bool(held_by and support.unmeasured and below_bar(gain) is None)
-    if unmeasured:
-        held_by = f"{held_by} where measured; {support.describe()}"
-    excess, ahead = support.gain - needed, ""
-    if held_by:
-        # Not enough at today's batch sizes, but a restart is cheapest before the load rises: program
-        # the batch sizes to come now (lookahead.py; docs/tuner.md, "Looking ahead").
-        plan = look_ahead(model, spec, current_dense, best_dense_ks, support.gain, distribution, restart_cost, noise,
-                          measured_noise(st))
-        if plan is not None:
-            here = any(plan.dense[min(b, spec.max_batch_size)] != current_dense[min(b, spec.max_batch_size)]
-                       for b, _ in distribution)
-            held_by, best_dense_ks, excess, unmeasured = None, plan.dense, plan.gain - plan.needed, False
-            gain = gain if here else 0.0
-            best = DraftConfig.from_dense(best_dense_ks)
-            ahead = ("; " + ("" if here else "nothing changes at today's batch sizes; ")
-                     + f"over the batch sizes to come {plan.gain:+.1%} (needed {plan.needed:.1%}, "
-                     f"restart cost {restart_cost:.0f}s of goodput now)")
-    if held_by:
+    slo = guards.slo_violated(obs, tuning)
+    candidate = _weigh(obs, tuning, st, model, distribution, best_dense_ks, gain, slo)
+    if candidate.held_by:
         st.confirmations, st.evidence = 0, 0.0
     else:
-        st.confirmations, st.evidence = st.confirmations + 1, st.evidence + excess
+        st.confirmations, st.evidence = st.confirmations + 1, st.evidence + candidate.excess
     checks = [
-        (guards.UNMEASURED if unmeasured else guards.BELOW_THRESHOLD, held_by),
-        (guards.RECENTLY_REJECTED, guards.rejected_guard(st, best_dense_ks, spec.max_batch_size, now)),
-        (guards.COOLDOWN, guards.cooldown_guard(st, spec, now)),
-        (guards.RESTART_BUDGET, guards.budget_guard(st, spec, now, reserve=1)),
+        (candidate.guard, candidate.held_by),
+        (guards.RECENTLY_REJECTED, guards.rejected_guard(st, candidate.dense, tuning.max_batch_size, now)),
+        (guards.COOLDOWN, guards.cooldown_guard(st, tuning, now)),
+        (guards.RESTART_BUDGET, guards.budget_guard(st, tuning, now, reserve=1)),
         # The step times' noise measures predictions at today's batch sizes only, not the look-ahead's.
-        (guards.CONFIRMING, guards.confirmation_guard(st, spec, None if ahead else window_noise(st))),
+        (guards.CONFIRMING, guards.confirmation_guard(st, tuning, None if candidate.guard == LOOKING_AHEAD
+                                                      else window_noise(st))),
     ]
     for name, why in checks:
         if why:
-            return Decision(action="keep", reason=f"best is {best.describe()} ({gain:+.1%}) but {why}", guard=name,
-                            predicted_gain=round(gain, 4), **common)
+            return Decision(action="keep", reason=f"best is {candidate.config.describe()} ({candidate.gain:+.1%}) "
+                            f"but {why}", guard=name, predicted_gain=round(candidate.gain, 4), **common)
+    return _issue_change(obs, tuning, st, now, model, distribution, candidate, slo, common)
+
+
+LOOKING_AHEAD = "lookingAhead"  # a candidate from the look-ahead (never a guard that holds)
+
+
+def _weigh(obs: Observation, tuning: TuningInput, st: PolicyState, model: Model, distribution: Distribution,
+           best_dense_ks: list[int], gain: float, slo: bool) -> _Candidate:
+    """The bar a change must clear -- hysteresis, the restart's payback, the model's noise -- on the
+    part of the gain the measurements support (support.py); held there, the look-ahead may still
+    program the batch sizes to come (lookahead.py)."""
+    current_dense = obs.applied.config.dense(tuning.max_batch_size)
+    noise = model_noise(st)
+    restart_cost = restart_cost_seconds(model, current_dense, distribution, tuning)
+    horizon = st.payback_horizon(tuning.payback_seconds)
+
+    def below_bar(value: float) -> str | None:
+        return guards.threshold_guard(value, tuning, slo_violated=slo, noise=noise, restart_cost_seconds=restart_cost,
+                                      horizon_seconds=horizon)
+
+    needed, _ = guards.required_gain(tuning, slo_violated=slo, noise=noise, restart_cost_seconds=restart_cost,
+                                     horizon_seconds=horizon)
+    # A gain at batch sizes never measured does not count until a window has measured them.
+    support = supported_gain(model, current_dense, best_dense_ks, distribution, tuning.max_batch_size)
+    held_by = below_bar(support.gain)
+    if held_by is None:
+        return _Candidate(best_dense_ks, gain, support.gain - needed, None, guards.BELOW_THRESHOLD,
+                          f"; {support.describe()}" if support.unmeasured else "")
+    unmeasured = bool(support.unmeasured and below_bar(gain) is None)
+    held = _Candidate(best_dense_ks, gain, 0.0, f"{held_by} where measured; {support.describe()}" if unmeasured
+                      else held_by, guards.UNMEASURED if unmeasured else guards.BELOW_THRESHOLD, "")
+    # Not enough at today's batch sizes, but a restart is cheapest before the load rises: program
+    # the batch sizes to come now (docs/tuner.md, "Looking ahead").
+    plan = look_ahead(model, tuning, current_dense, best_dense_ks, support.gain, distribution, restart_cost, noise,
+                      measured_noise(st))
+    if plan is None:
+        return held
+    here = any(plan.dense[min(b, tuning.max_batch_size)] != current_dense[min(b, tuning.max_batch_size)]
+               for b, _ in distribution)
+    note = ("; " + ("" if here else "nothing changes at today's batch sizes; ")
+            + f"over the batch sizes to come {plan.gain:+.1%} (needed {plan.needed:.1%}, "
+            f"restart cost {restart_cost:.0f}s of goodput now)")
+    return _Candidate(plan.dense, gain if here else 0.0, plan.gain - plan.needed, None, LOOKING_AHEAD, note)
+
+
+def _issue_change(obs: Observation, tuning: TuningInput, st: PolicyState, now: float, model: Model,
+                  distribution: Distribution, candidate: _Candidate, slo: bool, common: dict[str, Any]) -> Decision:
+    """Every guard passed: the change, and what verifying it will need."""
+    current, best = obs.applied.config, candidate.config
+    current_dense = current.dense(tuning.max_batch_size)
     calibration = st.calibration.value if st.calibration else 1.0
-    observed = {min(b, spec.max_batch_size) for b, _ in distribution}
-    changes_here = any(best_dense_ks[b] != current_dense[b] for b in observed)
+    observed = {min(b, tuning.max_batch_size) for b, _ in distribution}
+    changes_here = any(candidate.dense[b] != current_dense[b] for b in observed)
     # Nothing to verify when the change leaves the K of today's batch sizes alone (look-ahead).
-    st.pending = PendingChange(at=now, config=best, previous=current, predicted_gain=gain,
+    st.pending = PendingChange(at=now, config=best, previous=current, predicted_gain=candidate.gain,
                                calibration=calibration, prefix=[float(p) for p in model.prefix],
                                theta=[float(t) for t in model.theta],
                                batch_mean=obs.batch_size_mean) if changes_here else None
     st.collapsed_at = None
     st.collapsed_config = None
     st.record_change(now)
-    reason = (f"{current.describe()} -> {best.describe()}: predicted goodput {gain:+.1%} at the observed "
-              f"batch sizes (mean {obs.batch_size_mean:.1f})" + ahead
-              + (f"; {support.describe()}" if support.unmeasured and not ahead else "")
+    reason = (f"{current.describe()} -> {best.describe()}: predicted goodput {candidate.gain:+.1%} at the observed "
+              f"batch sizes (mean {obs.batch_size_mean:.1f})" + candidate.note
               + ("; p99 latency SLO violated" if slo else ""))
-    return Decision(action=action_for(current, best), reason=reason, config=best, predicted_gain=round(gain, 4),
-                    **common)
+    return Decision(action=action_for(current, best), reason=reason, config=best,
+                    predicted_gain=round(candidate.gain, 4), **common)
 
 
-def _disable_after_collapse(obs: Observation, spec: TuningInput, st: PolicyState, now: float, signals: Signals,
+def _disable_after_collapse(obs: Observation, tuning: TuningInput, st: PolicyState, now: float, signals: Signals,
                             first_position: float) -> Decision:
     reason = (f"acceptance collapsed: {first_position:.1%} of first draft tokens accepted "
-              f"(limit {spec.collapse_acceptance:.0%}) over {obs.drafts:.0f} drafts")
+              f"(limit {tuning.collapse_acceptance:.0%}) over {obs.drafts:.0f} drafts")
     degraded = Degradation(reason=DEGRADED_COLLAPSE, message=reason)
     st.pending = None
-    held = guards.budget_guard(st, spec, now, reserve=0)
+    held = guards.budget_guard(st, tuning, now, reserve=0)
     if held:
         return _keep(f"{reason}; {held}", guards.RESTART_BUDGET, signals, degraded=degraded)
     st.collapsed_at, st.collapsed_config = now, obs.applied.config
@@ -234,10 +285,10 @@ def _disable_after_collapse(obs: Observation, spec: TuningInput, st: PolicyState
                     signals=signals, degraded=degraded)
 
 
-def _probe_after_collapse(spec: TuningInput, st: PolicyState, now: float, signals: Signals) -> Decision:
+def _probe_after_collapse(tuning: TuningInput, st: PolicyState, now: float, signals: Signals) -> Decision:
     """The collapse hold is over: turn the old config back on once; collapse detection guards it."""
-    for name, why in ((guards.COOLDOWN, guards.cooldown_guard(st, spec, now)),
-                      (guards.RESTART_BUDGET, guards.budget_guard(st, spec, now, reserve=1))):
+    for name, why in ((guards.COOLDOWN, guards.cooldown_guard(st, tuning, now)),
+                      (guards.RESTART_BUDGET, guards.budget_guard(st, tuning, now, reserve=1))):
         if why:
             return _keep(f"collapse hold over, re-enabling is due but {why}", name, signals)
     config = st.collapsed_config
@@ -249,12 +300,12 @@ def _probe_after_collapse(spec: TuningInput, st: PolicyState, now: float, signal
                     "detection switches it off if acceptance is still near zero)", config=config, signals=signals)
 
 
-def _model_summary(model: Model, spec: TuningInput, obs: Observation, dense: list[int],
+def _model_summary(model: Model, tuning: TuningInput, obs: Observation, dense: list[int],
                    distribution: Distribution) -> ModelSummary:
     off = goodput(model, [0] * len(dense), distribution)
     return ModelSummary(
         acceptance_prefix=[round(p, 4) for p in model.prefix],
-        expected_tokens={str(k): round(expected_tokens(model.prefix, k), 3) for k in range(spec.k_max + 1)},
+        expected_tokens={str(k): round(expected_tokens(model.prefix, k), 3) for k in range(tuning.k_max + 1)},
         step_cost_multipliers=[round(float(t), 3) for t in model.theta],
         predicted_speed=round(sequence_speed(model, dense, distribution), 3),
         measured_speed=round(obs.measured_speed, 3),

@@ -94,7 +94,7 @@ def sequence_speed(model: Model, dense: Sequence[int], distribution: Distributio
     return goodput(model, dense, distribution) / running if running > 0 else 0.0
 
 
-def best_dense(model: Model, spec: TuningInput, current: Sequence[int], distribution: Distribution, *,
+def best_dense(model: Model, tuning: TuningInput, current: Sequence[int], distribution: Distribution, *,
                one_k_where_observed: bool = False) -> list[int]:
     """The best K at each batch size within the method's and the spec's bounds.
 
@@ -104,10 +104,10 @@ def best_dense(model: Model, spec: TuningInput, current: Sequence[int], distribu
     off on the observed distribution. `one_k_where_observed` runs one K across today's batch sizes
     (vLLM's series only: see `_one_k_over`).
     """
-    size = spec.max_batch_size
-    if not spec.allow_schedule:
-        return [0] + [_best_single_k(model, spec, current, distribution)] * size
-    candidates = spec.allowed_ks()
+    size = tuning.max_batch_size
+    if not tuning.allow_schedule:
+        return [0] + [_best_single_k(model, tuning, current, distribution)] * size
+    candidates = tuning.allowed_ks()
     dense = [0]
     for b in range(1, size + 1):
         speeds = {k: model.speed(b, k, speculative=True) for k in candidates}
@@ -121,7 +121,7 @@ def best_dense(model: Model, spec: TuningInput, current: Sequence[int], distribu
     dense = limit_ranges(model, dense, MAX_RANGES)
     if model.schedule_factor != 1.0 and is_schedule(dense):
         # A schedule slows every step here (PIECEWISE graphs): it must beat the best single K by that much.
-        single = [0] + [_best_single_k(model, spec, current, distribution)] * size
+        single = [0] + [_best_single_k(model, tuning, current, distribution)] * size
         if goodput(model, single, distribution) >= goodput(model, dense, distribution):
             dense = single
     if 0 in candidates and is_speculative(dense):
@@ -131,10 +131,10 @@ def best_dense(model: Model, spec: TuningInput, current: Sequence[int], distribu
     return dense
 
 
-def _best_single_k(model: Model, spec: TuningInput, current: Sequence[int], distribution: Distribution) -> int:
+def _best_single_k(model: Model, tuning: TuningInput, current: Sequence[int], distribution: Distribution) -> int:
     """The one K for every batch size with the best goodput on `distribution` (the current K when within 1%)."""
-    size = spec.max_batch_size
-    scored = {k: goodput(model, [0] + [k] * size, distribution) for k in spec.allowed_ks()}
+    size = tuning.max_batch_size
+    scored = {k: goodput(model, [0] + [k] * size, distribution) for k in tuning.allowed_ks()}
     best = max(scored, key=lambda k: (scored[k], -k))
     current_k = current[1] if len(current) > 1 and not is_schedule(current) else None
     if current_k in scored and scored[current_k] >= scored[best] * (1 - KEEP_TOLERANCE):

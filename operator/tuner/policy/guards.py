@@ -60,43 +60,43 @@ def load_moving_guard(previous: tuple[float, float] | None, obs: Observation) ->
             f"{elapsed:.0f}s; waiting for a window of one load before deciding")
 
 
-def samples_guard(obs: Observation, spec: TuningInput) -> str | None:
+def samples_guard(obs: Observation, tuning: TuningInput) -> str | None:
     """Enough drafts (when speculating) and engine steps in the window to trust the rates."""
-    if obs.sequence_steps < spec.min_steps:
-        return f"only {obs.sequence_steps:.0f} request-steps in the window (need {spec.min_steps:.0f})"
-    if not obs.applied.config.off and obs.drafts < spec.min_drafts and obs.drafts > 0:
-        return f"only {obs.drafts:.0f} drafts in the window (need {spec.min_drafts:.0f})"
+    if obs.sequence_steps < tuning.min_steps:
+        return f"only {obs.sequence_steps:.0f} request-steps in the window (need {tuning.min_steps:.0f})"
+    if not obs.applied.config.off and obs.drafts < tuning.min_drafts and obs.drafts > 0:
+        return f"only {obs.drafts:.0f} drafts in the window (need {tuning.min_drafts:.0f})"
     return None
 
 
-def collapse_detected(first_position: float | None, obs: Observation, spec: TuningInput) -> bool:
+def collapse_detected(first_position: float | None, obs: Observation, tuning: TuningInput) -> bool:
     """Acceptance near zero on plenty of drafts: the drafter is broken (backend bug, bad upgrade)."""
     return (
         first_position is not None
-        and obs.drafts >= spec.min_drafts
-        and first_position < spec.collapse_acceptance
+        and obs.drafts >= tuning.min_drafts
+        and first_position < tuning.collapse_acceptance
     )
 
 
-def cooldown_guard(state: PolicyState, spec: TuningInput, now: float) -> str | None:
+def cooldown_guard(state: PolicyState, tuning: TuningInput, now: float) -> str | None:
     if state.last_change_at is None:
         return None
     waited = now - state.last_change_at
-    if waited < spec.cooldown_seconds:
-        return f"cooling down: the last change was {waited:.0f}s ago (cooldown {spec.cooldown_seconds:.0f}s)"
+    if waited < tuning.cooldown_seconds:
+        return f"cooling down: the last change was {waited:.0f}s ago (cooldown {tuning.cooldown_seconds:.0f}s)"
     return None
 
 
-def budget_guard(state: PolicyState, spec: TuningInput, now: float, *, reserve: int) -> str | None:
+def budget_guard(state: PolicyState, tuning: TuningInput, now: float, *, reserve: int) -> str | None:
     """Restarts in the past hour; ordinary changes keep `reserve` restarts back for a rollback."""
     used = state.restarts_within(now)
-    if used + reserve >= spec.max_restarts_per_hour:
-        return (f"restart budget: {used} restart(s) in the past hour, limit {spec.max_restarts_per_hour}"
+    if used + reserve >= tuning.max_restarts_per_hour:
+        return (f"restart budget: {used} restart(s) in the past hour, limit {tuning.max_restarts_per_hour}"
                 + (f" with {reserve} kept for a rollback" if reserve else ""))
     return None
 
 
-def required_gain(spec: TuningInput, *, slo_violated: bool, noise: float = 0.0, restart_cost_seconds: float = 0.0,
+def required_gain(tuning: TuningInput, *, slo_violated: bool, noise: float = 0.0, restart_cost_seconds: float = 0.0,
                   horizon_seconds: float | None = None) -> tuple[float, str]:
     """The gain a change must promise: the hysteresis threshold, the restart's payback, and the
     model's own noise.
@@ -107,19 +107,19 @@ def required_gain(spec: TuningInput, *, slo_violated: bool, noise: float = 0.0, 
     predicted gain inside it is not evidence. While the SLO is violated the hysteresis threshold is
     waived; payback and noise still hold.
     """
-    horizon = spec.payback_seconds if horizon_seconds is None else horizon_seconds
+    horizon = tuning.payback_seconds if horizon_seconds is None else horizon_seconds
     candidates = [(restart_cost_seconds / horizon, "restart payback")]
     if not slo_violated:
-        candidates.append((spec.min_gain, "hysteresis threshold"))
+        candidates.append((tuning.min_gain, "hysteresis threshold"))
     if noise > 0:
         candidates.append((noise, "measurement noise"))
     needed, name = max(candidates)
     return needed, name + (" (SLO violated, hysteresis waived)" if slo_violated else "")
 
 
-def threshold_guard(gain: float, spec: TuningInput, *, slo_violated: bool, noise: float = 0.0,
+def threshold_guard(gain: float, tuning: TuningInput, *, slo_violated: bool, noise: float = 0.0,
                     restart_cost_seconds: float = 0.0, horizon_seconds: float | None = None) -> str | None:
-    needed, name = required_gain(spec, slo_violated=slo_violated, noise=noise,
+    needed, name = required_gain(tuning, slo_violated=slo_violated, noise=noise,
                                  restart_cost_seconds=restart_cost_seconds, horizon_seconds=horizon_seconds)
     if gain < needed:
         return f"predicted gain {gain:+.1%} is below the {name} of {needed:.1%}"
@@ -129,16 +129,16 @@ def threshold_guard(gain: float, spec: TuningInput, *, slo_violated: bool, noise
 EVIDENCE_Z = 2.0  # standard errors by which the confirming windows' gain must clear the threshold to act early
 
 
-def confirmation_guard(state: PolicyState, spec: TuningInput, window_noise: float | None = None) -> str | None:
+def confirmation_guard(state: PolicyState, tuning: TuningInput, window_noise: float | None = None) -> str | None:
     """The gain must clear the threshold in `confirmations` consecutive windows (noise rejection) --
     or sooner, once the measurement noise is known, when the gain those windows saw beyond the
     threshold is EVIDENCE_Z standard errors of their mean: a large, clear gain is not kept waiting."""
-    if state.confirmations >= spec.confirmations:
+    if state.confirmations >= tuning.confirmations:
         return None
     if window_noise is not None and state.confirmations > 0 \
             and state.evidence >= EVIDENCE_Z * window_noise * math.sqrt(state.confirmations):
         return None
-    return f"gain seen in {state.confirmations} of {spec.confirmations} consecutive windows needed"
+    return f"gain seen in {state.confirmations} of {tuning.confirmations} consecutive windows needed"
 
 
 def rejected_guard(state: PolicyState, candidate: list[int], max_batch_size: int, now: float) -> str | None:
@@ -154,18 +154,18 @@ def rejected_guard(state: PolicyState, candidate: list[int], max_batch_size: int
     return None
 
 
-def collapse_hold_guard(state: PolicyState, spec: TuningInput, now: float) -> str | None:
+def collapse_hold_guard(state: PolicyState, tuning: TuningInput, now: float) -> str | None:
     if state.collapsed_at is None:
         return None
     held = now - state.collapsed_at
-    if held < spec.collapse_hold_seconds:
+    if held < tuning.collapse_hold_seconds:
         return (f"speculation is off since acceptance collapsed {held:.0f}s ago; "
-                f"retrying after {spec.collapse_hold_seconds:.0f}s")
+                f"retrying after {tuning.collapse_hold_seconds:.0f}s")
     return None
 
 
-def slo_violated(obs: Observation, spec: TuningInput) -> bool:
-    slo = spec.slo
+def slo_violated(obs: Observation, tuning: TuningInput) -> bool:
+    slo = tuning.slo
     per_token = slo.per_token_p99_seconds is not None and obs.per_token_p99_seconds is not None \
         and obs.per_token_p99_seconds > slo.per_token_p99_seconds
     ttft = slo.ttft_p99_seconds is not None and obs.ttft_p99_seconds is not None \

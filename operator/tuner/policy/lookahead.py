@@ -41,18 +41,18 @@ class LookAhead:
     needed: float
 
 
-def look_ahead(model: Model, spec: TuningInput, current: Sequence[int], best: Sequence[int], gain_today: float,
+def look_ahead(model: Model, tuning: TuningInput, current: Sequence[int], best: Sequence[int], gain_today: float,
                distribution: Distribution, restart_cost_seconds: float, noise: float,
                window_noise: float) -> LookAhead | None:
     """The look-ahead change worth making now, or None."""
-    top = min(max(size for size, _ in distribution), spec.max_batch_size)
-    ahead = anticipated_sizes(distribution, spec.max_batch_size, LOOKAHEAD)
+    top = min(max(size for size, _ in distribution), tuning.max_batch_size)
+    ahead = anticipated_sizes(distribution, tuning.max_batch_size, LOOKAHEAD)
     if not ahead:
         return None
-    evidence, _ = required_gain(spec, slo_violated=False, noise=noise)
+    evidence, _ = required_gain(tuning, slo_violated=False, noise=noise)
     if gain_today >= evidence:
         candidate = list(best)  # today's part is a real gain that cannot repay the restart alone: verified as usual
-    elif not spec.allow_schedule or not set(current[1 : top + 1]) <= set(spec.allowed_ks()):
+    elif not tuning.allow_schedule or not set(current[1 : top + 1]) <= set(tuning.allowed_ks()):
         return None  # keeping today's K would need a schedule, or a K the bounds no longer allow
     else:
         candidate = limit_ranges(model, [*current[: top + 1], *best[top + 1 :]], MAX_RANGES)
@@ -68,6 +68,6 @@ def look_ahead(model: Model, spec: TuningInput, current: Sequence[int], best: Se
     spread = 2 * window_noise * model.cost.relative_spread(direction)
     # The restart is paid for certain, the gain only if the load comes: it must repay the restart as
     # if it were earned at today's goodput (a larger load would repay it sooner).
-    needed, _ = required_gain(spec, slo_violated=False, noise=max(noise, spread),
+    needed, _ = required_gain(tuning, slo_violated=False, noise=max(noise, spread),
                               restart_cost_seconds=restart_cost_seconds)
     return LookAhead(candidate, gain, needed) if gain >= needed else None

@@ -31,27 +31,27 @@ def _redistributed(distribution: Distribution, replicas: int, max_batch_size: in
     return [(min(size * factor, float(max_batch_size)), share) for size, share in distribution]
 
 
-def lost_share(model: Model, dense: Sequence[int], distribution: Distribution, spec: TuningInput) -> float:
+def lost_share(model: Model, dense: Sequence[int], distribution: Distribution, tuning: TuningInput) -> float:
     """Share of the fleet's goodput lost while one replica reloads, at this load and config."""
-    downtime = spec.downtime_fraction
+    downtime = tuning.downtime_fraction
     if downtime <= 0:
         return 0.0
-    replicas = spec.replicas
+    replicas = tuning.replicas
     if replicas <= 1:
         return downtime
     full = goodput(model, dense, distribution)
     if full <= 0:
         return downtime
-    rest = goodput(model, dense, _redistributed(distribution, replicas, spec.max_batch_size))
+    rest = goodput(model, dense, _redistributed(distribution, replicas, tuning.max_batch_size))
     return downtime * min(1.0, max(0.0, 1.0 - (replicas - 1) * rest / (replicas * full)))
 
 
 def restart_cost_seconds(model: Model, dense: Sequence[int], distribution: Distribution,
-                         spec: TuningInput) -> float:
+                         tuning: TuningInput) -> float:
     """Seconds of the fleet's goodput (at this load) a rollout of every replica costs."""
-    return spec.replicas * spec.restart_seconds * lost_share(model, dense, distribution, spec)
+    return tuning.replicas * tuning.restart_seconds * lost_share(model, dense, distribution, tuning)
 
 
-def rollout_seconds(spec: TuningInput) -> float:
+def rollout_seconds(tuning: TuningInput) -> float:
     """How long a rollout takes: one replica after another."""
-    return spec.replicas * spec.restart_seconds
+    return tuning.replicas * tuning.restart_seconds

@@ -78,16 +78,16 @@ def differing_share(distribution: Distribution, before: Sequence[int], after: Se
                if before[min(max(size, 1), max_batch_size)] != after[min(max(size, 1), max_batch_size)]) / total
 
 
-def verify(obs: Observation, spec: TuningInput, st: PolicyState, model: Model, distribution: Distribution,
+def verify(obs: Observation, tuning: TuningInput, st: PolicyState, model: Model, distribution: Distribution,
            now: float, signals: Signals, summary: ModelSummary) -> Decision | None:
     """Accumulate realised gain for the pending change; roll back or accept once enough windows passed.
 
     None: nothing to say this tick (verification ended or cannot judge); the optimiser decides."""
     pending = st.pending
     assert pending is not None
-    if not obs.applied.config.same_as(pending.config, spec.max_batch_size):
-        if now - pending.at > 2 * spec.cooldown_seconds + spec.restart_seconds:
-            st.pending = None  # never applied (observe mode, or someone changed the spec): stop waiting
+    if not obs.applied.config.same_as(pending.config, tuning.max_batch_size):
+        if now - pending.at > 2 * tuning.cooldown_seconds + tuning.restart_seconds:
+            st.pending = None  # never applied (observe mode, or someone changed the tuning): stop waiting
             return None
         return Decision(action="keep", reason=f"waiting for {pending.config.describe()} to be applied",
                         guard=guards.VERIFYING, signals=signals, model=summary)
@@ -95,9 +95,9 @@ def verify(obs: Observation, spec: TuningInput, st: PolicyState, model: Model, d
         # The load moved too far to judge the change by: the optimiser decides afresh instead.
         st.pending = None
         return None
-    previous_dense = pending.previous.dense(spec.max_batch_size)
-    changed_dense = pending.config.dense(spec.max_batch_size)
-    if differing_share(distribution, previous_dense, changed_dense, spec.max_batch_size) < MIN_DIFFERING_SHARE:
+    previous_dense = pending.previous.dense(tuning.max_batch_size)
+    changed_dense = pending.config.dense(tuning.max_batch_size)
+    if differing_share(distribution, previous_dense, changed_dense, tuning.max_batch_size) < MIN_DIFFERING_SHARE:
         # At today's batch sizes the new and the old config draft the same K: this window says
         # nothing about the change, only about the model's error at a load it has not seen. Judging
         # the change by it rolled good schedules back when load rose right after a change.
@@ -114,7 +114,7 @@ def verify(obs: Observation, spec: TuningInput, st: PolicyState, model: Model, d
     realised = pending.measured_tokens / pending.expected_tokens - 1 if pending.expected_tokens > 0 else 0.0
     # Noisy step times need more windows and a wider margin before a rollback is justified.
     noise = measured_noise(st)
-    needed = min(MAX_VERIFY_WINDOWS, max(spec.confirmations, math.ceil((2 * noise / spec.rollback_tolerance) ** 2)))
+    needed = min(MAX_VERIFY_WINDOWS, max(tuning.confirmations, math.ceil((2 * noise / tuning.rollback_tolerance) ** 2)))
     margin = 2 * noise * math.sqrt(1 / pending.windows + CALIBRATION_WEIGHT / (2 - CALIBRATION_WEIGHT))
     if pending.windows < needed:
         return Decision(action="keep", reason=f"verifying {pending.config.describe()}: realised {realised:+.1%} so far "
@@ -122,17 +122,17 @@ def verify(obs: Observation, spec: TuningInput, st: PolicyState, model: Model, d
                         realised_gain=round(realised, 4), model=summary)
     st.pending = None
     st.realised_gain = realised
-    if realised >= -(spec.rollback_tolerance + margin):
+    if realised >= -(tuning.rollback_tolerance + margin):
         return None  # accepted; carry on optimising from here
-    held = guards.budget_guard(st, spec, now, reserve=0)
+    held = guards.budget_guard(st, tuning, now, reserve=0)
     reason = (f"{pending.config.describe()} realised {realised:+.1%} against a predicted "
               f"{pending.predicted_gain:+.1%}: rolling back to {pending.previous.describe()}")
     if held:
         return Decision(action="keep", reason=f"{reason} is due but {held}", guard=guards.RESTART_BUDGET,
                         signals=signals, realised_gain=round(realised, 4), model=summary)
     st.rejected = [r for r in st.rejected if r.until > now] + [
-        Rejection(config=pending.config, until=now + spec.reject_hold_seconds,
-                  batch_sizes=sorted({min(b, spec.max_batch_size) for b, _ in distribution}))]
+        Rejection(config=pending.config, until=now + tuning.reject_hold_seconds,
+                  batch_sizes=sorted({min(b, tuning.max_batch_size) for b, _ in distribution}))]
     st.record_change(now)
     return Decision(action="rollback", reason=reason, config=pending.previous, predicted_gain=round(-realised, 4),
                     signals=signals, realised_gain=round(realised, 4), model=summary)
