@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
@@ -33,6 +34,7 @@ from specinfer.operator.access import (
 )
 from specinfer.operator.calibration import status as steps
 from specinfer.operator.calibration.render import (
+    Engine,
     Plan,
     build_engines_configmap,
     build_job,
@@ -61,6 +63,25 @@ JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 
 def utc_now() -> str:
     return rfc3339(time.time())
+
+
+@dataclass(frozen=True)
+class _Halt:
+    """Why a pass stops before stepping the run: a failure (the run ends Failed) or a wait (retried)."""
+
+    reason: str
+    message: str
+    failed: bool = False
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    """What a pass steps the run with: the spec, the target and the plan of engines to measure."""
+
+    spec: SpeculativeInferenceCalibrationSpec
+    target: dict[str, Any]
+    target_spec: SpeculativeInferenceSpec
+    plan: Plan
 
 
 class CalibrationController:
@@ -128,69 +149,80 @@ class CalibrationController:
             return
         if not self.active():
             raise TemporaryError("standby: another operator replica acts", delay=SAFETY_RESYNC_SECONDS)
-        meta = resource["metadata"]
+        inputs = await self._read_inputs(resource, current)
+        if isinstance(inputs, _Halt):
+            await self._halt(resource, current, inputs)
+            return
         namespace, name = key
-        generation, now = meta.get("generation"), self.now()
+        outcomes = {engine.key: steps.engine_outcome(*self._job_and_pod(namespace, job_name(name, engine)))
+                    for engine in inputs.plan.engines}
+        result = steps.step(spec=inputs.spec, current=current, the_plan=inputs.plan, outcomes=outcomes,
+                            generation=resource["metadata"].get("generation"), now=self.now(), calibration=name)
+        if result.start:
+            halted = await self._start(resource, inputs, result.start)
+            if halted is not None:
+                await self._halt(resource, current, halted)
+                return
+        await self._apply(resource, result, inputs.target)
+        if result.status.phase == "Running":
+            self.queue.add_after(key, SAFETY_RESYNC_SECONDS)
+
+    async def _read_inputs(self, resource: dict[str, Any],
+                           current: SpeculativeInferenceCalibrationStatus) -> _Inputs | _Halt:
+        """The spec, the target and the plan of engines -- or why this pass cannot go on."""
+        namespace, name = resource["metadata"]["namespace"], resource["metadata"]["name"]
         try:
             check_name(name)
             spec = SpeculativeInferenceCalibrationSpec.model_validate(resource.get("spec") or {})
         except InvalidSpecError as error:
-            await self._apply(resource, steps.failed(current, "InvalidSpec", str(error), generation=generation,
-                                                     now=now), None)
-            return
+            return _Halt("InvalidSpec", str(error), failed=True)
         except ValidationError as error:  # admission checks the same models: only a CRD out of step gets here
-            await self._apply(resource, steps.failed(current, "InvalidSpec", f"spec: {error.errors()[0]['msg']}",
-                                                     generation=generation, now=now), None)
-            return
-        target = self.store.resources.get((namespace, spec.target_ref.name))
+            return _Halt("InvalidSpec", f"spec: {error.errors()[0]['msg']}", failed=True)
+        target_name = spec.target_ref.name
+        target = self.store.resources.get((namespace, target_name))
         if target is None:
-            await self._wait(resource, current, "TargetNotFound",
-                             f"spec.targetRef.name: SpeculativeInference {spec.target_ref.name} not found in namespace "
-                             f"{namespace}: create it or fix the name")
-            return
+            return _Halt("TargetNotFound", f"spec.targetRef.name: SpeculativeInference {target_name} not found in "
+                         f"namespace {namespace}: create it or fix the name")
         try:
             target_spec = parse_spec(target.get("spec") or {})
         except InvalidSpecError as error:
-            await self._wait(resource, current, "TargetInvalid",
-                             f"spec.targetRef.name: SpeculativeInference {spec.target_ref.name} has an invalid spec "
-                             f"({error}); fix it first")
-            return
+            return _Halt("TargetInvalid", f"spec.targetRef.name: SpeculativeInference {target_name} has an invalid "
+                         f"spec ({error}); fix it first")
         try:
             the_plan = plan(spec, target_spec)
         except InvalidSpecError as error:
-            await self._apply(resource, steps.failed(current, "InvalidCandidate", str(error), generation=generation,
-                                                     now=now), None)
-            return
+            return _Halt("InvalidCandidate", str(error), failed=True)
         if current.start_time is None:
             problem = await self._prompts_problem(namespace, spec)
             if problem is not None:
-                await self._wait(resource, current, "PromptsUnreadable", problem)
-                return
+                return _Halt("PromptsUnreadable", problem)
         conflict = await self._conflict(resource, the_plan)
         if conflict is not None:
-            await self._apply(resource, steps.failed(current, "ChildConflict", conflict, generation=generation,
-                                                     now=now), None)
-            return
-        outcomes = {engine.key: steps.engine_outcome(*self._job_and_pod(namespace, job_name(name, engine)))
-                    for engine in the_plan.engines}
-        result = steps.step(spec=spec, current=current, the_plan=the_plan, outcomes=outcomes, generation=generation,
-                            now=now, calibration=name)
-        if result.start:
-            refused = await self._refusal(namespace, target_spec)
-            if refused is not None:
-                await self._wait(resource, current, refused.reason, f"the target's {refused.message}")
-                return
-            await self._ensure_configmap(resource, spec.target_ref.name, the_plan)
-            for engine in result.start:
-                conflict = await self._create_job(resource, build_job(meta, spec, spec.target_ref.name, engine,
-                                                                      self.config))
-                if conflict is not None:
-                    await self._apply(resource, steps.failed(current, "ChildConflict", conflict, generation=generation,
-                                                             now=now), None)
-                    return
-        await self._apply(resource, result, target)
-        if result.status.phase == "Running":
-            self.queue.add_after(key, SAFETY_RESYNC_SECONDS)
+            return _Halt("ChildConflict", conflict, failed=True)
+        return _Inputs(spec, target, target_spec, the_plan)
+
+    async def _start(self, resource: dict[str, Any], inputs: _Inputs, engines: Sequence[Engine]) -> _Halt | None:
+        """Start these engines' Jobs (after the ConfigMap they read), or say why not."""
+        refused = await self._refusal(resource["metadata"]["namespace"], inputs.target_spec)
+        if refused is not None:
+            return _Halt(refused.reason, f"the target's {refused.message}")
+        target_name = inputs.spec.target_ref.name
+        await self._ensure_configmap(resource, target_name, inputs.plan)
+        for engine in engines:
+            conflict = await self._create_job(resource, build_job(resource["metadata"], inputs.spec, target_name,
+                                                                  engine, self.config))
+            if conflict is not None:
+                return _Halt("ChildConflict", conflict, failed=True)
+        return None
+
+    async def _halt(self, resource: dict[str, Any], current: SpeculativeInferenceCalibrationStatus,
+                    halt: _Halt) -> None:
+        if halt.failed:
+            await self._apply(resource, steps.failed(current, halt.reason, halt.message,
+                                                     generation=resource["metadata"].get("generation"),
+                                                     now=self.now()), None)
+        else:
+            await self._wait(resource, current, halt.reason, halt.message)
 
     async def _wait(self, resource: dict[str, Any], current: SpeculativeInferenceCalibrationStatus, reason: str,
                     message: str) -> None:

@@ -91,69 +91,101 @@ def _tuned_update(target: ResourceTarget, tick: Tick, action: str, reason: str) 
     return ConditionUpdate("Tuned", "Unknown", decision.guard[0].upper() + decision.guard[1:], reason)
 
 
+@dataclass(frozen=True)
+class _Entry:
+    """What this tick did, as it is recorded: the action and reason shown, the applied config."""
+
+    action: str
+    reason: str
+    decision: api.Decision
+    applied: api.AppliedConfig | None
+    event: tuple[str, str, str] | None = None
+
+    @property
+    def applied_changed(self) -> bool:
+        return self.event is not None
+
+
+def _recorded_entry(target: ResourceTarget, tick: Tick, method: str | None) -> _Entry:
+    """The decision as applied (auto mode), recommended (observe mode, or changes not allowed) or held."""
+    applied = target.tuning_status.applied if tick.mode == "auto" and not tick.drop_applied else None
+    decision = tick.decision
+    if decision is None:
+        reason = tick.hold_reason or "holding the current config"
+        return _Entry(HOLD, reason, _entry(HOLD, reason, tick.now), applied)
+    action: str = decision.action
+    reason, config = decision.reason, decision.config
+    event = None
+    if decision.is_change and config is not None and tick.mode == "auto" and tick.no_apply_reason is None:
+        applied = api.AppliedConfig(method=method, num_speculative_tokens=config.num_speculative_tokens,
+                                    schedule=schedule_entries(config), since=rfc3339(tick.now))
+        kind = "Warning" if action in ("rollback", "disable") and decision.degraded else "Normal"
+        event = (kind, f"Tuning{action[0].upper()}{action[1:]}", reason)
+    elif decision.is_change and config is not None:
+        action = RECOMMEND
+        reason = f"{tick.no_apply_reason or 'observe mode'}, not applied: {reason}"
+    return _Entry(action, reason, _entry(action, reason, tick.now, gain=decision.predicted_gain, config=config),
+                  applied, event)
+
+
+def _degraded_update(tick: Tick) -> ConditionUpdate:
+    degraded = tick.degraded
+    if degraded is None and tick.decision is not None and tick.decision.degraded is not None:
+        degraded = (tick.decision.degraded.reason, tick.decision.degraded.message)
+    if degraded:
+        return ConditionUpdate("TuningDegraded", "True", *degraded)
+    return ConditionUpdate("TuningDegraded", "False", "AsExpected", "metrics read and decisions made normally")
+
+
+def _recommendation(target: ResourceTarget, tick: Tick, method: str | None, reason: str) -> api.Recommendation | None:
+    """The best config whatever the guards say; a tick the policy did not decide keeps the last one."""
+    decision = tick.decision
+    if decision is None:
+        return target.tuning_status.recommendation
+    if decision.recommendation is None or not method:
+        return None
+    best = decision.recommendation.config
+    return api.Recommendation(method=method, num_speculative_tokens=best.num_speculative_tokens,
+                              schedule=schedule_entries(best), predicted_gain=decision.recommendation.predicted_gain,
+                              reason=_text(reason), time=rfc3339(tick.now))
+
+
+def _realised_gain(target: ResourceTarget, tick: Tick) -> float | None:
+    realised = tick.decision.realised_gain if tick.decision is not None else None
+    if realised is None:
+        realised = tick.state.realised_gain if tick.state is not None else target.tuning_status.realised_gain
+    return None if realised is None else round(float(realised), 4)
+
+
 def tick_status(target: ResourceTarget, tick: Tick) -> Outcome:
     """status.{tuning, metrics, conditions[Tuned, TuningDegraded]} after this tick."""
     assert target.spec is not None or tick.decision is None
     previous = target.tuning_status
     method = target.spec.speculation.method if target.spec is not None else None
-    applied = previous.applied if tick.mode == "auto" and not tick.drop_applied else None
-    decision = tick.decision
-    event = None
-    applied_changed = False
-    if decision is None:
-        action, reason = HOLD, tick.hold_reason or "holding the current config"
-        entry = _entry(action, reason, tick.now)
-    else:
-        action, reason = decision.action, decision.reason
-        config = decision.config
-        if decision.is_change and config is not None and tick.mode == "auto" and tick.no_apply_reason is None:
-            applied = api.AppliedConfig(method=method, num_speculative_tokens=config.num_speculative_tokens,
-                                        schedule=schedule_entries(config), since=rfc3339(tick.now))
-            applied_changed = True
-            kind = "Warning" if action in ("rollback", "disable") and decision.degraded else "Normal"
-            event = (kind, f"Tuning{action[0].upper()}{action[1:]}", reason)
-        elif decision.is_change and config is not None:
-            action = RECOMMEND
-            reason = f"{tick.no_apply_reason or 'observe mode'}, not applied: {reason}"
-        entry = _entry(action, reason, tick.now, gain=decision.predicted_gain, config=config)
-    tuned_update = _tuned_update(target, tick, action, reason)
-    degraded = tick.degraded
-    if degraded is None and decision is not None and decision.degraded is not None:
-        degraded = (decision.degraded.reason, decision.degraded.message)
-    degraded_update = ConditionUpdate("TuningDegraded", "True", *degraded) if degraded else \
-        ConditionUpdate("TuningDegraded", "False", "AsExpected", "metrics read and decisions made normally")
-
-    recommendation = previous.recommendation if decision is None else None
-    if decision is not None and decision.recommendation is not None and method:
-        best = decision.recommendation.config
-        recommendation = api.Recommendation(method=method, num_speculative_tokens=best.num_speculative_tokens,
-                                            schedule=schedule_entries(best),
-                                            predicted_gain=decision.recommendation.predicted_gain,
-                                            reason=_text(reason), time=rfc3339(tick.now))
-    realised = decision.realised_gain if decision is not None else None
-    if realised is None:
-        realised = tick.state.realised_gain if tick.state is not None else previous.realised_gain
+    recorded = _recorded_entry(target, tick, method)
     state = tick.state
     tuning = api.TuningStatus(
         mode=tick.mode,
-        recommendation=recommendation,
-        applied=applied,
-        last_decision=entry,
-        realised_gain=None if realised is None else round(float(realised), 4),
-        history=_history(previous.history, entry),
+        recommendation=_recommendation(target, tick, method, recorded.reason),
+        applied=recorded.applied,
+        last_decision=recorded.decision,
+        realised_gain=_realised_gain(target, tick),
+        history=_history(previous.history, recorded.decision),
         restarts_last_hour=_restarts_last_hour(tick, previous.policy_state),
         signals=tick.signals or previous.signals,
         policy_state=json.dumps(state.to_json(), separators=(",", ":")) if state is not None
         else previous.policy_state,
         step_cost=tick.step_cost or previous.step_cost,
     )
+    updates = [_tuned_update(target, tick, recorded.action, recorded.reason), _degraded_update(tick)]
     status = api.SpeculativeInferenceStatus(
         tuning=tuning,
-        conditions=set_conditions(target.status.conditions, [tuned_update, degraded_update],
-                                  generation=target.generation, now=rfc3339(tick.now)),
+        conditions=set_conditions(target.status.conditions, updates, generation=target.generation,
+                                  now=rfc3339(tick.now)),
         metrics=tick.metrics or target.status.metrics,
     )
-    return Outcome(status=status, action=action, event=event, applied_changed=applied_changed)
+    return Outcome(status=status, action=recorded.action, event=recorded.event,
+                   applied_changed=recorded.applied_changed)
 
 
 def _restarts_last_hour(tick: Tick, stored: str | None) -> int:
