@@ -27,6 +27,7 @@ from specinfer.operator.render.workload import Workload
 from specinfer.runtime.argv import vllm_argv
 
 CONTAINER_NAME = "engine"
+PRESTOP_SLEEP_SECONDS = 5  # within terminationGracePeriodSeconds (60), before vLLM's drain
 CONFIG_DIR = "/etc/specinfer"
 HEALTH_PATH = "/health"  # vLLM's (and the simulator's) liveness endpoint
 STARTUP_PERIOD_SECONDS = 10
@@ -176,6 +177,10 @@ def build_deployment(workload: Workload) -> dict[str, Any]:
         # dies the log tail stands in, so a crash-looping pod's lastState says why (the operator
         # copies it into the resource's conditions)
         "terminationMessagePolicy": "FallbackToLogsOnError",
+        # Endpoints drop a terminating pod while SIGTERM is already on its way: without a pause a
+        # request routed in that instant reaches an engine that is shutting down (a 500). The kubelet
+        # sends SIGTERM after the preStop sleep; vLLM then drains what it holds (--shutdown-timeout).
+        "lifecycle": {"preStop": {"sleep": {"seconds": PRESTOP_SLEEP_SECONDS}}},
         **_probes(workload),
     }
     resources = _resources(workload)

@@ -264,11 +264,14 @@ def tuned_at_low_load(setup: Setup) -> dict:
         print(f"rolled out {time.monotonic() - started:.0f} s after tuning on: {rolled['status']['effective']}")
 
         def verified(r: dict) -> bool:
+            # judged, and what that left applied runs (a rollback is a rollout too: the high-load
+            # story must not start while it still starts an engine)
             state = json.loads(tuning(r).get("policyState") or "{}")
             return (tuning(r).get("realisedGain") is not None and state.get("pending") is None
-                    and condition(r, "Tuned").get("reason") not in SETTLING)
+                    and condition(r, "Tuned").get("reason") not in SETTLING and rolled_out(r))
 
-        checked = wait_for_resource(setup, "crossover", verified, timeout=180, what="the change verified")
+        checked = wait_for_resource(setup, "crossover", verified, timeout=180 + ROLLOUT_TIMEOUT,
+                                    what="the change verified (and a rollback rolled out)")
     print(f"verified {time.monotonic() - started:.0f} s after tuning on: predicted {decision['predictedGain']:+.1%}, "
           f"realised {tuning(checked)['realisedGain']:+.1%} (status.tuning.realisedGain)")
     return {"changed": changed, "decision": decision, "new": new, "checked": checked, "failed": list(load.failed),

@@ -68,3 +68,24 @@ def test_no_probe_means_ready_once_running(pod):
     pod.readiness_path = None
     probe_readiness(pod)
     assert pod.ready
+
+
+def test_termination_waits_for_the_prestop_sleep_before_sigterm(pod, tmp_path):
+    """As the kubelet: the pod leaves the endpoints at once, SIGTERM follows the preStop sleep."""
+    import time
+
+    from specinfer.dev.cluster.pod_runner import PodRunner
+
+    runner = PodRunner.__new__(PodRunner)  # no cluster: only the termination path
+    runner.prometheus, runner.pods, runner.log = None, {}, lambda *_: None
+    pod.ready, pod.prestop_seconds = True, 0.5
+    assert runner._terminate(pod) is False
+    assert not pod.signalled and processes.is_running(pod.record)  # sleeping its preStop, out of the endpoints
+    assert pod.terminating_since is not None
+    time.sleep(0.6)
+    deadline = time.monotonic() + 10
+    while not runner._terminate(pod):
+        assert pod.signalled
+        assert time.monotonic() < deadline, "SIGTERM did not stop the process"
+        time.sleep(0.1)
+    assert not processes.is_running(pod.record)

@@ -44,16 +44,18 @@ def rollout_guard(obs: Observation) -> str | None:
 
 def load_moving_guard(previous: tuple[float, float] | None, obs: Observation) -> str | None:
     """The batch-size mix is still moving (a ramp): the window mixes two loads, and a decision on it
-    would price neither. Consecutive windows overlap, so the difference of their means times
-    window/interval is the difference between the stretch the window gained and the one it lost;
-    windows too far apart to tell (more than two windows) do not hold."""
+    would price neither. Consecutive windows overlap when the tuning interval is shorter than the
+    window (30 s over 120 s by default), so the difference of their means times window/interval is
+    the difference between the stretch the window gained and the one it lost. Windows that do not
+    overlap cannot tell a ramp inside the newer one from a step between them: they do not hold (the
+    `unmeasured` guard still keeps the prior's part of a gain at new batch sizes out)."""
     if previous is None:
         return None
     mean_before, at = previous
     elapsed = obs.time - at
-    if elapsed <= 0 or elapsed > 2 * obs.window_seconds:
+    if elapsed <= 0 or elapsed >= obs.window_seconds:
         return None
-    stretch_shift = abs(obs.batch_size_mean - mean_before) * max(1.0, obs.window_seconds / elapsed)
+    stretch_shift = abs(obs.batch_size_mean - mean_before) * obs.window_seconds / elapsed
     if stretch_shift <= max(MOVING_REQUESTS, MOVING_SHARE * max(obs.batch_size_mean, mean_before)):
         return None
     return (f"the load is moving: mean batch size {mean_before:.1f} -> {obs.batch_size_mean:.1f} in "

@@ -96,6 +96,8 @@ class LocalPod:
     next_start: float = 0.0
     started: list[float] = field(default_factory=list)
     terminating_since: float | None = None
+    prestop_seconds: float = 0.0  # the container's preStop sleep: SIGTERM waits for it, as the kubelet's does
+    signalled: bool = False
     readiness_path: str | None = None  # the readinessProbe's httpGet path; None: ready once running
     failure_threshold: int = 3
     ready: bool = False
@@ -250,6 +252,8 @@ class PodRunner:
             raise ValueError("container has no command: the image's entrypoint cannot be known locally")
         probe = container.readiness_probe
         http_get = probe.http_get if probe is not None else None
+        pre_stop = container.lifecycle.pre_stop if container.lifecycle is not None else None
+        prestop = float(pre_stop.sleep.seconds) if pre_stop is not None and pre_stop.sleep is not None else 0.0
         restart_policy = pod.spec.restart_policy or "Always"
         return LocalPod(namespace=namespace, name=name, uid=pod.metadata.uid, folder=folder, argv=argv,
                         env=env, port=port, labels=dict(pod.metadata.labels or {}), cwd=cwd,
@@ -257,7 +261,8 @@ class PodRunner:
                         restart_policy=restart_policy, container=container.name,
                         image=container.image or "", termination_policy=container.termination_message_policy,
                         readiness_path=(http_get.path or "/") if http_get is not None else None, cpu=cpu,
-                        failure_threshold=(probe.failure_threshold or 3) if probe is not None else 3)
+                        failure_threshold=(probe.failure_threshold or 3) if probe is not None else 3,
+                        prestop_seconds=prestop)
 
     def _materialise_volumes(self, pod, container, folder: Path) -> dict[str, Path]:
         volumes = {volume.name: volume for volume in pod.spec.volumes or []}
@@ -381,12 +386,15 @@ class PodRunner:
     def _terminate(self, pod: LocalPod) -> bool:
         """Graceful termination without blocking the loop; True once the process is gone.
 
-        Like the kubelet: the pod leaves the endpoints at once (serving_pods), gets SIGTERM
-        to drain in-flight requests, and SIGKILL after the grace period.
+        Like the kubelet: the pod leaves the endpoints at once (serving_pods), runs its preStop
+        sleep, gets SIGTERM to drain in-flight requests, and SIGKILL after the grace period (which
+        counts from the start, the preStop sleep included).
         """
         now = time.monotonic()
         if pod.terminating_since is None:
             pod.terminating_since = now
+        if not pod.signalled and now - pod.terminating_since >= pod.prestop_seconds:
+            pod.signalled = True
             if pod.record is not None and processes.is_running(pod.record):
                 os.kill(pod.record.pid, signal.SIGTERM)
         running = pod.record is not None and processes.is_running(pod.record)
