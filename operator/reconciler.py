@@ -27,7 +27,7 @@ from specinfer.operator.access import (
 from specinfer.operator.compare import covers
 from specinfer.operator.conditions import find
 from specinfer.operator.config import OperatorConfig
-from specinfer.operator.engine_pods import engine_failure
+from specinfer.operator.engine_failures import engine_failure
 from specinfer.operator.errors import ApiError, TemporaryError
 from specinfer.operator.events import EventRecorder
 from specinfer.operator.kube import Kube, object_path

@@ -97,7 +97,7 @@ def stored_conditions(resource: Mapping[str, Any]) -> list[Condition]:
 def workload_status(*, resource: Mapping[str, Any], effective: EffectiveConfig, rollout: Rollout,
                     desired_replicas: int, now: str, engine_failure: str | None = None) -> SpeculativeInferenceStatus:
     """Status for a valid spec (only the fields this reconciler owns). `engine_failure` describes an
-    engine pod that crash-loops or cannot start (operator/engine_pods.py)."""
+    engine pod that crash-loops or cannot start (operator/engine_failures.py)."""
     meta = resource.get("metadata") or {}
     generation = meta.get("generation")
     current = stored_conditions(resource)

@@ -56,7 +56,7 @@ def runtime(config_flag: str | None, dry_run: bool) -> None:
         config = load_runtime_config(config_path(config_flag))
         spec = config.spec
         if spec.runtime.engine == "simulator":
-            from specinfer.runtime.sim_settings import simulator_settings
+            from specinfer.runtime.sim_from_runtime_config import simulator_settings
 
             settings = simulator_settings(config)
             problems = settings.problems()

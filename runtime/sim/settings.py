@@ -2,7 +2,7 @@
 
 A plain dataclass (not the API models) so `specinfer sim` works standalone and the
 engine stays independent of the CRD; `specinfer runtime` converts the effective
-SpeculativeInferenceSpec into these settings (runtime/sim_settings.py).
+SpeculativeInferenceSpec into these settings (runtime/sim_from_runtime_config.py).
 """
 
 from __future__ import annotations

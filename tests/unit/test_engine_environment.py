@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from specinfer.dev.cluster.engine_pods import cpu_for_next_engine
+from specinfer.dev.cluster.cpu_engine_pods import cpu_for_next_engine
 from specinfer.dev.cluster.paths import REPO_ROOT
 from specinfer.dev.cpu_engine import environment, overlay
 from specinfer.dev.cpu_engine.lock import engine_requirements

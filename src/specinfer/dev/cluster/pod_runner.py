@@ -12,7 +12,7 @@ emulated and nothing else:
   rewritten to the local folder, and a config mounted at the runtime's default folder is
   passed through `SPECINFER_CONFIG`;
 - image: a pod that runs the real vLLM on CPU (engine vllm, accelerator cpu) runs in the cached
-  engine environment with this checkout's code on its path (dev/cluster/engine_pods.py), from
+  engine environment with this checkout's code on its path (dev/cluster/cpu_engine_pods.py), from
   its own folder as working directory; other pods run in this process's venv;
 - network: every pod has its own IP in a cluster, locally they share loopback, so the
   serving port in the mounted runtime config is remapped to a free port;
@@ -51,7 +51,7 @@ from kubernetes import client, config
 from kubernetes.client import V1Pod
 
 from specinfer.dev.cluster import processes
-from specinfer.dev.cluster.engine_pods import (
+from specinfer.dev.cluster.cpu_engine_pods import (
     THREADS_BIND,
     EngineNotInstalled,
     cpu_for_next_engine,
@@ -112,7 +112,7 @@ class LocalPod:
     last_termination: Termination | None = None
     restart_policy: str = "Always"
     finished: Termination | None = None  # a pod that never restarts ran to completion (Succeeded / Failed)
-    cpu: int | None = None  # the CPU an engine pod's OpenMP threads are bound to (engine_pods.cpu_for_next_engine)
+    cpu: int | None = None  # the CPU an engine pod's OpenMP threads are bound to (cpu_engine_pods.cpu_for_next_engine)
 
     @property
     def key(self) -> str:

@@ -1,11 +1,11 @@
-"""A failing engine pod's container status -> the cause the operator puts in conditions (operator/engine_pods.py)."""
+"""A failing engine pod's container status -> the cause the operator puts in conditions (engine_failures.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from specinfer.api.status import EffectiveConfig
-from specinfer.operator.engine_pods import engine_failure, pod_failure
+from specinfer.operator.engine_failures import engine_failure, pod_failure
 from specinfer.operator.status import Rollout, workload_status
 
 pytestmark = pytest.mark.unit
