@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specinfer.api import KIND
+from specinfer.operator.calibration.reconciler import FIELD_MANAGER as CALIBRATION_FIELD_MANAGER
 from specinfer.operator.calibration.reconciler import CalibrationController
 from specinfer.operator.config import OperatorConfig
 from specinfer.operator.events import EventRecorder
@@ -46,13 +47,17 @@ class Controller:
         self.kube = Kube(api_client, qps=config.rate_limit.qps,
                          burst=config.rate_limit.burst, threads=config.workers)
         self.store = Store()
+        # each writer posts its Events under its own field manager ("Who writes what")
         self.reconciler = Reconciler(kube=self.kube, store=self.store, config=config,
-                                     events=EventRecorder(self.kube), requeue=lambda key: self.queue.add(key))
+                                     events=EventRecorder(self.kube, field_manager=config.field_manager),
+                                     requeue=lambda key: self.queue.add(key))
         self.queue = WorkQueue(self.reconciler.reconcile, workers=config.workers)
         self.leadership = Leadership(self.kube, peering=options.peering, namespaces=options.namespaces,
                                      identity=options.identity, priority=options.priority)
         self.calibrations = CalibrationController(kube=self.kube, store=self.store, config=config,
-                                                  events=self.reconciler.events, active=self.leadership.active)
+                                                  events=EventRecorder(self.kube,
+                                                                       field_manager=CALIBRATION_FIELD_MANAGER),
+                                                  active=self.leadership.active)
         self.resync_task: asyncio.Task | None = None
         self.stats_task: asyncio.Task | None = None
         self.leadership_task: asyncio.Task | None = None

@@ -14,6 +14,8 @@ from typing import Any
 import kopf
 
 from specinfer.operator import metrics
+from specinfer.operator.events import EventRecorder
+from specinfer.operator.tuner.loop import FIELD_MANAGER as TUNER_FIELD_MANAGER
 from specinfer.operator.tuner.loop import TuningLoop
 from specinfer.operator.tuner.settings import TunerSettings
 
@@ -38,7 +40,8 @@ def register(registry: kopf.OperatorRegistry) -> None:
 
         loop = TuningLoop(kube=controller.kube, resources=lambda: list(controller.store.resources.values()),
                           settings=settings, default_url=config.prometheus.url, on_written=written,
-                          events=controller.reconciler.events, active=controller.leadership.active,
+                          events=EventRecorder(controller.kube, field_manager=TUNER_FIELD_MANAGER),
+                          active=controller.leadership.active,
                           access=config.prometheus.access(), prices=config.cost)
         memo.tuning_task = asyncio.create_task(loop.run(), name="tuning-loop")
         log.info("tuning loop started: Prometheus %s, window %.0fs, %d queries per tick",

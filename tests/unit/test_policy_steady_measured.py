@@ -71,7 +71,7 @@ def moving(before: dict[int, float], after: dict[int, float], elapsed: float) ->
     """Overlapping windows whose stretches differ by more than the wobble of a steady load."""
     if elapsed >= WINDOW:
         return False
-    shift = abs(mean(after) - mean(before)) * WINDOW / elapsed
+    shift = abs(mean(after) - mean(before)) * min(WINDOW / elapsed, guards.MAX_STRETCHES)
     return shift > max(guards.MOVING_REQUESTS, guards.MOVING_SHARE * max(mean(after), mean(before)))
 
 

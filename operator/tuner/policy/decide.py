@@ -141,7 +141,8 @@ def _protect(obs: Observation, tuning: TuningInput, st: PolicyState, now: float,
                          degraded=Degradation(reason=DEGRADED_COLLAPSE, message=held))
     # A ramp is not a measurement of the new load: learn from it (done), decide on a steady window.
     moving = guards.load_moving_guard(previous_window, obs)
-    if moving:
+    if moving:  # confirmations seen on the load before the ramp do not speak for the one after it
+        st.confirmations, st.evidence = 0, 0.0
         return _keep(moving, guards.LOAD_MOVING, signals)
     if st.collapsed_at is not None and st.acceptance is None and st.collapsed_config:
         return _probe_after_collapse(tuning, st, now, signals)
@@ -233,8 +234,9 @@ def _weigh(obs: Observation, tuning: TuningInput, st: PolicyState, model: Model,
     held = _Candidate(best_dense_ks, gain, 0.0, f"{held_by} where measured; {support.describe()}" if unmeasured
                       else held_by, guards.UNMEASURED if unmeasured else guards.BELOW_THRESHOLD, "")
     # Not enough at today's batch sizes, but a restart is cheapest before the load rises: program
-    # the batch sizes to come now (docs/tuner.md, "Looking ahead").
-    plan = look_ahead(model, tuning, current_dense, best_dense_ks, support.gain, distribution, restart_cost, noise,
+    # the batch sizes to come now (docs/tuner.md, "Looking ahead") -- never today's unmeasured ones.
+    measured_best = [current_dense[b] if b in support.unmeasured else k for b, k in enumerate(best_dense_ks)]
+    plan = look_ahead(model, tuning, current_dense, measured_best, support.gain, distribution, restart_cost, noise,
                       measured_noise(st))
     if plan is None:
         return held

@@ -33,7 +33,8 @@ UNMEASURED = "unmeasured"
 # The load moves when the newest stretch of the window ran at another batch size than the oldest:
 # by more than MOVING_SHARE of the mean and MOVING_REQUESTS requests (less is the wobble of a steady load).
 MOVING_SHARE = 0.3
-MOVING_REQUESTS = 1.5
+MOVING_REQUESTS = 2.0
+MAX_STRETCHES = 4.0  # window/interval beyond this (a tick seconds after the last) is not amplified further
 
 
 def rollout_guard(obs: Observation) -> str | None:
@@ -55,7 +56,7 @@ def load_moving_guard(previous: tuple[float, float] | None, obs: Observation) ->
     elapsed = obs.time - at
     if elapsed <= 0 or elapsed >= obs.window_seconds:
         return None
-    stretch_shift = abs(obs.batch_size_mean - mean_before) * obs.window_seconds / elapsed
+    stretch_shift = abs(obs.batch_size_mean - mean_before) * min(obs.window_seconds / elapsed, MAX_STRETCHES)
     if stretch_shift <= max(MOVING_REQUESTS, MOVING_SHARE * max(obs.batch_size_mean, mean_before)):
         return None
     return (f"the load is moving: mean batch size {mean_before:.1f} -> {obs.batch_size_mean:.1f} in "
