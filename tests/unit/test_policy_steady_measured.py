@@ -16,20 +16,13 @@ from hypothesis import strategies as st
 from specinfer.bench.observations import synthetic_observation
 from specinfer.operator.tuner.policy import CHANGES, CostPrior, Observation, TuningInput, decide, guards
 from specinfer.operator.tuner.policy.state import PolicyState
+from tests.unit.test_policy_properties import prefix_from
 
 pytestmark = pytest.mark.unit
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 WINDOW = 60.0
 PRIOR = CostPrior(floor=0.010, compute_per_token=2e-5, kv_per_sequence=1e-6, draft_pass=0.0008, draft_token=1e-7)
-
-
-def prefix_from(conditional: list[float]) -> list[float]:
-    out, running = [], 1.0
-    for rate in conditional:
-        running *= rate
-        out.append(running)
-    return out
 
 
 def window(now: float, batches: dict[int, float], *, k: int, conditional: list[float], floor: float, slope: float,

@@ -69,21 +69,24 @@ def is_speculative(dense: Sequence[int]) -> bool:
 def goodput(model: Model, dense: Sequence[int], distribution: Sequence[tuple[float, float]]) -> float:
     """Expected tokens/s of the engine, averaged over the batch-size distribution (time fractions;
     fractional batch sizes are a replica's share of a load spread over several)."""
+    total = sum(_tokens_per_second(model, dense, distribution))
+    return total / model.schedule_factor if model.schedule_factor != 1.0 and is_schedule(dense) else total
+
+
+def _tokens_per_second(model: Model, dense: Sequence[int], distribution: Sequence[tuple[float, float]]) -> list[float]:
+    """Each batch size's share of the engine's tokens/s, before a schedule's slowdown of every step."""
     top = len(dense) - 1
     speculative = is_speculative(dense)
-    total = sum(f * b * model.speed(b, dense[_clamp(b, top)], speculative) for b, f in distribution)
-    return total / model.schedule_factor if model.schedule_factor != 1.0 and is_schedule(dense) else total
+    return [f * b * model.speed(b, dense[_clamp(b, top)], speculative) for b, f in distribution]
 
 
 def goodput_contributions(model: Model, dense: Sequence[int],
                           distribution: Sequence[tuple[float, float]]) -> dict[float, float]:
     """`goodput`, batch size by batch size (the values sum to it)."""
-    top = len(dense) - 1
-    speculative = is_speculative(dense)
     factor = model.schedule_factor if model.schedule_factor != 1.0 and is_schedule(dense) else 1.0
     parts: dict[float, float] = {}
-    for b, f in distribution:
-        parts[b] = parts.get(b, 0.0) + f * b * model.speed(b, dense[_clamp(b, top)], speculative) / factor
+    for (b, _), tokens in zip(distribution, _tokens_per_second(model, dense, distribution), strict=True):
+        parts[b] = parts.get(b, 0.0) + tokens / factor
     return parts
 
 
