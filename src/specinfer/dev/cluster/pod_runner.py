@@ -7,15 +7,21 @@ command and args of its pod spec with the pod's environment, and registers it wi
 Prometheus as a PodMonitor would. What a real kubelet and pod network provide is
 emulated and nothing else:
 
-- volumes: ConfigMap and Secret volumes are written to a per-pod folder, other volumes
-  become empty folders; environment values and arguments under a mount path are
-  rewritten to the local folder, and a config mounted at the runtime's default folder is
-  passed through `SPECINFER_CONFIG`;
+- volumes: ConfigMap and Secret volumes are projected into a per-pod folder as the kubelet's
+  atomic writer does (dev/cluster/atomic_volume.py: the files behind a `..data` link to a
+  timestamped folder), `items` giving the keys and their paths. Every sync round re-reads the
+  objects of running pods' volumes, as the kubelet's periodic sync does: a change is swapped in
+  with one atomic rename, an unchanged object writes nothing, a deleted one leaves the last files
+  (an optional one empties the folder). Here an update lands within a round (~1 s); a real kubelet
+  takes up to its sync period plus its cache delay (docs/live-schedule.md). Other volumes become
+  empty folders; environment values and arguments under a mount path are rewritten to the local
+  folder, and a config mounted at the runtime's default folder is passed through `SPECINFER_CONFIG`;
 - image: a pod that runs the real vLLM on CPU (engine vllm, accelerator cpu) runs in the cached
   engine environment with this checkout's code on its path (dev/cluster/cpu_engine_pods.py), from
   its own folder as working directory; other pods run in this process's venv;
 - network: every pod has its own IP in a cluster, locally they share loopback, so the
-  serving port in the mounted runtime config is remapped to a free port;
+  serving port in the mounted runtime config is remapped to a free port (in every projection of
+  it, so an update keeps the pod's port);
 - restarts: a process that exits is restarted with a back-off (restartPolicy Always);
 - readiness: the container's readinessProbe (httpGet) is probed every sync round, and only
   ready pods serve (`serving_pods`), as kube-proxy routes only to Ready endpoints. kwok still
@@ -50,7 +56,7 @@ from pathlib import Path
 from kubernetes import client, config
 from kubernetes.client import V1Pod
 
-from specinfer.dev.cluster import processes
+from specinfer.dev.cluster import atomic_volume, processes
 from specinfer.dev.cluster.cpu_engine_pods import (
     THREADS_BIND,
     EngineNotInstalled,
@@ -79,6 +85,29 @@ def _now() -> str:
 def prometheus_label_name(label: str) -> str:
     """Pod label key -> Prometheus label name, as the Prometheus Operator's podTargetLabels do."""
     return re.sub(r"[^a-zA-Z0-9_]", "_", label)
+
+
+@dataclass(frozen=True)
+class ProjectedVolume:
+    """A pod's ConfigMap or Secret volume, which the kubelet keeps current while the pod runs."""
+    folder: Path  # the local folder that stands for the volume at its mount path(s)
+    kind: str  # "configMap" or "secret"
+    name: str  # the object's name, in the pod's namespace
+    items: tuple[tuple[str, str], ...] | None  # (key, path) pairs; None: every key under its own name
+    optional: bool = False
+    runtime_config: bool = False  # mounted at RUNTIME_CONFIG_DIR: its runtime config gets the local port
+
+
+def local_payload(volume: ProjectedVolume, payload: dict[str, bytes], port: int | None) -> dict[str, bytes]:
+    """The payload as projected here: the runtime config's serving port is the pod's local one."""
+    if port is None or not volume.runtime_config or RUNTIME_CONFIG_FILE not in payload:
+        return payload
+    try:
+        runtime_config = json.loads(payload[RUNTIME_CONFIG_FILE])
+        runtime_config.setdefault("spec", {}).setdefault("runtime", {})["port"] = port
+    except (ValueError, AttributeError):
+        return payload  # not a runtime config: the engine reads it as the kubelet would project it
+    return {**payload, RUNTIME_CONFIG_FILE: json.dumps(runtime_config).encode()}
 
 
 @dataclass
@@ -113,6 +142,7 @@ class LocalPod:
     restart_policy: str = "Always"
     finished: Termination | None = None  # a pod that never restarts ran to completion (Succeeded / Failed)
     cpu: int | None = None  # the CPU an engine pod's OpenMP threads are bound to (cpu_engine_pods.cpu_for_next_engine)
+    volumes: list[ProjectedVolume] = field(default_factory=list)  # re-projected every sync round
 
     @property
     def key(self) -> str:
@@ -177,6 +207,11 @@ class PodRunner:
                     where = f"{meta.namespace}/{meta.name}" if meta is not None else uid
                     self.log(f"pod {where}: cannot run locally: {error}")
                     continue
+            else:
+                try:
+                    self._refresh_volumes(self.pods[uid])
+                except Exception as error:  # noqa: BLE001 -- an API hiccup: keep the last files, retry next round
+                    self.log(f"pod {self.pods[uid].namespace}/{self.pods[uid].name}: volumes not refreshed: {error}")
             self._ensure_running(self.pods[uid])
             probe_readiness(self.pods[uid])
             if self.pods[uid].owns_status:
@@ -213,7 +248,7 @@ class PodRunner:
         namespace, name = pod.metadata.namespace, pod.metadata.name
         container = pod.spec.containers[0]
         folder = self.workdir / f"{namespace}_{name}_{pod.metadata.uid[:8]}"
-        mounts = self._materialise_volumes(pod, container, folder)
+        mounts, volumes, port = self._materialise_volumes(pod, container, folder)
 
         def local(value: str) -> str:
             for mount_path, local_dir in mounts.items():
@@ -225,14 +260,12 @@ class PodRunner:
                "HOME": str(folder), "PYTHONUNBUFFERED": "1", TERMINATION_LOG_ENV: str(folder / TERMINATION_LOG)}
         for item in container.env or []:
             env[item.name] = local(self._env_value(pod, item))
-        port = None
         cwd = None
         owns_status, cannot_start = False, None
         if RUNTIME_CONFIG_DIR in mounts:
             config_file = mounts[RUNTIME_CONFIG_DIR] / RUNTIME_CONFIG_FILE
             env.setdefault("SPECINFER_CONFIG", str(config_file))
             if config_file.exists():
-                port = self._remap_port(config_file)
                 if runs_cpu_engine(json.loads(config_file.read_text())):
                     owns_status, cwd = True, folder
                     try:
@@ -262,29 +295,71 @@ class PodRunner:
                         image=container.image or "", termination_policy=container.termination_message_policy,
                         readiness_path=(http_get.path or "/") if http_get is not None else None, cpu=cpu,
                         failure_threshold=(probe.failure_threshold or 3) if probe is not None else 3,
-                        prestop_seconds=prestop)
+                        prestop_seconds=prestop, volumes=volumes)
 
-    def _materialise_volumes(self, pod, container, folder: Path) -> dict[str, Path]:
+    def _materialise_volumes(self, pod, container, folder: Path
+                             ) -> tuple[dict[str, Path], list[ProjectedVolume], int | None]:
+        """Mount path -> local folder, the ConfigMap and Secret volumes projected there, and the
+        pod's local serving port (None: no runtime config is mounted)."""
         volumes = {volume.name: volume for volume in pod.spec.volumes or []}
         mounts: dict[str, Path] = {}
+        projected: dict[Path, ProjectedVolume] = {}
         for mount in container.volume_mounts or []:
             volume = volumes.get(mount.name)
             target = folder / "volumes" / mount.name
             target.mkdir(parents=True, exist_ok=True)
-            if volume is not None and volume.config_map is not None:
-                config_map = self.api.read_namespaced_config_map(volume.config_map.name, pod.metadata.namespace)
-                files = dict(config_map.data or {})
-                if volume.config_map.items:  # only the listed keys, each under its path
-                    files = {item.path: files[item.key] for item in volume.config_map.items if item.key in files}
-            elif volume is not None and volume.secret is not None:
-                secret = self.api.read_namespaced_secret(volume.secret.secret_name, pod.metadata.namespace)
-                files = {k: base64.b64decode(v).decode() for k, v in (secret.data or {}).items()}
-            else:
-                files = {}
-            for filename, content in files.items():
-                (target / filename).write_text(content)
             mounts[mount.mount_path] = target
-        return mounts
+            ref = None
+            if volume is not None and volume.config_map is not None:
+                ref, kind, name = volume.config_map, "configMap", volume.config_map.name
+            elif volume is not None and volume.secret is not None:
+                ref, kind, name = volume.secret, "secret", volume.secret.secret_name
+            if ref is not None:
+                runtime_config = mount.mount_path == RUNTIME_CONFIG_DIR or (
+                    target in projected and projected[target].runtime_config)  # one volume, two mounts
+                projected[target] = ProjectedVolume(
+                    folder=target, kind=kind, name=name, optional=bool(ref.optional), runtime_config=runtime_config,
+                    items=tuple((item.key, item.path) for item in ref.items) if ref.items else None)
+        payloads: dict[ProjectedVolume, dict[str, bytes]] = {}
+        for source in projected.values():
+            payload = self._payload(pod.metadata.namespace, source)
+            if payload is None:  # the kubelet does not start a pod whose volume it cannot project
+                raise ValueError(f"{source.kind} {pod.metadata.namespace}/{source.name} not found")
+            payloads[source] = payload
+        serves = any(source.runtime_config and RUNTIME_CONFIG_FILE in files for source, files in payloads.items())
+        port = processes.free_port() if serves else None
+        for source, files in payloads.items():
+            atomic_volume.write(source.folder, local_payload(source, files, port))
+        return mounts, list(payloads), port
+
+    def _payload(self, namespace: str, volume: ProjectedVolume) -> dict[str, bytes] | None:
+        """The files the kubelet projects for `volume` now (path -> content); None when its object is
+        gone and the volume is not optional (the kubelet then keeps the files it projected last)."""
+        try:
+            if volume.kind == "configMap":
+                config_map = self.api.read_namespaced_config_map(volume.name, namespace)
+                files = {key: value.encode() for key, value in (config_map.data or {}).items()}
+                files.update({key: base64.b64decode(value) for key, value in (config_map.binary_data or {}).items()})
+            else:
+                secret = self.api.read_namespaced_secret(volume.name, namespace)
+                files = {key: base64.b64decode(value) for key, value in (secret.data or {}).items()}
+        except client.ApiException as error:
+            if error.status != 404:
+                raise
+            if not volume.optional:
+                return None
+            files = {}  # an optional object that does not exist: an empty volume
+        if volume.items is not None:  # only the listed keys, each under its path
+            files = {path: files[key] for key, path in volume.items if key in files}
+        return files
+
+    def _refresh_volumes(self, pod: LocalPod) -> None:
+        """The kubelet's periodic volume sync: each changed ConfigMap or Secret is swapped in atomically."""
+        for volume in pod.volumes:
+            payload = self._payload(pod.namespace, volume)
+            if payload is not None and atomic_volume.write(volume.folder, local_payload(volume, payload, pod.port)):
+                self.log(f"pod {pod.namespace}/{pod.name}: volume {volume.folder.name} updated from "
+                         f"{volume.kind} {volume.name}")
 
     def _env_value(self, pod, item) -> str:
         if item.value_from is None:
@@ -302,14 +377,6 @@ class PodRunner:
             data = self.api.read_namespaced_secret(ref.name, pod.metadata.namespace).data or {}
             return base64.b64decode(data[ref.key]).decode() if ref.key in data else ""
         return ""
-
-    @staticmethod
-    def _remap_port(config_file: Path) -> int:
-        runtime_config = json.loads(config_file.read_text())
-        port = processes.free_port()
-        runtime_config.setdefault("spec", {}).setdefault("runtime", {})["port"] = port
-        config_file.write_text(json.dumps(runtime_config))
-        return port
 
     def _ensure_running(self, pod: LocalPod) -> None:
         if pod.record is not None and processes.is_running(pod.record):
