@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from specinfer.api import SpeculativeInferenceSpec, speculation_of
+from specinfer.runtime.live_schedule import SCHEDULER_CLASS
 
 ENGINE_HOST = "0.0.0.0"  # the pod's Service and Prometheus reach vLLM from outside the container
 
@@ -27,8 +28,11 @@ def speculative_config_json(config: Mapping[str, Any] | None) -> str | None:
     return json.dumps(config, sort_keys=True, separators=(",", ":"))
 
 
-def vllm_argv(spec: SpeculativeInferenceSpec) -> list[str]:
-    """`vllm serve MODEL ...`: typed fields first, catalogue pins, then the user's extraArgs."""
+def vllm_argv(spec: SpeculativeInferenceSpec, *, live_schedule: bool = False) -> list[str]:
+    """`vllm serve MODEL ...`: typed fields first, catalogue pins, then the user's extraArgs.
+
+    `live_schedule`: the engine is retuned in place, so vLLM runs specinfer's scheduler class (the
+    operator owns --scheduler-cls: extraArgs may not set it)."""
     effective = speculation_of(spec)
     argv = ["vllm", "serve", spec.model.name,
             "--host", ENGINE_HOST,
@@ -40,6 +44,8 @@ def vllm_argv(spec: SpeculativeInferenceSpec) -> list[str]:
     config = speculative_config_json(effective.speculative_config)
     if config is not None:
         argv += ["--speculative-config", config]
+    if live_schedule:
+        argv += ["--scheduler-cls", SCHEDULER_CLASS]
     argv += list(effective.engine_args)
     argv += list(spec.runtime.extra_args or [])
     return argv

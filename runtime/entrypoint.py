@@ -71,7 +71,7 @@ def runtime(config_flag: str | None, dry_run: bool) -> None:
             serve(settings)
             return
         preflight(spec, engine_binary=not dry_run)  # before rendering: it explains what rendering would trip on
-        argv = vllm_argv(spec)
+        argv = vllm_argv(spec, live_schedule=config.live_schedule is not None)
         if dry_run:
             click.echo(shlex.join(argv))
             return
@@ -79,6 +79,11 @@ def runtime(config_flag: str | None, dry_run: bool) -> None:
         fail(error)
         return
     env = engine_env(spec, os.environ)
+    if config.live_schedule is not None:  # read by the scheduler class (engine core) and the telemetry plugin
+        from specinfer.runtime.live_schedule import SCHEDULE_FILE_ENV, STATE_FILE_ENV
+
+        env[SCHEDULE_FILE_ENV] = config.live_schedule.file
+        env[STATE_FILE_ENV] = config.live_schedule.state_file
     click.echo(f"specinfer runtime: exec {shlex.join(argv)}", err=True)
     sys.stdout.flush()
     sys.stderr.flush()

@@ -23,6 +23,8 @@ def simulator_settings(config: RuntimeConfig) -> SimulatorSettings:
         schedule=tuple(effective.schedule) if effective.schedule else None,
         port=spec.runtime.port,
         host="0.0.0.0",
+        live_schedule_file=config.live_schedule.file if config.live_schedule else None,
+        live_state_file=config.live_schedule.state_file if config.live_schedule else None,
     )
     if simulator is None:
         return settings

@@ -19,17 +19,19 @@ from specinfer.api import (
     parse_spec,
     speculation_of,
 )
+from specinfer.api.live import live_envelope, ranges_of, startup_spec
 from specinfer.api.parse import data_parallel_size
-from specinfer.api.status import EffectiveConfig, ScheduleEntry
+from specinfer.api.status import EffectiveConfig, LiveScheduleStatus, ScheduleEntry
 from specinfer.operator.access import image_refusal
 from specinfer.operator.config import OperatorConfig
 from specinfer.operator.errors import NotAllowedError
-from specinfer.operator.render.configmap import build_configmap
+from specinfer.operator.render.configmap import build_configmap, build_live_schedule_configmap
 from specinfer.operator.render.deployment import build_deployment
-from specinfer.operator.render.labels import owner_references
+from specinfer.operator.render.labels import live_schedule_configmap_name, owner_references
 from specinfer.operator.render.podmonitor import build_podmonitor
 from specinfer.operator.render.service import build_service
-from specinfer.operator.render.workload import Workload
+from specinfer.operator.render.workload import LivePlan, Workload
+from specinfer.runtime.live_schedule.published import schedule_digest
 from specinfer.runtime.methods.accelerators.model import ModelRunner
 from specinfer.runtime.methods.engine_truth import model_runner, schedule_support
 
@@ -41,20 +43,27 @@ DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 class Rendering:
     manifests: list[dict[str, Any]]
     config_hash: str
-    speculation: EffectiveSpeculation
-    spec: SpeculativeInferenceSpec | None = None  # the effective spec the manifests were built from
+    speculation: EffectiveSpeculation  # what the engine runs: the tuner's choice merged over the spec
+    spec: SpeculativeInferenceSpec | None = None  # the effective spec the pods start from
+    live: LivePlan | None = None  # an engine retuned in place: the schedule published to it
 
     def effective_status(self) -> EffectiveConfig:
-        """status.effective: what the pods run once the rollout finishes."""
+        """status.effective: what the pods run once the rollout (or the published schedule) is in force."""
         speculation = self.speculation
         schedule = [ScheduleEntry(min_batch_size=s, max_batch_size=e, num_speculative_tokens=k)
                     for s, e, k in speculation.schedule or ()]
         runner, piecewise = None, None
         if self.spec is not None:
-            runner, piecewise = engine_mode(self.spec, speculation)
+            # an in-place engine always runs under a schedule (its startup one at least)
+            runner, piecewise = engine_mode(self.spec, speculation_of(self.spec) if self.live else speculation)
+        live = None
+        if self.live is not None and self.spec is not None:
+            live = LiveScheduleStatus(max_num_speculative_tokens=self.live.envelope.max_k,
+                                      digest=schedule_digest(self.live.ranges),
+                                      config_map=self.live.config_map)
         return EffectiveConfig(method=speculation.method, num_speculative_tokens=speculation.num_speculative_tokens,
                                schedule=schedule or None, config_hash=self.config_hash, model_runner=runner,
-                               piecewise_cuda_graphs=piecewise)
+                               piecewise_cuda_graphs=piecewise, live_schedule=live)
 
     def manifest(self, kind: str) -> dict[str, Any] | None:
         return next((m for m in self.manifests if m["kind"] == kind), None)
@@ -107,21 +116,39 @@ def render(resource: Mapping[str, Any], config: OperatorConfig, *, podmonitor: b
         raise InvalidSpecError("status.tuning.applied",
                                f"status.tuning.applied does not fit the spec: {error}") from None
     speculation = speculation_of(merged)
+    live = _live_plan(spec, speculation, meta["name"])
+    started = startup_spec(spec, live.envelope) if live is not None else merged
     workload = Workload(
         name=meta["name"],
         namespace=namespace or meta.get("namespace") or "default",
         owners=owner_references(meta),
-        spec=merged,
-        speculation=speculation,
+        spec=started,
+        speculation=speculation_of(started) if live is not None else speculation,
         profile=config.profile(merged.hardware.accelerator),
         model_cache=config.model_cache,
+        live=live,
     )
     if merged.runtime.image:
         allowed, configured = config.image_allowlist()
         refused = image_refusal(merged.runtime.image, allowed, configured=configured)
         if refused is not None:
             raise NotAllowedError("spec.runtime.image", refused.message, reason=refused.reason)
-    manifests = [build_configmap(workload), build_deployment(workload), build_service(workload)]
+    manifests = [build_configmap(workload)]
+    if live is not None:  # before the Deployment: its pods mount it
+        manifests.append(build_live_schedule_configmap(workload))
+    manifests += [build_deployment(workload), build_service(workload)]
     if podmonitor:
         manifests.append(build_podmonitor(workload))
-    return Rendering(manifests=manifests, config_hash=workload.config_hash, speculation=speculation, spec=merged)
+    return Rendering(manifests=manifests, config_hash=workload.config_hash, speculation=speculation, spec=started,
+                     live=live)
+
+
+def _live_plan(spec: SpeculativeInferenceSpec, speculation: EffectiveSpeculation, name: str) -> LivePlan | None:
+    """The in-place plan when the spec is retuned in place and what should run fits its envelope."""
+    envelope = live_envelope(spec)
+    if envelope is None or speculation.method == "none":
+        return None
+    ranges = ranges_of(speculation.num_speculative_tokens, speculation.schedule)
+    if not envelope.admits(speculation.method, [k for _, _, k in ranges]):
+        return None
+    return LivePlan(envelope=envelope, ranges=ranges, config_map=live_schedule_configmap_name(name))

@@ -18,12 +18,13 @@ from specinfer.operator.render.labels import (
     ENGINE_COMMAND_ANNOTATION,
     RUNTIME_CONFIG_KEY,
     child_metadata,
+    live_schedule_configmap_name,
     pod_labels,
     runtime_configmap_name,
     selector_labels,
 )
 from specinfer.operator.render.service import PORT_NAME
-from specinfer.operator.render.workload import Workload
+from specinfer.operator.render.workload import LIVE_SCHEDULE_DIR, Workload
 from specinfer.runtime.argv import vllm_argv
 
 CONTAINER_NAME = "engine"
@@ -105,12 +106,17 @@ def _volumes(workload: Workload) -> tuple[list[dict[str, Any]], list[dict[str, A
         {"name": "model-cache", **cache},
         *({"name": name, "emptyDir": {"sizeLimit": size}} for name, _, size in SCRATCH),
     ]
+    if workload.live is not None:
+        # the whole ConfigMap as a directory: the kubelet updates it in place (a subPath mount never changes)
+        volumes.append({"name": "live-schedule", "configMap": {"name": live_schedule_configmap_name(workload.name)}})
     mounts: list[dict[str, Any]] = [
         {"name": "runtime-config", "mountPath": CONFIG_DIR, "readOnly": True},
         {"name": "dshm", "mountPath": "/dev/shm"},
         {"name": "model-cache", "mountPath": MODEL_CACHE_PATH},
         *({"name": name, "mountPath": path} for name, path, _ in SCRATCH),
     ]
+    if workload.live is not None:
+        mounts.append({"name": "live-schedule", "mountPath": LIVE_SCHEDULE_DIR, "readOnly": True})
     return volumes, mounts
 
 
@@ -145,7 +151,7 @@ def _placement(workload: Workload) -> dict[str, Any]:
 
 def engine_command(workload: Workload) -> str:
     """What the runtime will exec, for reviews (the simulator ignores vLLM flags but takes the same config)."""
-    argv = vllm_argv(workload.spec)
+    argv = vllm_argv(workload.spec, live_schedule=workload.live is not None)
     prefix = "simulated: " if workload.spec.runtime.engine == "simulator" else ""
     return prefix + shlex.join(argv)
 

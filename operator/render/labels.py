@@ -34,6 +34,11 @@ def runtime_configmap_name(name: str) -> str:
     return f"{name}-runtime"
 
 
+def live_schedule_configmap_name(name: str) -> str:
+    """The published schedule of an engine retuned in place (mounted as a directory)."""
+    return f"{name}-schedule"
+
+
 def selector_labels(name: str) -> dict[str, str]:
     """The Deployment/Service selector: immutable on a Deployment, so it holds only the name."""
     return {NAME_LABEL: name}

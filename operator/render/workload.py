@@ -7,12 +7,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from specinfer.api import RUNTIME_CONFIG_PATH, EffectiveSpeculation, SpeculativeInferenceSpec
+from specinfer.api.live import LiveEnvelope, Ranges
 from specinfer.operator.config import ModelCache
 from specinfer.operator.hardware import HardwareProfile
 from specinfer.operator.render.labels import digest
+from specinfer.runtime.live_schedule import SCHEDULE_KEY
 
 # Fields of the spec the engine never reads: editing them must not restart GPU pods.
 NOT_FOR_RUNTIME = ("replicas", "tuning", "update_strategy")
+LIVE_SCHEDULE_DIR = "/etc/specinfer/live"  # the schedule ConfigMap, mounted as a directory (never subPath)
+LIVE_STATE_FILE = "/tmp/specinfer-live-schedule.json"  # in the pod's /tmp emptyDir
+
+
+@dataclass(frozen=True)
+class LivePlan:
+    """An engine retuned in place: its envelope and the schedule published to it now."""
+
+    envelope: LiveEnvelope
+    ranges: Ranges  # what the engine should run: the tuner's choice (or the spec's own)
+    config_map: str  # the ConfigMap that publishes it
 
 
 @dataclass(frozen=True)
@@ -24,6 +37,7 @@ class Workload:
     speculation: EffectiveSpeculation
     profile: HardwareProfile
     model_cache: ModelCache
+    live: LivePlan | None = None  # set: `spec` is the startup spec, `live.ranges` the published schedule
 
     @property
     def runtime_config(self) -> dict[str, Any]:
@@ -34,8 +48,12 @@ class Workload:
         exclude: dict[str, Any] = dict.fromkeys(NOT_FOR_RUNTIME, True)
         exclude["runtime"] = {"env"}
         spec = self.spec.model_dump(by_alias=True, exclude_none=True, mode="json", exclude=exclude)
-        return {"apiVersion": "specinfer.io/v1alpha1", "kind": "RuntimeConfig",
-                "name": self.name, "namespace": self.namespace, "spec": spec}
+        config = {"apiVersion": "specinfer.io/v1alpha1", "kind": "RuntimeConfig",
+                  "name": self.name, "namespace": self.namespace, "spec": spec}
+        if self.live is not None:  # constant for the envelope: a retune in place leaves the hash alone
+            config["liveSchedule"] = {"file": f"{LIVE_SCHEDULE_DIR}/{SCHEDULE_KEY}", "stateFile": LIVE_STATE_FILE,
+                                      "maxNumSpeculativeTokens": self.live.envelope.max_k}
+        return config
 
     @property
     def runtime_config_text(self) -> str:

@@ -11,6 +11,7 @@ and says why in TuningDegraded.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import time
@@ -30,6 +31,7 @@ from specinfer.operator.secrets import read_opted_in_secret
 from specinfer.operator.tuner import prometheus as prom
 from specinfer.operator.tuner.calibrated import forget_step_cost, same_prior
 from specinfer.operator.tuner.exports import cost_of, resource_export, with_cost
+from specinfer.operator.tuner.in_force import live_in_force, not_in_force
 from specinfer.operator.tuner.observe import Samples, Target, index_results, observe
 from specinfer.operator.tuner.policy import PolicyState, decide, guards
 from specinfer.operator.tuner.queries import build_queries
@@ -45,6 +47,7 @@ from specinfer.operator.tuner.target import (
     read_target,
     rollout_in_progress,
     tuning_input,
+    with_engine_envelope,
 )
 
 log = logging.getLogger("specinfer.operator.tuner")
@@ -264,7 +267,7 @@ class TuningLoop:
             return Tick(mode, now, degraded=("InvalidSpec", "the spec is invalid (see the Ready condition)"),
                         hold_reason="holding: the spec is invalid")
         try:
-            tuning = tuning_input(target.spec, self.settings.policy)
+            tuning = with_engine_envelope(tuning_input(target.spec, self.settings.policy), target)
         except TargetError as error:
             return Tick(mode, now, degraded=(error.reason, str(error)), hold_reason=f"not tuning: {error}")
         # issue 17; the fit of a new table takes ~0.5 s (cached after): off the event loop, like decide
@@ -278,7 +281,17 @@ class TuningLoop:
                         hold_reason=f"{problem}: dropped, the spec's config renders until the next decision",
                         step_cost=held_cost)
         applied = observed_applied(target)
-        observed = observe(Target(target.namespace, target.name, applied, rollout_in_progress(target, applied.config)),
+        rolling = rollout_in_progress(target, applied.config)
+        in_force = live_in_force(series)
+        live = target.status.effective.live_schedule if target.status.effective is not None else None
+        if live is not None and not rolling:  # retuned in place: judge only what the engines really run
+            waiting = not_in_force(live.digest, in_force, max(1, target.spec.replicas))
+            if waiting:
+                return Tick(mode, now, hold_reason=f"holding: {waiting}", step_cost=held_cost, in_force=in_force)
+            assert in_force is not None  # not_in_force said it is
+            taken = parse_rfc3339(in_force.since) if in_force.since else None
+            applied = dataclasses.replace(applied, since=max(applied.since, taken or 0.0))
+        observed = observe(Target(target.namespace, target.name, applied, rolling),
                            series, labels=self.settings.labels.mapping(), now=now,
                            window_seconds=self.settings.window_seconds)
         if observed.observation is None:
@@ -296,7 +309,8 @@ class TuningLoop:
             state = observe_mode_state(previous, state)
         untrusted = decision.guard in DATA_FAULTS  # numbers the policy refused: not for status.metrics either
         return Tick(mode, now, decision=decision, state=state, metrics=None if untrusted else observed.metrics,
-                    signals=decision.signals or observed.signals, no_apply_reason=no_apply, step_cost=step_cost)
+                    signals=decision.signals or observed.signals, no_apply_reason=no_apply, step_cost=step_cost,
+                    in_force=in_force)
 
     def _forget_gone(self, present: set[tuple[str, str]]) -> None:
         """Deleted resources leave no memory behind (the loop runs for months)."""

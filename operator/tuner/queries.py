@@ -92,5 +92,10 @@ def build_queries(labels: LabelMapping, window_seconds: float) -> list[Query]:
               (si.LABEL_BATCH_SIZE, si.LABEL_K), optional=True),
         Query("batchQuantiles", _batch_quantiles(labels, w), (QUANTILE_LABEL,)),
         Query("perTokenP99", _p99(vm.REQUEST_TIME_PER_OUTPUT_TOKEN.name, labels, w), optional=True),
+        # engines retuned in place: the schedule each pod runs (pods per digest), since when, what it refused
+        Query("liveSchedulePods", f"count by ({labels.by(si.LABEL_DIGEST)}) ({si.LIVE_SCHEDULE_INFO.name})",
+              (si.LABEL_DIGEST,), optional=True),
+        Query("liveScheduleSince", f"max by ({labels.by()}) ({si.LIVE_SCHEDULE_APPLIED.name})", optional=True),
+        Query("liveScheduleErrors", f"sum by ({labels.by()}) ({si.LIVE_SCHEDULE_ERRORS.promql})", optional=True),
         Query("ttftP99", _p99(vm.TIME_TO_FIRST_TOKEN.name, labels, w), optional=True),
     ]

@@ -40,6 +40,7 @@ class Tick:
     drop_applied: bool = False  # the applied config no longer fits the spec: render the spec alone
     no_apply_reason: str | None = None  # auto mode, but changes may not be applied (maxRestartsPerHour 0)
     step_cost: api.StepCostSource | None = None  # the cost prior in force (a calibration's table or a roofline)
+    in_force: api.LiveScheduleInForce | None = None  # retuned in place: what the engines report running
 
 
 @dataclass(frozen=True)
@@ -118,14 +119,16 @@ def _recorded_entry(target: ResourceTarget, tick: Tick, method: str | None) -> _
     event = None
     if decision.is_change and config is not None and tick.mode == "auto" and tick.no_apply_reason is None:
         applied = api.AppliedConfig(method=method, num_speculative_tokens=config.num_speculative_tokens,
-                                    schedule=schedule_entries(config), since=rfc3339(tick.now))
+                                    schedule=schedule_entries(config), since=rfc3339(tick.now), path=decision.path)
         kind = "Warning" if action in ("rollback", "disable") and decision.degraded else "Normal"
         event = (kind, f"Tuning{action[0].upper()}{action[1:]}", reason)
     elif decision.is_change and config is not None:
         action = RECOMMEND
         reason = f"{tick.no_apply_reason or 'observe mode'}, not applied: {reason}"
-    return _Entry(action, reason, _entry(action, reason, tick.now, gain=decision.predicted_gain, config=config),
-                  applied, event)
+    entry = _entry(action, reason, tick.now, gain=decision.predicted_gain, config=config)
+    if decision.is_change and action != RECOMMEND:
+        entry = entry.model_copy(update={"path": decision.path})
+    return _Entry(action, reason, entry, applied, event)
 
 
 def _degraded_update(tick: Tick) -> ConditionUpdate:
@@ -176,6 +179,7 @@ def tick_status(target: ResourceTarget, tick: Tick) -> Outcome:
         policy_state=json.dumps(state.to_json(), separators=(",", ":")) if state is not None
         else previous.policy_state,
         step_cost=tick.step_cost or previous.step_cost,
+        in_force=tick.in_force or previous.in_force,
     )
     updates = [_tuned_update(target, tick, recorded.action, recorded.reason), _degraded_update(tick)]
     status = api.SpeculativeInferenceStatus(

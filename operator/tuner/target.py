@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from specinfer.api import InvalidSpecError, SpeculativeInferenceSpec, effective_speculation, parse_spec
+from specinfer.api.live import live_envelope
 from specinfer.api.parse import data_parallel_size
 from specinfer.api.status import Condition, SpeculativeInferenceStatus, StepCostSource, TuningStatus
 from specinfer.api.timestamps import parse_rfc3339
@@ -128,6 +129,9 @@ def tuning_input(spec: SpeculativeInferenceSpec, defaults: PolicyDefaults | None
         raise TargetError("InvalidTuningBounds", f"spec.tuning bounds leave no K for {method.name}: "
                                                  f"kMin {fields['k_min']} > kMax {fields['k_max']}")
     fields.update(engine_truth(spec, fields["k_min"], fields["k_max"]))
+    envelope = live_envelope(spec)
+    if envelope is not None:  # retuned in place: changes within the engine's startup maximum restart nothing
+        fields["in_place_max_k"] = envelope.max_k
     try:
         return TuningInput(**fields)
     except ValidationError as error:
@@ -275,6 +279,15 @@ def observed_applied(target: ResourceTarget) -> AppliedConfig:
     finished = _rollout_finished_at(target)
     since = max([t for t in (applied_at, finished, target.created) if t is not None], default=0.0)
     return AppliedConfig(method=target.spec.speculation.method, config=config, since=since)
+
+
+def with_engine_envelope(tuning: TuningInput, target: ResourceTarget) -> TuningInput:
+    """`tuning` priced for the engine that runs: changes are in place only where the pods were rendered to
+    follow a published schedule (status.effective.liveSchedule), whatever the spec would allow now."""
+    effective = target.status.effective
+    live = effective.live_schedule if effective is not None else None
+    max_k = live.max_num_speculative_tokens if live is not None else None
+    return tuning if tuning.in_place_max_k == max_k else tuning.model_copy(update={"in_place_max_k": max_k})
 
 
 # -- calibration (issue 17; operator/tuner/calibrated.py) ----------------------------------------

@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from specinfer.runtime.methods.schedule import effective_k
+from specinfer.runtime.live_schedule.published import PublishedSchedule
+from specinfer.runtime.live_schedule.watcher import ScheduleWatcher
+from specinfer.runtime.methods.schedule import dense_schedule, effective_k
 from specinfer.runtime.sim.model import COLLAPSED, AcceptanceProfile, acceptance_profile, cost_model, draft_scale
 from specinfer.runtime.sim.settings import SimulatorSettings
 
@@ -111,6 +113,8 @@ class Engine:
         self.workload = settings.workload
         self.collapsed = False  # fault injection: every draft position almost never accepted
         self._profiles: dict[str, AcceptanceProfile] = {}
+        self.live_schedule = _watcher(settings)  # retuned in place: the schedule file, as vLLM's scheduler reads it
+        self._live_lookup: list[int] | None = None
 
     # -- workload -------------------------------------------------------------------
     def profile(self, workload: str) -> AcceptanceProfile:
@@ -144,9 +148,15 @@ class Engine:
         settings = self.settings
         if not settings.speculative:
             return 0
+        if self._live_lookup is not None:
+            return self._live_lookup[min(batch_size, len(self._live_lookup) - 1)]
         return effective_k(batch_size, settings.num_speculative_tokens, settings.schedule)
 
     def plan_step(self, now: float) -> StepPlan:
+        if self.live_schedule is not None:
+            lookup = self.live_schedule.poll()  # between steps, as the engine's scheduler does
+            if lookup is not None:
+                self._live_lookup = lookup
         decoding = list(self.running)
         prefilling: list[SimRequest] = []
         while self.waiting and len(self.running) < self.settings.max_batch_size:
@@ -246,3 +256,13 @@ class Engine:
             generation_tokens=request.generated,
             max_tokens=request.max_tokens,
         )
+
+
+def _watcher(settings: SimulatorSettings) -> ScheduleWatcher | None:
+    if not settings.live_schedule_file or not settings.speculative:
+        return None
+    max_k, size = settings.num_speculative_tokens, settings.max_batch_size
+    startup = settings.schedule or ((1, size, max_k),)
+    return ScheduleWatcher(settings.live_schedule_file, startup=PublishedSchedule(tuple(startup)), max_k=max_k,
+                           build=lambda ranges: dense_schedule(ranges, max_k, size),
+                           state_path=settings.live_state_file)

@@ -148,11 +148,13 @@ class VllmMetrics:
 
 
 def build_sinks(registry: CollectorRegistry, *, model_name: str, engine: str,
-                num_speculative_tokens: int, max_model_len: int = 8192) -> list[Sink]:
+                num_speculative_tokens: int, max_model_len: int = 8192,
+                live_state_file: str | None = None) -> list[Sink]:
     """Every metrics sink the simulator exports; add new series families here."""
     return [
         VllmMetrics(registry, model_name=model_name, engine=engine,
                     num_speculative_tokens=num_speculative_tokens, max_model_len=max_model_len),
         # the stat-logger plugin's specinfer: series, same accumulator and names (runtime/telemetry)
-        TelemetrySink(registry, model_name=model_name, engine=engine, num_speculative_tokens=num_speculative_tokens),
+        TelemetrySink(registry, model_name=model_name, engine=engine, num_speculative_tokens=num_speculative_tokens,
+                      live_state_file=live_state_file),
     ]

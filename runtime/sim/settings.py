@@ -42,6 +42,9 @@ class SimulatorSettings:
     host: str = "0.0.0.0"
     port: int = 8000
     engine_label: str = "0"
+    # Retuned in place (runtime/live_schedule/): follow this published schedule file, report in the state file.
+    live_schedule_file: str | None = None
+    live_state_file: str | None = None
     admin: bool = False
     """Serve /admin/workload and /admin/state. Off by default: nothing authenticates them, and a
     workload switch steers what the tuner sees (issue 15); `specinfer sim --admin` turns them on."""

@@ -34,7 +34,8 @@ class Simulator:
         self.registry = CollectorRegistry()
         self.sinks = build_sinks(self.registry, model_name=settings.model_name, engine=settings.engine_label,
                                  num_speculative_tokens=settings.num_speculative_tokens if settings.speculative else 0,
-                                 max_model_len=settings.max_model_len)
+                                 max_model_len=settings.max_model_len,
+                                 live_state_file=settings.live_state_file if self.engine.live_schedule else None)
         self.workload_override: str | None = None
         self.collapse_override: bool | None = None
         self.lag_s = 0.0

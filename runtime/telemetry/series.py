@@ -25,7 +25,7 @@ LABEL_BATCH_SIZE = "batch_size"      # batch-size bucket of a step: "4", "5-6", 
 @dataclass(frozen=True)
 class Series:
     name: str                         # as passed to prometheus_client
-    kind: Literal["counter", "histogram"]
+    kind: Literal["counter", "histogram", "gauge"]
     labels: tuple[str, ...]
     documentation: str
 
@@ -51,7 +51,24 @@ STEP_REQUESTS = Series(
     f"{PREFIX}engine_step_requests", "counter", (*LABELS, LABEL_BATCH_SIZE, LABEL_K),
     "Sum of the batch size over the timed steps; divided by the histogram's _count it is the mean batch size.")
 
-ALL_SERIES = (DRAFT_TOKENS_PER_POS, ACCEPTED_TOKENS_PER_POS, ENGINE_STEPS, STEP_DURATION, STEP_REQUESTS)
+LABEL_DIGEST = "digest"  # the published schedule's digest (runtime/live_schedule/published.py)
+LABEL_SCHEDULE = "schedule"  # the same schedule, readable: "1-4:3,5-65536:1"
+LABEL_REASON = "reason"  # why a published schedule was refused: missing, unreadable, invalid, aboveMaxK, ...
+
+# Engines retuned in place (runtime/live_schedule/): what the engine runs, not what was published.
+LIVE_SCHEDULE_INFO = Series(
+    f"{PREFIX}live_schedule_info", "gauge", (*LABELS, LABEL_DIGEST, LABEL_SCHEDULE),
+    "1 for the Dynamic SD schedule the engine's scheduler runs now (one series per engine).")
+LIVE_SCHEDULE_APPLIED = Series(
+    f"{PREFIX}live_schedule_applied_timestamp_seconds", "gauge", LABELS,
+    "Unix time at which the schedule in force took effect in the engine.")
+LIVE_SCHEDULE_ERRORS = Series(
+    f"{PREFIX}live_schedule_errors", "counter", (*LABELS, LABEL_REASON),
+    "Published schedules the engine did not take (it keeps the last good one), by reason.")
+LIVE_SERIES = (LIVE_SCHEDULE_INFO, LIVE_SCHEDULE_APPLIED, LIVE_SCHEDULE_ERRORS)
+
+ALL_SERIES = (DRAFT_TOKENS_PER_POS, ACCEPTED_TOKENS_PER_POS, ENGINE_STEPS, STEP_DURATION, STEP_REQUESTS,
+              *LIVE_SERIES)
 
 # Upper edges (inclusive) of the batch-size buckets; above the last edge is one open bucket.
 # Fine where the goodput-optimal K changes fastest (small batches), coarser beyond.

@@ -12,6 +12,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry
 
 from specinfer.runtime.telemetry.accumulator import StepAccumulator
+from specinfer.runtime.telemetry.live_schedule_sink import LiveScheduleExporter
 from specinfer.runtime.telemetry.prometheus_sink import EngineExporter
 
 
@@ -19,9 +20,11 @@ class TelemetrySink:
     """A simulator metrics sink (observe_step / set_queue) exporting the plugin's series."""
 
     def __init__(self, registry: CollectorRegistry, *, model_name: str, engine: str,
-                 num_speculative_tokens: int) -> None:
+                 num_speculative_tokens: int, live_state_file: str | None = None) -> None:
         self.exporter = EngineExporter(StepAccumulator(max(0, num_speculative_tokens)), model_name=model_name,
                                        engine=engine, registry=registry)
+        self.live_schedule = (LiveScheduleExporter(live_state_file, registry, model_name=model_name, engine=engine)
+                              if live_state_file else None)
 
     def observe_step(self, stats) -> None:
         exporter = self.exporter
@@ -31,6 +34,8 @@ class TelemetrySink:
                                         time_to_first_tokens=stats.time_to_first_tokens):
             exporter.observe_step()
         exporter.flush()  # simulated steps are cheap to flush; every scrape sees every step
+        if self.live_schedule is not None:
+            self.live_schedule.refresh()
 
     def set_queue(self, running: int, waiting: int) -> None:
         return None

@@ -15,13 +15,16 @@ missing fields instead of failing later.
 from __future__ import annotations
 
 import logging
+import os
 import time
 
 from vllm.v1.metrics.loggers import AggregateStatLoggerBase
 
 from specinfer import VLLM_VERSION
+from specinfer.runtime.live_schedule import STATE_FILE_ENV
 from specinfer.runtime.telemetry.accumulator import StepAccumulator
 from specinfer.runtime.telemetry.fields import field_problems, version_problem
+from specinfer.runtime.telemetry.live_schedule_sink import LiveScheduleExporter
 from specinfer.runtime.telemetry.prometheus_sink import EngineExporter
 
 # Under vLLM's logger tree, so messages come out in vLLM's log format and level.
@@ -50,6 +53,7 @@ class SpecinferStatLogger(AggregateStatLoggerBase):
     def __init__(self, vllm_config, engine_indexes: list[int] | None = None, registry=None) -> None:
         self.disabled = False
         self.exporters: dict[int, EngineExporter] = {}
+        self.live_schedule: LiveScheduleExporter | None = None  # an engine retuned in place
         self._next_flush = 0.0
         try:
             self._setup(vllm_config, list(engine_indexes or [0]), registry)
@@ -75,6 +79,12 @@ class SpecinferStatLogger(AggregateStatLoggerBase):
         for index in engine_indexes:
             self.exporters[index] = EngineExporter(StepAccumulator(max_k), model_name=model_name,
                                                    engine=str(index), registry=registry)
+        state_file = os.environ.get(STATE_FILE_ENV)
+        if state_file:  # one engine core: the operator retunes in place only without data parallelism
+            from prometheus_client import REGISTRY
+
+            self.live_schedule = LiveScheduleExporter(state_file, registry if registry is not None else REGISTRY,
+                                                      model_name=model_name, engine=str(engine_indexes[0]))
 
     def _fail(self, during: str) -> None:
         self.disabled = True
@@ -100,6 +110,8 @@ class SpecinferStatLogger(AggregateStatLoggerBase):
     def _flush(self) -> None:
         for exporter in self.exporters.values():
             exporter.flush()
+        if self.live_schedule is not None:
+            self.live_schedule.refresh()
 
     def log(self) -> None:
         if self.disabled:

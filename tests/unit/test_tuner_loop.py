@@ -330,3 +330,53 @@ def test_the_schema_check_catches_what_the_api_server_would_prune():
         "status.tuning.mdoe: not in the CRD's schema (the API server prunes it)"]
     assert schema_problems({"tuning": {"history": [{"action": "keep", "predictedGain": "high"}]}}, schema) == [
         "status.tuning.history[0].predictedGain: str where the schema says number"]
+
+
+# --- retuning in place (issue 22) ----------------------------------------------------------------
+
+DIGEST = "0123456789ab"
+
+
+def live_resource(name: str) -> dict:
+    body = resource(name)
+    body["status"]["effective"]["liveSchedule"] = {"maxNumSpeculativeTokens": 8, "digest": DIGEST,
+                                                   "configMap": f"{name}-schedule"}
+    return body
+
+
+def live_answers(name: str, digest: str, *, taken_at: float) -> dict:
+    from tests.unit.test_tuner_observe import sample
+    return {"liveSchedulePods": [sample("ns", name, 1.0, digest=digest)],
+            "liveScheduleSince": [sample("ns", name, taken_at)],
+            "liveScheduleErrors": [sample("ns", name, 0.0)]}
+
+
+def test_a_published_schedule_no_engine_runs_yet_holds_the_policy(fake_prometheus):
+    fake_prometheus(merge(high_acceptance("a"), live_answers("a", "ffffffffffff", taken_at=NOW - 600)))
+    resources, kube = [live_resource("a")], FakeKube()
+    _, report = run_tick(resources, kube)
+    tuning = kube.patches[0][1]["status"]["tuning"]
+    assert report.actions["ns/a"] == "keep"
+    assert "have not all taken the published schedule 0123456789ab" in tuning["lastDecision"]["reason"]
+    assert tuning["inForce"]["digest"] == "ffffffffffff" and "applied" not in tuning
+
+
+def test_a_change_on_an_engine_retuned_in_place_restarts_nothing(fake_prometheus):
+    fake_prometheus(merge(high_acceptance("a"), live_answers("a", DIGEST, taken_at=NOW - 600)))
+    resources, kube = [live_resource("a")], FakeKube()
+    _, report = run_tick(resources, kube)
+    tuning = kube.patches[0][1]["status"]["tuning"]
+    assert report.actions["ns/a"] in ("setK", "setSchedule"), tuning["lastDecision"]["reason"]
+    assert tuning["applied"]["path"] == "inPlace" and tuning["lastDecision"]["path"] == "inPlace"
+    assert tuning["restartsLastHour"] == 0 and json.loads(tuning["policyState"])["changes"] == []
+    assert tuning["inForce"] == {"digest": DIGEST, "pods": 1, "reporting": 1, "since": rfc3339(NOW - 600),
+                                 "errors": 0}
+
+
+def test_the_window_starts_when_the_engine_took_the_schedule(fake_prometheus):
+    # the engine took the schedule 20 s ago: a 60 s window would mix it with the one before
+    fake_prometheus(merge(high_acceptance("a"), live_answers("a", DIGEST, taken_at=NOW - 20)))
+    resources, kube = [live_resource("a")], FakeKube()
+    run_tick(resources, kube)
+    decision = kube.patches[0][1]["status"]["tuning"]["lastDecision"]
+    assert decision["action"] == "keep" and "took effect" in decision["reason"], decision

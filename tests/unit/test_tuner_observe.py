@@ -63,7 +63,10 @@ def test_every_query_groups_by_the_configured_labels_and_does_not_depend_on_reso
             continue
         assert "kubernetes_namespace, app_instance" in query.promql, query.promql
         assert "specinfer_io_name" not in query.promql
-    assert all("[90s]" in q.promql for q in queries if q.name != "scrapeTime")
+    # rates over the window; the scrape time and what the engines run now are instants
+    instants = {"scrapeTime", "liveSchedulePods", "liveScheduleSince", "liveScheduleErrors"}
+    assert all("[90s]" in q.promql for q in queries if q.name not in instants)
+    assert all("[" not in q.promql for q in queries if q.name in instants - {"scrapeTime"})
 
 
 def test_observation_from_vllm_series_is_valid_and_recovers_acceptance():

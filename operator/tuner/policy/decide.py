@@ -21,7 +21,17 @@ from . import guards
 from .acceptance import AcceptanceEstimate, blend, estimate_from, expected_tokens, extrapolated_prefix
 from .config import OFF, DraftConfig
 from .cost import CostModel
-from .decision import DEGRADED_COLLAPSE, Decision, Degradation, ModelSummary, Recommendation, Signals, action_for
+from .decision import (
+    DEGRADED_COLLAPSE,
+    Decision,
+    Degradation,
+    ModelSummary,
+    Recommendation,
+    Signals,
+    action_for,
+    in_place,
+    path_of,
+)
 from .goodput import Distribution, Model, anticipated_sizes, best_dense, coverage_gain, goodput, sequence_speed
 from .inputs import TuningInput, tuning_from_json
 from .lookahead import LOOKAHEAD, look_ahead
@@ -86,7 +96,8 @@ def _learn(obs: Observation, tuning: TuningInput,
         st.method, st.cost, st.acceptance = tuning.method, None, None
     cost = CostModel.from_state(st.cost, tuning.cost_prior, tuning.drafting)
     cost.decay(COST_FORGET)
-    slowdown = tuning.schedule_step_factor if obs.applied.config.schedule else 1.0
+    scheduled = obs.applied.config.schedule or (tuning.in_place_max_k is not None and not obs.applied.config.off)
+    slowdown = tuning.schedule_step_factor if scheduled else 1.0
     update_noise(st, cost.learn(obs, slowdown))
     theta = cost.multipliers()
     # only read while drafting, when a schedule's K = 0 steps still run the drafter's first pass
@@ -113,7 +124,8 @@ def _decide_on_valid(obs: Observation, tuning: TuningInput, st: PolicyState, now
     if memory is None:
         return _keep("no acceptance measured yet for this method: nothing to predict from",
                      guards.NO_ACCEPTANCE_DATA, signals)
-    model = Model(extrapolated_prefix(memory, tuning.k_max), cost, cost.multipliers(), tuning.schedule_step_factor)
+    model = Model(extrapolated_prefix(memory, tuning.k_max), cost, cost.multipliers(), tuning.schedule_step_factor,
+                  always_scheduled=tuning.in_place_max_k is not None)
     distribution = obs.batch_distribution()
     current_dense = obs.applied.config.dense(tuning.max_batch_size)
     summary = _model_summary(model, tuning, obs, current_dense, distribution)
@@ -189,11 +201,14 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
         st.confirmations, st.evidence = 0, 0.0
     else:
         st.confirmations, st.evidence = st.confirmations + 1, st.evidence + candidate.excess
+    # A change in place restarts nothing: no cooldown, no restart budget (its settling window and
+    # the verification that follows still apply).
+    rollout = not in_place(current, candidate.config, tuning.in_place_max_k)
     checks = [
         (candidate.guard, candidate.held_by),
         (guards.RECENTLY_REJECTED, guards.rejected_guard(st, candidate.dense, tuning.max_batch_size, now)),
-        (guards.COOLDOWN, guards.cooldown_guard(st, tuning, now)),
-        (guards.RESTART_BUDGET, guards.budget_guard(st, tuning, now, reserve=1)),
+        (guards.COOLDOWN, guards.cooldown_guard(st, tuning, now) if rollout else None),
+        (guards.RESTART_BUDGET, guards.budget_guard(st, tuning, now, reserve=1) if rollout else None),
         # The step times' noise measures predictions at today's batch sizes only, not the look-ahead's.
         (guards.CONFIRMING, guards.confirmation_guard(st, tuning, None if candidate.guard == LOOKING_AHEAD
                                                       else window_noise(st))),
@@ -213,9 +228,12 @@ def _weigh(obs: Observation, tuning: TuningInput, st: PolicyState, model: Model,
     """The bar a change must clear -- hysteresis, the restart's payback, the model's noise -- on the
     part of the gain the measurements support (support.py); held there, the look-ahead may still
     program the batch sizes to come (lookahead.py)."""
-    current_dense = obs.applied.config.dense(tuning.max_batch_size)
+    current = obs.applied.config
+    current_dense = current.dense(tuning.max_batch_size)
     noise = model_noise(st)
-    restart_cost = restart_cost_seconds(model, current_dense, distribution, tuning)
+    # In place the change costs no restart, and needs no look-ahead: it can follow the load when it comes.
+    best_in_place = in_place(current, DraftConfig.from_dense(best_dense_ks), tuning.in_place_max_k)
+    restart_cost = 0.0 if best_in_place else restart_cost_seconds(model, current_dense, distribution, tuning)
     horizon = st.payback_horizon(tuning.payback_seconds)
 
     def below_bar(value: float) -> str | None:
@@ -236,8 +254,8 @@ def _weigh(obs: Observation, tuning: TuningInput, st: PolicyState, model: Model,
     # Not enough at today's batch sizes, but a restart is cheapest before the load rises: program
     # the batch sizes to come now (docs/tuner.md, "Looking ahead") -- never today's unmeasured ones.
     measured_best = [current_dense[b] if b in support.unmeasured else k for b, k in enumerate(best_dense_ks)]
-    plan = look_ahead(model, tuning, current_dense, measured_best, support.gain, distribution, restart_cost, noise,
-                      measured_noise(st))
+    plan = None if best_in_place else look_ahead(model, tuning, current_dense, measured_best, support.gain,
+                                                 distribution, restart_cost, noise, measured_noise(st))
     if plan is None:
         return held
     here = any(plan.dense[min(b, tuning.max_batch_size)] != current_dense[min(b, tuning.max_batch_size)]
@@ -253,6 +271,7 @@ def _issue_change(obs: Observation, tuning: TuningInput, st: PolicyState, now: f
     """Every guard passed: the change, and what verifying it will need."""
     current, best = obs.applied.config, candidate.config
     current_dense = current.dense(tuning.max_batch_size)
+    path = path_of(current, best, tuning.in_place_max_k)
     calibration = st.calibration.value if st.calibration else 1.0
     observed = {min(b, tuning.max_batch_size) for b, _ in distribution}
     changes_here = any(candidate.dense[b] != current_dense[b] for b in observed)
@@ -260,14 +279,15 @@ def _issue_change(obs: Observation, tuning: TuningInput, st: PolicyState, now: f
     st.pending = PendingChange(at=now, config=best, previous=current, predicted_gain=candidate.gain,
                                calibration=calibration, prefix=[float(p) for p in model.prefix],
                                theta=[float(t) for t in model.theta],
-                               batch_mean=obs.batch_size_mean) if changes_here else None
+                               batch_mean=obs.batch_size_mean,
+                               in_place=path == "inPlace") if changes_here else None
     st.collapsed_at = None
     st.collapsed_config = None
-    st.record_change(now)
-    reason = (f"{current.describe()} -> {best.describe()}: predicted goodput {candidate.gain:+.1%} at the observed "
-              f"batch sizes (mean {obs.batch_size_mean:.1f})" + candidate.note
-              + ("; p99 latency SLO violated" if slo else ""))
-    return Decision(action=action_for(current, best), reason=reason, config=best,
+    st.record_change(now, in_place=path == "inPlace")
+    reason = (f"{current.describe()} -> {best.describe()} ({'in place' if path == 'inPlace' else 'rollout'}): "
+              f"predicted goodput {candidate.gain:+.1%} at the observed batch sizes (mean {obs.batch_size_mean:.1f})"
+              + candidate.note + ("; p99 latency SLO violated" if slo else ""))
+    return Decision(action=action_for(current, best), reason=reason, config=best, path=path,
                     predicted_gain=round(candidate.gain, 4), **common)
 
 
@@ -284,7 +304,7 @@ def _disable_after_collapse(obs: Observation, tuning: TuningInput, st: PolicySta
     st.acceptance = None  # the broken drafter's numbers say nothing about a fixed one
     st.record_change(now)
     return Decision(action="disable", reason=reason + "; speculation off until the hold expires", config=OFF,
-                    signals=signals, degraded=degraded)
+                    path="rollout", signals=signals, degraded=degraded)
 
 
 def _probe_after_collapse(tuning: TuningInput, st: PolicyState, now: float, signals: Signals) -> Decision:
@@ -299,7 +319,8 @@ def _probe_after_collapse(tuning: TuningInput, st: PolicyState, now: float, sign
     st.collapsed_config = None
     st.record_change(now)
     return Decision(action="reenable", reason=f"collapse hold over: probing {config.describe()} again (collapse "
-                    "detection switches it off if acceptance is still near zero)", config=config, signals=signals)
+                    "detection switches it off if acceptance is still near zero)", config=config, path="rollout",
+                    signals=signals)
 
 
 def _model_summary(model: Model, tuning: TuningInput, obs: Observation, dense: list[int],

@@ -15,6 +15,7 @@ from .config import DraftConfig
 Action = Literal["keep", "setK", "setSchedule", "disable", "reenable", "rollback"]
 CHANGES: tuple[Action, ...] = ("setK", "setSchedule", "disable", "reenable", "rollback")
 Signals = Literal["specinfer", "vllm", "vllm-biased"]
+Path = Literal["inPlace", "rollout"]  # how a change reaches the engine
 DEGRADED_COLLAPSE = "AcceptanceCollapsed"
 
 
@@ -53,6 +54,7 @@ class Decision(_Out):
     action: Action
     reason: str
     config: DraftConfig | None = None  # the full config to render, for every action but keep
+    path: Path | None = None  # a change: a new published schedule (inPlace) or new pods (rollout)
     predicted_gain: float = 0.0
     guard: str | None = None  # the guard that held (keep only)
     signals: Signals | None = None
@@ -67,6 +69,17 @@ class Decision(_Out):
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(by_alias=True, mode="json")
+
+
+def in_place(current: DraftConfig, new: DraftConfig, max_k: int | None) -> bool:
+    """The engine takes `new` without a restart: it follows a published schedule (`max_k`, the
+    startup maximum K, is set), runs a drafter now and keeps one, and `new` stays within max_k.
+    Mirrors api/live.py `LiveEnvelope.admits`, which decides how the operator renders it."""
+    return max_k is not None and not current.off and not new.off and new.num_speculative_tokens <= max_k
+
+
+def path_of(current: DraftConfig, new: DraftConfig, max_k: int | None) -> Path:
+    return "inPlace" if in_place(current, new, max_k) else "rollout"
 
 
 def action_for(current: DraftConfig, best: DraftConfig) -> Action:

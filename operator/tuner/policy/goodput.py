@@ -33,6 +33,7 @@ class Model:
     cost: CostModel
     theta: np.ndarray
     schedule_factor: float = 1.0  # every step's time while a schedule is configured (PIECEWISE CUDA graphs)
+    always_scheduled: bool = False  # retuned in place: every speculative config runs under a schedule
     _tables: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def step_time(self, batch_size: float, k: int, speculative: bool = False) -> float:
@@ -66,11 +67,16 @@ def is_speculative(dense: Sequence[int]) -> bool:
     return any(k > 0 for k in dense[1:])
 
 
+def _slowed(model: Model, dense: Sequence[int]) -> bool:
+    """Every step pays the schedule factor: a schedule is configured (always, in place, while drafting)."""
+    return model.schedule_factor != 1.0 and (is_schedule(dense) or (model.always_scheduled and is_speculative(dense)))
+
+
 def goodput(model: Model, dense: Sequence[int], distribution: Sequence[tuple[float, float]]) -> float:
     """Expected tokens/s of the engine, averaged over the batch-size distribution (time fractions;
     fractional batch sizes are a replica's share of a load spread over several)."""
     total = sum(_tokens_per_second(model, dense, distribution))
-    return total / model.schedule_factor if model.schedule_factor != 1.0 and is_schedule(dense) else total
+    return total / model.schedule_factor if _slowed(model, dense) else total
 
 
 def _tokens_per_second(model: Model, dense: Sequence[int], distribution: Sequence[tuple[float, float]]) -> list[float]:
@@ -83,7 +89,7 @@ def _tokens_per_second(model: Model, dense: Sequence[int], distribution: Sequenc
 def goodput_contributions(model: Model, dense: Sequence[int],
                           distribution: Sequence[tuple[float, float]]) -> dict[float, float]:
     """`goodput`, batch size by batch size (the values sum to it)."""
-    factor = model.schedule_factor if model.schedule_factor != 1.0 and is_schedule(dense) else 1.0
+    factor = model.schedule_factor if _slowed(model, dense) else 1.0
     parts: dict[float, float] = {}
     for (b, _), tokens in zip(distribution, _tokens_per_second(model, dense, distribution), strict=True):
         parts[b] = parts.get(b, 0.0) + tokens / factor

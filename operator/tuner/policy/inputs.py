@@ -84,6 +84,10 @@ class TuningInput(_Input):
     # CUDA graphs downgrades them to PIECEWISE). A schedule the engine would drop or crash on comes as
     # allowSchedule false, K values it would refuse as narrower kMin..kMax.
     schedule_step_factor: float = Field(default=1.0, ge=1.0)
+    # Retuning in place (docs/live-schedule.md): the engine started with this maximum K and follows a
+    # published schedule, so a change of K or schedule within it costs no restart -- only its settling
+    # window. None: every change rolls out. Speculation off entirely (no drafter) still rolls out.
+    in_place_max_k: int | None = Field(default=None, ge=1)
     payback_seconds: float = Field(default=1800.0, gt=0)
     confirmations: int = Field(default=2, ge=1)
     reject_hold_seconds: float = Field(default=3600.0, ge=0)

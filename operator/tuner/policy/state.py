@@ -37,6 +37,7 @@ class PendingChange(_State):
     previous: DraftConfig
     predicted_gain: float
     calibration: float  # measured / modelled speed of the previous config when the change was decided
+    in_place: bool = False  # applied without a restart: so is its rollback
     prefix: list[float] = Field(default_factory=list)  # the model as it was then: acceptance ...
     theta: list[float] = Field(default_factory=list)  # ... and step-cost multipliers
     batch_mean: float = 0.0  # load when deciding: verification needs comparable load
@@ -65,8 +66,8 @@ class PolicyState(_State):
     method: str | None = None
     cost: dict[str, dict[str, CostCell] | bool] | None = None  # {"cells": {...}, "k0Split": true} (cost.py)
     acceptance: AcceptanceEstimate | None = None
-    changes: list[float] = Field(default_factory=list)  # times changes were issued (restart budget)
-    last_change_at: float | None = None
+    changes: list[float] = Field(default_factory=list)  # times rollouts were issued (restart budget)
+    last_change_at: float | None = None  # the last rollout (cooldown); in-place changes have no cooldown
     pending: PendingChange | None = None
     realised_gain: float | None = None
     collapsed_at: float | None = None
@@ -91,9 +92,11 @@ class PolicyState(_State):
         """Changes issued in the `seconds` before `now` (each one restarted the pods)."""
         return sum(1 for t in self.changes if now - seconds < t <= now)
 
-    def record_change(self, now: float) -> None:
-        self.changes = [t for t in self.changes if now - t < RESTART_WINDOW_SECONDS] + [now]
-        self.last_change_at = now
+    def record_change(self, now: float, *, in_place: bool = False) -> None:
+        """A change was issued; a rollout also counts against the restart budget and starts the cooldown."""
+        if not in_place:
+            self.changes = [t for t in self.changes if now - t < RESTART_WINDOW_SECONDS] + [now]
+            self.last_change_at = now
         self.confirmations = 0
         self.evidence = 0.0
 

@@ -107,8 +107,8 @@ def verify(obs: Observation, tuning: TuningInput, st: PolicyState, model: Model,
     pending.measured_tokens += obs.generated_tokens
     # The model as it was when deciding, the one the calibration belongs to: learning from the new
     # config since then must not move the baseline.
-    then = Model(pending.prefix, model.cost, np.asarray(pending.theta), model.schedule_factor) if pending.theta \
-        else model
+    then = Model(pending.prefix, model.cost, np.asarray(pending.theta), model.schedule_factor,
+                 always_scheduled=model.always_scheduled) if pending.theta else model
     pending.expected_tokens += busy * sequence_speed(then, previous_dense, distribution) * pending.calibration
     pending.windows += 1
     realised = pending.measured_tokens / pending.expected_tokens - 1 if pending.expected_tokens > 0 else 0.0
@@ -124,7 +124,7 @@ def verify(obs: Observation, tuning: TuningInput, st: PolicyState, model: Model,
     st.realised_gain = realised
     if realised >= -(tuning.rollback_tolerance + margin):
         return None  # accepted; carry on optimising from here
-    held = guards.budget_guard(st, tuning, now, reserve=0)
+    held = None if pending.in_place else guards.budget_guard(st, tuning, now, reserve=0)
     reason = (f"{pending.config.describe()} realised {realised:+.1%} against a predicted "
               f"{pending.predicted_gain:+.1%}: rolling back to {pending.previous.describe()}")
     if held:
@@ -133,6 +133,7 @@ def verify(obs: Observation, tuning: TuningInput, st: PolicyState, model: Model,
     st.rejected = [r for r in st.rejected if r.until > now] + [
         Rejection(config=pending.config, until=now + tuning.reject_hold_seconds,
                   batch_sizes=sorted({min(b, tuning.max_batch_size) for b, _ in distribution}))]
-    st.record_change(now)
+    st.record_change(now, in_place=pending.in_place)
     return Decision(action="rollback", reason=reason, config=pending.previous, predicted_gain=round(-realised, 4),
-                    signals=signals, realised_gain=round(realised, 4), model=summary)
+                    path="inPlace" if pending.in_place else "rollout", signals=signals,
+                    realised_gain=round(realised, 4), model=summary)

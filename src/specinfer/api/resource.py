@@ -35,6 +35,17 @@ class SpeculativeInference(ApiModel):
     status: SpeculativeInferenceStatus | None = None
 
 
+class LiveScheduleFiles(ApiModel):
+    """Where an engine retuned in place reads its published schedule and writes what is in force."""
+
+    file: str = Field(min_length=1, max_length=256)
+    """The mounted schedule file (a ConfigMap child of the resource, mounted as a directory)."""
+    state_file: str = Field(min_length=1, max_length=256)
+    """Where the engine writes the schedule in force (in a writable emptyDir), read by its telemetry."""
+    max_num_speculative_tokens: int = Field(ge=1, le=64)
+    """The engine's startup maximum K: a published schedule above it is refused (it needs a restart)."""
+
+
 class RuntimeConfig(ApiModel):
     """What the operator hands a pod (JSON file, default /etc/specinfer/runtime.json, env SPECINFER_CONFIG).
 
@@ -47,3 +58,5 @@ class RuntimeConfig(ApiModel):
     name: Name
     namespace: Name
     spec: SpeculativeInferenceSpec
+    live_schedule: LiveScheduleFiles | None = None
+    """Set when the engine is retuned in place (api/live.py): vLLM runs specinfer's scheduler class."""

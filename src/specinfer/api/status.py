@@ -66,6 +66,20 @@ class SpeculationChoice(StatusModel):
     """Dynamic SD schedule, if any."""
 
 
+RetunePath = Literal["inPlace", "rollout"]
+
+
+class LiveScheduleStatus(StatusModel):
+    """An engine retuned in place: what it was started with and the schedule published to it."""
+
+    max_num_speculative_tokens: int = Field(ge=1, le=K_CEILING)
+    """The engine's startup maximum K: a choice within it is applied in place, a larger one rolls out."""
+    digest: ShortText
+    """Digest of the published schedule; the engine exports the digest in force (specinfer:live_schedule_info)."""
+    config_map: ShortText
+    """The ConfigMap holding the published schedule (mounted into the engine pods as a directory)."""
+
+
 class EffectiveConfig(SpeculationChoice):
     """The configuration the pods run now: spec merged with the applied tuning."""
 
@@ -77,6 +91,8 @@ class EffectiveConfig(SpeculationChoice):
     piecewise_cuda_graphs: bool | None = None
     """True when the schedule makes vLLM capture PIECEWISE instead of full CUDA graphs (Model Runner V1 on
     GPUs; about 19% per step at small batch sizes, vllm#49548); the tuner prices it."""
+    live_schedule: LiveScheduleStatus | None = None
+    """Set when the engine is retuned in place: K and schedule above are the published schedule."""
 
 
 class Recommendation(SpeculationChoice):
@@ -95,6 +111,8 @@ class AppliedConfig(SpeculationChoice):
 
     since: Timestamp | None = None
     """When it was applied."""
+    path: RetunePath | None = None
+    """How it reaches the engine: inPlace (a new published schedule, no restart) or rollout (new pods)."""
 
 
 class Decision(StatusModel):
@@ -113,6 +131,8 @@ class Decision(StatusModel):
     """K chosen by this decision, if any."""
     schedule: list[ScheduleEntry] | None = Field(default=None, max_length=MAX_SCHEDULE_RANGES)
     """Schedule chosen by this decision, if any."""
+    path: RetunePath | None = None
+    """For a change: applied in place (no restart) or by a rollout."""
 
 
 class StepCostSource(StatusModel):
@@ -132,6 +152,21 @@ class StepCostSource(StatusModel):
     """Largest relative error of the fitted prior on those cells (0.05 = 5%)."""
     message: Text | None = None
     """Why a calibration is not used (stale, another method), when one exists."""
+
+
+class LiveScheduleInForce(StatusModel):
+    """What the engines of an in-place resource report running (specinfer:live_schedule_info)."""
+
+    digest: ShortText | None = None
+    """The schedule digest every engine pod reports; unset while they disagree or report nothing."""
+    pods: int = Field(default=0, ge=0)
+    """Engine pods reporting the published digest."""
+    reporting: int = Field(default=0, ge=0)
+    """Engine pods reporting any schedule."""
+    since: Timestamp | None = None
+    """When the last of them took it (the engine's own clock)."""
+    errors: int = Field(default=0, ge=0)
+    """Published schedules the engines refused so far (specinfer:live_schedule_errors_total)."""
 
 
 class TuningStatus(StatusModel):
@@ -154,6 +189,8 @@ class TuningStatus(StatusModel):
     signals: Literal["specinfer", "vllm", "vllm-biased"] | None = None
     """Telemetry the decisions use: specinfer (the stat-logger plugin's unbiased series), vllm (vLLM's
     standard series only) or vllm-biased (vLLM's series under a schedule, per-position acceptance biased low)."""
+    in_force: LiveScheduleInForce | None = None
+    """In-place resources: the schedule the engines report running, read from their metrics."""
     policy_state: str | None = Field(default=None, max_length=65536)
     """The policy's memory between decisions (JSON: learnt step cost and acceptance, restart times,
     the change being verified); kept here so an operator restart or failover forgets nothing."""

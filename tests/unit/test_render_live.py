@@ -1,0 +1,119 @@
+"""Rendering an engine retuned in place (issue 22): a choice within the engine's envelope changes the
+published schedule only -- the pod template, its hash and the pods stay; anything else rolls out."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from specinfer.api import parse_spec
+from specinfer.api.live import live_envelope, why_not_in_place
+from specinfer.operator.config import OperatorConfig
+from specinfer.operator.render import render
+from specinfer.runtime.live_schedule import SCHEDULER_CLASS
+from specinfer.runtime.live_schedule.published import parse_published
+
+pytestmark = pytest.mark.unit
+
+BASE = {
+    "apiVersion": "specinfer.io/v1alpha1",
+    "kind": "SpeculativeInference",
+    "metadata": {"name": "tiny", "namespace": "ml", "uid": "u-1"},
+    "spec": {
+        "model": {"name": "/models/target"},
+        "speculation": {"method": "draftModel", "draftModel": {"name": "/models/draft"}, "numSpeculativeTokens": 3},
+        "hardware": {"accelerator": "cpu"},
+        "runtime": {"engine": "vllm"},
+        "tuning": {"mode": "auto", "maxNumSpeculativeTokens": 4},
+    },
+}
+
+
+def resource(applied: dict | None = None, **spec_patch) -> dict:
+    out = copy.deepcopy(BASE)
+    out["spec"].update(spec_patch)
+    if applied is not None:
+        out["status"] = {"tuning": {"applied": applied}}
+    return out
+
+
+def published(rendering) -> tuple[tuple[int, int, int], ...]:
+    configmap = next(m for m in rendering.manifests if m["metadata"]["name"] == "tiny-schedule")
+    return parse_published(configmap["data"]["schedule.json"], max_k=64).ranges
+
+
+def template(rendering) -> dict:
+    return rendering.manifest("Deployment")["spec"]["template"]
+
+
+SCHEDULE = {"numSpeculativeTokens": 4, "schedule": [
+    {"minBatchSize": 1, "maxBatchSize": 4, "numSpeculativeTokens": 4},
+    {"minBatchSize": 5, "maxBatchSize": 64, "numSpeculativeTokens": 0}]}
+
+
+@pytest.mark.parametrize("applied", [{"numSpeculativeTokens": 1}, {"numSpeculativeTokens": 4}, SCHEDULE])
+def test_a_choice_within_the_envelope_changes_only_the_published_schedule(applied):
+    before, after = render(resource(), OperatorConfig()), render(resource(applied), OperatorConfig())
+    assert template(after) == template(before)
+    assert after.config_hash == before.config_hash
+    assert after.manifest("ConfigMap") == before.manifest("ConfigMap")  # the RuntimeConfig too
+    assert published(before) == ((1, 65536, 3),)
+    assert published(after) != published(before)
+    effective = after.effective_status()
+    assert effective.live_schedule.digest != before.effective_status().live_schedule.digest
+    assert effective.live_schedule.max_num_speculative_tokens == 4
+
+
+def test_the_engine_starts_with_the_envelope_and_follows_the_mounted_directory():
+    rendering = render(resource(), OperatorConfig())
+    config = json.loads(rendering.manifest("ConfigMap")["data"]["runtime.json"])
+    assert config["liveSchedule"]["maxNumSpeculativeTokens"] == 4
+    assert config["spec"]["speculation"]["numSpeculativeTokens"] == 4  # room for the tuner
+    assert config["spec"]["speculation"]["schedule"] == [
+        {"minBatchSize": 1, "maxBatchSize": 65536, "numSpeculativeTokens": 3}]  # the spec's own K at start
+    command = template(rendering)["metadata"]["annotations"]["specinfer.io/engine-command"]
+    assert f"--scheduler-cls {SCHEDULER_CLASS}" in command
+    pod = template(rendering)["spec"]
+    volume = next(v for v in pod["volumes"] if v["name"] == "live-schedule")
+    assert volume == {"name": "live-schedule", "configMap": {"name": "tiny-schedule"}}  # every key, as a directory
+    mount = next(m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "live-schedule")
+    assert "subPath" not in mount  # a subPath mount is never updated by the kubelet
+    assert config["liveSchedule"]["file"].startswith(mount["mountPath"] + "/")
+
+
+@pytest.mark.parametrize(("applied", "why"), [
+    ({"numSpeculativeTokens": 0}, "speculation off: no drafter"),
+    ({"method": "ngram", "numSpeculativeTokens": 3}, "another method"),
+])
+def test_what_the_envelope_cannot_hold_rolls_out(applied, why):
+    before, after = render(resource(), OperatorConfig()), render(resource(applied), OperatorConfig())
+    assert after.config_hash != before.config_hash, why
+    assert after.live is None
+    assert "tiny-schedule" not in [m["metadata"]["name"] for m in after.manifests]
+
+
+@pytest.mark.parametrize(("patch", "reason"), [
+    ({"tuning": {"mode": "observe"}}, "tuning mode observe"),
+    ({"speculation": {"method": "none"}, "tuning": {"mode": "off"}}, "tuning mode off"),
+    ({"speculation": {"method": "suffix"}}, "Model Runner V1"),
+    ({"runtime": {"engine": "vllm", "extraArgs": ["--data-parallel-size", "2"]}}, "data parallelism"),
+])
+def test_specs_that_are_not_retuned_in_place_render_as_before(patch, reason):
+    spec = parse_spec({**BASE["spec"], **patch})
+    assert reason in (why_not_in_place(spec) or "")
+    rendering = render(resource(**patch), OperatorConfig())
+    assert rendering.live is None
+    assert SCHEDULER_CLASS not in json.dumps(rendering.manifests)
+
+
+def test_model_runner_v2_starts_with_every_k_so_its_cuda_graphs_cover_them():
+    spec = parse_spec({**BASE["spec"], "hardware": {"accelerator": "nvidia"},
+                       "speculation": {"method": "eagle3", "draftModel": {"name": "d"}, "numSpeculativeTokens": 3}})
+    envelope = live_envelope(spec)
+    assert envelope is not None and envelope.model_runner == "v2"
+    rendering = render({**BASE, "spec": spec.model_dump(by_alias=True, exclude_none=True)}, OperatorConfig())
+    startup = json.loads(rendering.manifest("ConfigMap")["data"]["runtime.json"])["spec"]["speculation"]["schedule"]
+    assert {r["numSpeculativeTokens"] for r in startup} == set(range(envelope.max_k + 1))
+    assert published(rendering) == ((1, 65536, 3),)  # what runs from the first step is still the spec's K
