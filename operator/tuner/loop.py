@@ -159,7 +159,7 @@ class TuningLoop:
                     await self._apply(target, cleared.to_json())
                 continue
             tuned.add(target.key)
-            if not self._due(target, now):
+            if (target.spec is not None and target.spec.tuning.paused) or not self._due(target, now):
                 continue
             prometheus_ref = target.spec.tuning.prometheus if target.spec is not None else None
             url = (prometheus_ref.url if prometheus_ref and prometheus_ref.url else None) or self.default_url

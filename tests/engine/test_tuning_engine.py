@@ -1,5 +1,5 @@
-"""The tuner against the real vLLM CPU engine (issue 18): decisions from the engine's own counters,
-rolled out by restarting real engines.
+"""The tuner against the real vLLM CPU engine (issues 18, 22): decisions from the engine's own counters,
+applied in place to the running engine where the engine allows it, rolled out by restarting it where not.
 
 Real control plane, `specinfer operator` with the tuning loop on the demo's short clocks, Debian's
 Prometheus, and the pod runner running `specinfer runtime` -> `vllm serve` in the engine
@@ -10,12 +10,15 @@ the slow part: ~1-3 minutes each on two shared cores):
              switch speculation off (TuningDegraded=True AcceptanceCollapsed), the Deployment roll
              to a config without --speculative-config, and completions keep being served;
              afterwards it is the no-speculation reference engine for the crossover figures;
-  crossover  draftModel with the target as its own draft (always right), K=2, tuning off at first
-             (the static config is measured at batch 1 and 64), then auto under low load: the
-             tuner programs a schedule (drafting at small batch sizes, not at large ones), the
-             rollout restarts the engine and the change is verified with a realised gain; then
-             high load: the tuner decides from what it measures there, and goodput at high load is
-             at least no speculation's.
+  crossover  draftModel with the target as its own draft (always right), K=2, tuning auto from the
+             start -- so its engine is retuned in place: started with K up to 4, following the
+             schedule the operator publishes -- but paused (spec.tuning.paused) while the
+             static config is measured at batch 1 and 64 and while 20 schedules published by hand
+             measure how long a change takes to be in force in the engine. Then tuning resumes
+             under low load: the tuner programs a schedule (drafting at small batch sizes, not at
+             large ones), the same engine process takes it (no new pod, no restart), and the change
+             is verified with a realised gain; then high load: the tuner decides from what it
+             measures there, and goodput at high load is at least no speculation's.
 
 Goodput is vLLM's own `vllm:generation_tokens_total` per second, read from the pod, with one
 engine loaded at a time (the other idles), alternating rounds so that drift in the shared
@@ -33,11 +36,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specinfer.api.timestamps import parse_rfc3339
+from specinfer.api.live import ranges_of
+from specinfer.api.timestamps import parse_rfc3339, rfc3339
 from specinfer.dev.demo.real_engine import MAX_BATCH, OPERATOR_CONFIG
 from specinfer.dev.demo.stack import Stack
+from specinfer.runtime.live_schedule.published import schedule_digest
 from specinfer.runtime.methods.schedule import effective_k
-from tests.engine.engine_client import ClosedLoop, Metrics
+from tests.engine.engine_client import ClosedLoop, Metrics, minus, per_position
 from tests.support import condition, wait_for
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(1200)]  # engine starts: minutes each on shared cores
@@ -64,9 +69,20 @@ NOT_YET_DECIDED = {"LoadMoving", "Unmeasured", "InsufficientSamples", "Settling"
 STATIC_K = 2
 K_MAX = 4
 STATIC, TUNED, NONE = f"always-right draft, static K={STATIC_K}", "always-right draft, tuned", "no speculation"
+PROPAGATION_CHANGES = 20
+IN_FORCE_TIMEOUT = 30  # seconds from a published schedule to the engine running it (measured: ~1-3 s)
+# Schedules published by hand, in turn (consecutive ones differ), within the engine's K_MAX
+HAND_SCHEDULES = (
+    {"numSpeculativeTokens": 1},
+    {"numSpeculativeTokens": K_MAX},
+    {"numSpeculativeTokens": 3, "schedule": [{"minBatchSize": 1, "maxBatchSize": 1, "numSpeculativeTokens": 3},
+                                             {"minBatchSize": 2, "maxBatchSize": 64, "numSpeculativeTokens": 1}]},
+    {"numSpeculativeTokens": 2},
+)
 
 
-def resource(namespace: str, name: str, models: Path, draft: str, *, k: int, mode: str, k_max: int) -> dict:
+def resource(namespace: str, name: str, models: Path, draft: str, *, k: int, mode: str, k_max: int,
+             paused: bool = False) -> dict:
     return {"apiVersion": "specinfer.io/v1alpha1", "kind": "SpeculativeInference",
             "metadata": {"name": name, "namespace": namespace},
             "spec": {"model": {"name": str(models / "target"), "servedModelName": "tiny"},
@@ -79,7 +95,8 @@ def resource(namespace: str, name: str, models: Path, draft: str, *, k: int, mod
                                                                  "--shutdown-timeout", "20"],
                                  "env": [{"name": "VLLM_CPU_KVCACHE_SPACE", "value": "1"},
                                          {"name": "VLLM_LOG_STATS_INTERVAL", "value": "1"}]},
-                     "tuning": {"mode": mode, "intervalSeconds": 5, "minSamples": 200, "minNumSpeculativeTokens": 0,
+                     "tuning": {"mode": mode, "paused": paused, "intervalSeconds": 5, "minSamples": 200,
+                                "minNumSpeculativeTokens": 0,
                                 "maxNumSpeculativeTokens": k_max, "maxRestartsPerHour": 10}}}
 
 
@@ -160,12 +177,38 @@ def applied_k_at(resource: dict, batch_size: int) -> int | None:
 
 
 def rolled_out(resource: dict) -> bool:
-    """The pods run what the tuner applied, and no rollout is under way."""
+    """The pods run what the tuner applied, and no rollout is under way: rendered (status.effective)
+    and, for an engine retuned in place, running in every engine (status.tuning.inForce, the engines'
+    own word)."""
     applied, effective = tuning(resource).get("applied"), (resource.get("status") or {}).get("effective") or {}
+    live = effective.get("liveSchedule")
+    in_force = live is None or (tuning(resource).get("inForce") or {}).get("digest") == live["digest"]
     return (applied is not None and condition(resource, "Ready").get("status") == "True"
             and condition(resource, "Progressing").get("status") != "True"
             and effective.get("numSpeculativeTokens") == applied["numSpeculativeTokens"]
-            and (effective.get("schedule") or None) == (applied.get("schedule") or None))
+            and (effective.get("schedule") or None) == (applied.get("schedule") or None) and in_force)
+
+
+def digest_of(choice: dict) -> str:
+    """The digest the operator publishes for a K or a schedule (what the engine reports running)."""
+    schedule = [(e["minBatchSize"], e["maxBatchSize"], e["numSpeculativeTokens"]) for e in choice.get("schedule") or []]
+    return schedule_digest(ranges_of(choice["numSpeculativeTokens"], schedule or None))
+
+
+def live_schedule(url: str) -> tuple[str | None, float]:
+    """The digest the engine reports running and when it took it (its specinfer:live_schedule_* series)."""
+    metrics = Metrics.scrape(url)
+    digests = [d for d, v in metrics.by("specinfer:live_schedule_info", "digest").items() if v == 1]
+    return (digests[0] if len(digests) == 1 else None), metrics.total("specinfer:live_schedule_applied_timestamp_seconds")
+
+
+def engine_process(setup: Setup, name: str) -> tuple[str, int, int]:
+    """(pod, engine process id, restartCount): what an in-place change must leave alone."""
+    pods = setup.pods(name)
+    assert len(pods) == 1, [p.name for p in pods]
+    pod = json.loads(setup.cluster.kubectl("-n", setup.namespace, "get", "pod", pods[0].name, "-o", "json").stdout)
+    restarts = sum(s.get("restartCount", 0) for s in (pod.get("status") or {}).get("containerStatuses") or [])
+    return pods[0].name, pods[0].record.pid, restarts
 
 
 @pytest.fixture(scope="module")
@@ -187,7 +230,8 @@ def setup(cluster, prometheus, tmp_path_factory, engine_env, tiny_models):
         started = time.monotonic()
         cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([
             resource(namespace, "collapse", tiny_models, "draft-other", k=2, mode="auto", k_max=4),
-            resource(namespace, "crossover", tiny_models, "draft-same", k=STATIC_K, mode="off", k_max=K_MAX)]))
+            resource(namespace, "crossover", tiny_models, "draft-same", k=STATIC_K, mode="auto", k_max=K_MAX,
+                     paused=True)]))
         wait_for(lambda: state.pods("collapse") and state.pods("crossover"), timeout=STARTUP_TIMEOUT, interval=2,
                  what="both engines serving", why=state.pod_logs)
         print(f"both engines ready {time.monotonic() - started:.0f} s after apply")
@@ -238,30 +282,77 @@ def collapse_story(setup: Setup) -> dict:
 
 @once
 def static_figures(setup: Setup) -> None:
-    """The always-right draft at its static K (tuning off): batch 64, then batch 1."""
-    print(f"static K={STATIC_K} (tuning off):")
+    """The always-right draft at its static K (the tuner paused): batch 64, then batch 1."""
+    print(f"static K={STATIC_K} (tuning paused):")
     setup.measure("crossover", HIGH, STATIC)
     setup.measure("crossover", LOW, STATIC)
 
 
+def publish_by_hand(setup: Setup, choice: dict | None) -> None:
+    """Write status.tuning.applied as the tuner does (None: remove it, the spec's own config renders)."""
+    applied = None if choice is None else {"method": "draftModel", "since": rfc3339(time.time()), "path": "inPlace",
+                                           **choice}
+    setup.cluster.kubectl("-n", setup.namespace, "patch", "speculativeinference", "crossover", "--subresource=status",
+                          "--type=merge", "-p", json.dumps({"status": {"tuning": {"applied": applied}}}))
+
+
+@once
+def propagation(setup: Setup) -> dict:
+    """20 schedules published by hand to the paused tuner's engine, each timed from the write of
+    status.tuning.applied to the engine's scheduler running it (its own timestamp), under load."""
+    static_figures(setup)
+    assert "--scheduler-cls" in setup.engine_command("crossover")
+    process = engine_process(setup, "crossover")
+    url = setup.endpoints("crossover")()[0]
+    delays: list[float] = []
+    counts: dict[str, list[float]] = {}
+    with ClosedLoop(setup.endpoints("crossover"), PROMPT, concurrency=2, max_tokens=32) as load:
+        for index in range(PROPAGATION_CHANGES):
+            choice = HAND_SCHEDULES[index % len(HAND_SCHEDULES)]
+            digest, written = digest_of(choice), time.time()
+            publish_by_hand(setup, choice)
+            _, taken = wait_for(lambda: (running := live_schedule(url))[0] == digest and running, interval=0.2,
+                                timeout=IN_FORCE_TIMEOUT, what=f"the engine running schedule {digest} ({choice})",
+                                why=setup.pod_logs)
+            delays.append(taken - written)
+            if index >= PROPAGATION_CHANGES - len(HAND_SCHEDULES):  # the last round: what each schedule drafts
+                before = per_position(Metrics.scrape(url), "vllm:spec_decode_num_accepted_tokens_per_pos_total")
+                time.sleep(4)
+                after = per_position(Metrics.scrape(url), "vllm:spec_decode_num_accepted_tokens_per_pos_total")
+                counts[json.dumps(choice)] = minus(after, before)
+        publish_by_hand(setup, None)  # back to the spec's own K for the tuner's story
+        wait_for(lambda: live_schedule(url)[0] == digest_of({"numSpeculativeTokens": STATIC_K}), interval=0.5,
+                 timeout=IN_FORCE_TIMEOUT, what="the spec's own schedule in force again")
+    ordered = sorted(delays)
+    p50, p95 = ordered[len(ordered) // 2], ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+    print(f"published -> in force in the engine, {len(delays)} changes: p50 {p50:.2f} s, p95 {p95:.2f} s, "
+          f"max {ordered[-1]:.2f} s")
+    for choice, accepted in counts.items():
+        print(f"  accepted per position in 4 s under {choice}: {[round(a) for a in accepted]}")
+    return {"delays": delays, "p50": p50, "p95": p95, "counts": counts, "before": process,
+            "after": engine_process(setup, "crossover"), "failed": list(load.failed)}
+
+
 @once
 def tuned_at_low_load(setup: Setup) -> dict:
-    """Tuning on under low load: the first change, its rollout (a new engine) and its verification."""
-    static_figures(setup)
+    """Tuning resumed under low load: the first change, applied in place, and its verification."""
+    propagation(setup)
     first = {pod.name for pod in setup.pods("crossover")}
+    process = engine_process(setup, "crossover")
     started = time.monotonic()
     with ClosedLoop(setup.endpoints("crossover"), PROMPT, concurrency=LOW, max_tokens=128,
                     think_seconds=THINK) as load:
         setup.cluster.kubectl("-n", setup.namespace, "patch", "speculativeinference", "crossover", "--type=merge",
-                              "-p", json.dumps({"spec": {"tuning": {"mode": "auto"}}}))
+                              "-p", json.dumps({"spec": {"tuning": {"paused": False}}}))
         changed = wait_for_resource(setup, "crossover", lambda r: tuning(r).get("applied"), timeout=180,
                                     what="a tuned config applied under low load")
         decision = next(d for d in tuning(changed)["history"] if d["action"] not in ("keep", "recommend"))
         print(f"change {time.monotonic() - started:.0f} s after tuning on: {decision['action']}: {decision['reason']}")
         rolled = wait_for_resource(setup, "crossover", rolled_out, timeout=ROLLOUT_TIMEOUT,
-                                   what="the tuned config rolled out")
+                                   what="the tuned config in force")
         new = [pod for pod in setup.pods("crossover") if pod.name not in first]
-        print(f"rolled out {time.monotonic() - started:.0f} s after tuning on: {rolled['status']['effective']}")
+        in_place = engine_process(setup, "crossover") if not new else None
+        print(f"in force {time.monotonic() - started:.0f} s after tuning resumed: {rolled['status']['effective']}")
 
         def verified(r: dict) -> bool:
             # judged, and what that left applied runs (a rollback is a rollout too: the high-load
@@ -275,7 +366,8 @@ def tuned_at_low_load(setup: Setup) -> dict:
     print(f"verified {time.monotonic() - started:.0f} s after tuning on: predicted {decision['predictedGain']:+.1%}, "
           f"realised {tuning(checked)['realisedGain']:+.1%} (status.tuning.realisedGain)")
     return {"changed": changed, "decision": decision, "new": new, "checked": checked, "failed": list(load.failed),
-            "new_log": Path(new[0].record.log).read_text() if new else ""}
+            "process": process, "in_place": in_place,
+            "log": Path((new[0] if new else setup.pods("crossover")[0]).record.log).read_text()}
 
 
 
@@ -297,12 +389,27 @@ def test_acceptance_collapse_switches_speculation_off_and_keeps_serving(setup):
     assert not story["failed"]  # Surge: the old engine served until the new one answered
 
 
-def test_the_tuner_changes_the_draft_length_and_verifies_the_gain(setup):
+def test_a_published_schedule_is_in_force_within_seconds_without_a_restart(setup):
+    story = propagation(setup)
+    assert len(story["delays"]) >= PROPAGATION_CHANGES
+    assert story["after"] == story["before"], "same pod, same engine process, no container restart"
+    assert all(0 <= delay < IN_FORCE_TIMEOUT for delay in story["delays"]), story["delays"]
+    # vLLM's own per-position counters follow each schedule: K=1 accepts nothing past position 0, the
+    # engine's maximum K drafts (and, the draft being the target, accepts) at its last position
+    k1 = story["counts"][json.dumps({"numSpeculativeTokens": 1})]
+    top = story["counts"][json.dumps({"numSpeculativeTokens": K_MAX})]
+    assert k1[0] > 0 and not any(k1[1:]), k1
+    assert len(top) == K_MAX and top[K_MAX - 1] > 0, top
+    assert not story["failed"], story["failed"][:3]
+
+
+def test_the_tuner_changes_the_draft_length_in_place_and_verifies_the_gain(setup):
     story = tuned_at_low_load(setup)
     assert story["decision"]["action"] in ("setK", "setSchedule")
+    assert story["decision"]["path"] == "inPlace", story["decision"]
     assert applied_k_at(story["changed"], LOW) != STATIC_K, "K changed at today's batch size"
-    assert story["new"], "the rollout restarts the engine in a new pod"
-    assert "specinfer runtime: exec vllm serve" in story["new_log"] and "num_speculative_tokens" in story["new_log"]
+    assert not story["new"] and story["in_place"] == story["process"], "the same engine process took the change"
+    assert "live schedule: now" in story["log"]
     # Verified: a realised gain in status. Whether it confirms the change is the engine's to say: on
     # these two shared cores the same K=2 -> K=4 change at batch 1 realised -17.9% to +1.9% over runs
     # (two engines with one config differ by up to 20%), and a rollback is the verification working.

@@ -57,6 +57,9 @@ class Tuning(ApiModel):
     """off: no tuning; observe (default): recommend in status only; auto: apply recommendations."""
     interval_seconds: int = Field(default=30, ge=5, le=3600)
     """Seconds between tuning decisions."""
+    paused: bool = False
+    """Stop deciding and writing, keeping what was applied in force (no restart either way): for an
+    incident or a measurement by hand. The status keeps the last decision; unpausing resumes from it."""
     slo: Slo | None = None
     """Latency objectives (optional)."""
     min_num_speculative_tokens: int | None = Field(default=None, ge=0, le=64)
