@@ -136,6 +136,10 @@ class OperatorConfig(_Config):
     allowed_images: list[str] = Field(default_factory=list)
     """Images spec.runtime.image may name: exact references or `*` patterns. Empty (default): the hardware
     profiles' images only (after `images` / `profiles` overrides), so a tenant cannot pick the pod's code."""
+    nudge_pods: bool = True
+    """After publishing a new schedule to an engine retuned in place, annotate its pods so the kubelet
+    refreshes the mounted ConfigMap now instead of at its next sync (60-90 s with default settings,
+    docs/live-schedule.md). Needs `patch` on pods; without it the operator logs once and stops nudging."""
     engine_secrets: Literal["Labelled", "Any"] = "Labelled"
     """Secrets engine pods may take values from (hubTokenSecretRef, env valueFrom.secretKeyRef): Labelled
     (default) only those labelled specinfer.io/engine-secret=true; Any for clusters with one tenant."""

@@ -32,7 +32,7 @@ from specinfer.operator.errors import ApiError, TemporaryError
 from specinfer.operator.events import EventRecorder
 from specinfer.operator.kube import Kube, object_path
 from specinfer.operator.render import Rendering, render
-from specinfer.operator.render.labels import ENGINE_SECRET_LABEL
+from specinfer.operator.render.labels import ENGINE_SECRET_LABEL, LIVE_SCHEDULE_ANNOTATION
 from specinfer.operator.secrets import opt_in_refusal
 from specinfer.operator.status import (
     Rollout,
@@ -62,6 +62,7 @@ class Reconciler:
                  now: Callable[[], str] = utc_now, requeue: Callable[[Key], None] = lambda key: None) -> None:
         self.kube, self.store, self.config, self.events, self.now = kube, store, config, events, now
         self.requeue = requeue
+        self.nudge_pods = config.nudge_pods  # switched off for this process once the API server refuses it
         self.applies = 0
         self.status_writes = 0
 
@@ -87,6 +88,7 @@ class Reconciler:
             await self._report_refusal(resource, deployment, refusal)
             raise TemporaryError(f"{refusal.reason}: {namespace}/{name}", delay=REJECTED_RETRY_SECONDS)
         created = False
+        published = None
         for manifest, live in changed:
             meta = manifest["metadata"]
             try:
@@ -105,12 +107,16 @@ class Reconciler:
                      "created" if live is None else "updated")
             if manifest["kind"] == "Deployment":
                 deployment, created = result, live is None
+            if rendering.live is not None and meta["name"] == rendering.live.config_map and live is not None:
+                published = rendering.effective_status().live_schedule
         if created:
             # A Deployment without status says nothing yet: report after its controller has looked at it
             # (its watch event re-queues us; this is the fallback). In a burst, creating every workload
             # first costs each resource 3 requests before any status write.
             self.requeue(key)
             return
+        if published is not None and self.nudge_pods:
+            await self._nudge(key, published.digest)
         rendered = rendering.manifest("Deployment")
         assert rendered is not None, "render() always returns a Deployment"
         spec_replicas = rendered["spec"]["replicas"]
@@ -120,6 +126,28 @@ class Reconciler:
                                                            rollout=rollout, desired_replicas=spec_replicas,
                                                            now=self.now(),
                                                            engine_failure=failure.describe() if failure else None))
+
+    async def _nudge(self, key: Key, digest: str) -> None:
+        """A new schedule was published: annotate the engine pods so their kubelet refreshes the mounted
+        ConfigMap now. A speed-up only -- the kubelet's periodic sync delivers it anyway -- so a failure
+        is logged, and a refusal (no `patch` on pods) switches the nudge off for this process."""
+        namespace, _ = key
+        body = {"metadata": {"annotations": {LIVE_SCHEDULE_ANNOTATION: digest}}}
+        for pod in self.store.pods_of(key):
+            meta = pod.get("metadata") or {}
+            if (meta.get("annotations") or {}).get(LIVE_SCHEDULE_ANNOTATION) == digest or meta.get("deletionTimestamp"):
+                continue
+            path = f"/api/v1/namespaces/{namespace}/pods/{meta.get('name')}"
+            try:
+                await self.kube.request("PATCH", path, body=body, content_type="application/merge-patch+json",
+                                        query=[("fieldManager", self.config.field_manager)])
+            except ApiError as error:
+                if error.status == 403:
+                    log.warning("cannot annotate engine pods (%s): the kubelet takes new schedules at its next "
+                                "sync; grant `patch` on pods or set nudgePods: false", error)
+                    self.nudge_pods = False
+                    return
+                log.info("nudging pod %s/%s failed: %s", namespace, meta.get("name"), error)
 
     async def _refusal(self, resource: dict[str, Any], rendering: Rendering,
                        changed: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> Refusal | None:

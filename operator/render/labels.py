@@ -21,6 +21,9 @@ MANAGED_BY = "specinfer-operator"
 CONFIG_HASH_ANNOTATION = "specinfer.io/config-hash"
 ENGINE_COMMAND_ANNOTATION = "specinfer.io/engine-command"
 RUNTIME_CONFIG_KEY = "runtime.json"
+# On engine pods (never the template: that would roll them): the schedule published last, so that the
+# kubelet syncs the pod, and its mounted schedule, at once (docs/live-schedule.md, "The annotation nudge").
+LIVE_SCHEDULE_ANNOTATION = "specinfer.io/live-schedule"
 CHILD_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
 
 

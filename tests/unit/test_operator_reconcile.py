@@ -259,3 +259,66 @@ def test_urgent_keys_are_served_first():
 
     run(main())
     assert order == ["new-c", "status-b", "status-a"]
+
+
+# --- retuning in place (issue 22) ----------------------------------------------------------------
+
+LIVE = {**RESOURCE, "spec": {**RESOURCE["spec"], "tuning": {"mode": "auto", "maxNumSpeculativeTokens": 4}}}
+
+
+class NudgedKube(FakeKube):
+    def __init__(self, refuse: int | None = None) -> None:
+        super().__init__()
+        self.patches: list[tuple[str, dict]] = []
+        self.refuse = refuse
+
+    async def request(self, method, path, *, query=None, body=None, content_type=None, verb=None, accept=None):
+        assert (method, content_type) == ("PATCH", "application/merge-patch+json")
+        if self.refuse:
+            raise ApiError(self.refuse, method, path, "forbidden")
+        self.patches.append((path, body))
+        return body
+
+
+def live_reconciler(kube: NudgedKube) -> tuple[Reconciler, Store]:
+    store = Store()
+    store.put_resource(copy.deepcopy(LIVE))
+    store.put_child({"kind": "Pod", "metadata": {"name": "llama-abc", "namespace": "ml", "resourceVersion": "1",
+                                                 "labels": {"specinfer.io/name": "llama"}}})
+    rec = Reconciler(kube=kube, store=store, config=OperatorConfig(), events=Events(kube),
+                     now=lambda: "2026-01-01T00:00:00Z")
+    run(rec.reconcile(("ml", "llama")))
+    run(rec.reconcile(("ml", "llama")))
+    return rec, store
+
+
+def retune(store: Store, k: int) -> None:
+    resource = copy.deepcopy(store.resources[("ml", "llama")])
+    resource["spec"] = copy.deepcopy(LIVE["spec"])  # the fake's status write answers with RESOURCE's spec
+    resource["metadata"]["resourceVersion"] = str(int(resource["metadata"]["resourceVersion"]) + 100)
+    resource["status"] = {**(resource.get("status") or {}),
+                          "tuning": {"applied": {"numSpeculativeTokens": k, "since": "2026-01-01T00:00:00Z"}}}
+    store.put_resource(resource)
+
+
+def test_a_retune_in_place_publishes_the_schedule_and_nudges_the_pods_not_the_deployment():
+    kube = NudgedKube()
+    rec, store = live_reconciler(kube)
+    assert not kube.patches  # a first publish needs no nudge: the pods start with it
+    kube.writes.clear()
+    retune(store, 2)
+    run(rec.reconcile(("ml", "llama")))
+    assert [w for w in kube.writes if w[1] == ""] == [("ConfigMap", "")]  # the schedule only
+    [(path, body)] = kube.patches
+    assert path == "/api/v1/namespaces/ml/pods/llama-abc"
+    published = store.child("ConfigMap", "ml", "llama-schedule")["data"]["schedule.json"]
+    assert body["metadata"]["annotations"]["specinfer.io/live-schedule"] in published
+
+
+def test_without_patch_on_pods_the_nudge_stops_and_the_schedule_is_still_published():
+    kube = NudgedKube(refuse=403)
+    rec, store = live_reconciler(kube)
+    retune(store, 2)
+    run(rec.reconcile(("ml", "llama")))
+    assert not rec.nudge_pods
+    assert '"schedule":[[1,65536,2]]' in store.child("ConfigMap", "ml", "llama-schedule")["data"]["schedule.json"]

@@ -72,6 +72,7 @@ allowedImages:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 engineSecrets: {{ .Values.runtime.engineSecrets | quote }}
+nudgePods: {{ .Values.rbac.nudgePods }}
 {{- if or .Values.cost.accelerators .Values.cost.products }}
 cost:
   currency: {{ .Values.cost.currency | quote }}
@@ -107,7 +108,8 @@ RBAC rules for the objects the operator manages in a watched namespace (a Role p
 namespaced scope, or the ClusterRole in cluster scope). Verbs are what the operator does, no more:
 it reads SpeculativeInferences and writes only their status (server-side apply); children are
 server-side applied (create + patch) and removed by the garbage collector through ownerReferences,
-so there is no delete; no wildcard, no pods, no list/watch of Secrets.
+so there is no delete; no wildcard, no pod writes but the schedule annotation (rbac.nudgePods), no
+list/watch of Secrets.
 */}}
 {{- define "specinfer.namespacedRules" -}}
 - apiGroups: ["specinfer.io"]
@@ -134,7 +136,7 @@ so there is no delete; no wildcard, no pods, no list/watch of Secrets.
 # a calibration Job's pod hands its result over in its termination message.
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["get", "list", "watch"]
+  verbs: ["get", "list", "watch"{{ if .Values.rbac.nudgePods }}, "patch"{{ end }}]
 # Calibrations (docs/calibration.md): read the runs, write their status; one Job per measured engine,
 # created once and deleted only when a run fails (a finished Job goes by its TTL).
 - apiGroups: ["specinfer.io"]
