@@ -10,6 +10,7 @@ from specinfer.cli import LazyGroup
 BENCHMARKS: dict[str, str] = {
     "cost-fit": "specinfer.bench.cost_fit:cost_fit_command",
     "engine-cpu": "specinfer.bench.engine_cpu:engine_cpu_command",
+    "live-schedule": "specinfer.bench.live_schedule:live_schedule_command",
     "load": "specinfer.bench.load:load_command",
     "operator-scale": "specinfer.bench.operator_scale:operator_scale_command",
     "sim-capacity": "specinfer.bench.sim_capacity:sim_capacity_command",
