@@ -17,10 +17,22 @@ import pytest
 
 from specinfer.api.engine_flags import (
     ADMISSION_FLAG_PATTERN,
+    CONTEXT_LENGTH,
+    ENGINE_CLASS_FLAGS,
+    ENGINE_CLASSES,
+    INTEGER,
+    INTEGER_OR_NONE,
+    NUMBER,
+    NUMBER_OR_NONE,
+    NUMERIC_ALIASES,
+    NUMERIC_FLAGS,
     OWNED_FLAG_PATTERN,
     OWNED_FLAGS,
     SHORT_ALIASES,
+    SIZE,
+    SIZE_OR_NONE,
     owned_flag,
+    refusal,
 )
 from specinfer.dev.vllm_wheels import read_source
 
@@ -122,3 +134,331 @@ def test_admission_refuses_nothing_parse_spec_would_admit():
     candidates = {*vllm_flags(), *(f"{f}=1" for f in vllm_flags()), *(f"{a}.x" for a in SHORT_ALIASES), "-tp4"}
     assert [c for c in candidates if re.match(ADMISSION_FLAG_PATTERN, c) and owned_flag(c) is None] == []
 
+
+
+# -- vLLM's engine classes --------------------------------------------------------------------------------------
+
+@cache
+def _config_classes() -> dict[str, ast.ClassDef]:
+    """Every class of vllm/config/ and of the two argument modules, by name."""
+    found: dict[str, ast.ClassDef] = {}
+    for path in (*sorted(name for name in _wheel_files() if name.startswith("vllm/config/")), *SOURCES):
+        for node in ast.walk(_tree(path)):
+            if isinstance(node, ast.ClassDef):
+                found.setdefault(node.name, node)
+    return found
+
+
+@cache
+def _wheel_files() -> tuple[str, ...]:
+    import zipfile
+
+    from specinfer.dev.vllm_wheels import wheel_path
+
+    return tuple(name for name in zipfile.ZipFile(wheel_path()).namelist() if name.endswith(".py"))
+
+
+@cache
+def _tree(path: str) -> ast.Module:
+    return ast.parse(read_source(path))
+
+
+def _fields(cls: ast.ClassDef) -> dict[str, tuple[ast.AnnAssign, str]]:
+    """A class's annotated fields: name -> (the assignment, its docstring)."""
+    fields: dict[str, tuple[ast.AnnAssign, str]] = {}
+    for index, item in enumerate(cls.body):
+        if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+            after = cls.body[index + 1] if index + 1 < len(cls.body) else None
+            doc = after.value.value if (isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
+                                        and isinstance(after.value.value, str)) else ""
+            fields[item.target.id] = (item, doc)
+    return fields
+
+
+def class_path_flags() -> dict[str, str]:
+    """The flags of vllm/engine/arg_utils.py that name a class to import, and why: a `*_cls` field, a field
+    that takes a class (`type[...]`), one whose config documents class names or "module:class" targets, or a
+    JSON config with a `*_cls` field."""
+    found: dict[str, str] = {}
+    for name, (item, _) in _fields(_config_classes()["EngineArgs"]).items():
+        flag = "--" + name.replace("_", "-")
+        if flag not in vllm_flags():
+            continue
+        annotation, default = ast.unparse(item.annotation), item.value
+        source = None  # where the default comes from: Config.field or get_field(Config, "field")
+        if isinstance(default, ast.Attribute) and isinstance(default.value, ast.Name):
+            source = default.value.id, default.attr
+        elif isinstance(default, ast.Call) and ast.unparse(default.func) == "get_field":
+            source = ast.unparse(default.args[0]), default.args[1].value
+        doc = _fields(_config_classes()[source[0]]).get(source[1], (None, ""))[1] if source else ""
+        configs = [c for c in re.findall(r"\w+", annotation) if c in _config_classes()
+                   and any(field.endswith("_cls") for field in _fields(_config_classes()[c]))]
+        if name.endswith("_cls"):
+            found[flag] = "a *_cls field"
+        elif "type[" in annotation:
+            found[flag] = f"takes a class ({annotation})"
+        elif re.search(r"class names?\b|module:class", doc):
+            found[flag] = "documented as class names"
+        elif configs:
+            found[flag] = f"{configs[0]} has a *_cls field"
+    return found
+
+
+def test_the_engine_class_flags_are_every_class_path_flag_of_arg_utils():
+    found = class_path_flags()
+    assert {"--scheduler-cls", "--worker-cls", "--worker-extension-cls"} <= set(found)
+    assert set(ENGINE_CLASS_FLAGS) == set(found), (
+        f"class-path flags of vLLM 0.33.0 not owned: {sorted(set(found) - set(ENGINE_CLASS_FLAGS))}; "
+        f"owned but no longer class paths: {sorted(set(ENGINE_CLASS_FLAGS) - set(found))}")
+
+
+@pytest.mark.parametrize("flag", ENGINE_CLASS_FLAGS)
+def test_every_engine_class_flag_is_owned_and_refused_with_the_reason(flag):
+    assert flag in vllm_flags()
+    assert OWNED_FLAGS[flag].startswith(ENGINE_CLASSES)
+    for spelling in (flag, f"{flag}=my.pkg.Class", "--" + flag[2:].replace("-", "_"), f"{flag}.key=1",
+                     *unambiguous_prefixes(flag)):
+        assert owned_flag(spelling) == flag or (owned_flag(spelling) in OWNED_FLAGS and len(spelling) < len(flag))
+        reason = refusal(spelling)
+        assert reason is not None and "which the spec owns" in reason, spelling
+    assert re.match(ADMISSION_FLAG_PATTERN, f"{flag[:2]}{flag[2:].replace('-', '_')}=x")
+
+
+# -- Numeric flags ----------------------------------------------------------------------------------------------
+
+PARSER_NAMES = {"int": INTEGER, "int?": INTEGER_OR_NONE, "human_int": SIZE, "human_int?": SIZE_OR_NONE,
+                "int_or_auto": CONTEXT_LENGTH, "float": NUMBER, "float?": NUMBER_OR_NONE}
+EXPLICIT_TYPES = {"int": "int", "float": "float", "human_readable_int": "human_int", "optional_type(int)": "int?",
+                  "optional_type(float)": "float?", "human_readable_int_or_auto": "int_or_auto"}
+CONTAINERS = ("bool", "Literal", "tuple", "list", "set")  # checked before int and float by _compute_kwargs
+
+
+@cache
+def _aliases() -> dict[str, ast.expr]:
+    """Module-level type aliases of the config modules (`X = Literal[...]`, `X: TypeAlias = ...`)."""
+    found: dict[str, ast.expr] = {}
+    for path in (*sorted(name for name in _wheel_files() if name.startswith("vllm/config/")), *SOURCES):
+        for node in _tree(path).body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                found.setdefault(node.targets[0].id, node.value)
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None \
+                    and "TypeAlias" in ast.unparse(node.annotation):
+                found.setdefault(node.target.id, node.value)
+    return found
+
+
+def _hints(node: ast.expr, seen: tuple[str, ...] = ()) -> set[str]:
+    """vLLM's get_type_hints, by name: 'int', 'float', 'bool', 'str', 'None', 'Literal', 'list', ...,
+    'dataclass' (a vLLM config) or 'other'."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):  # a quoted annotation
+        return _hints(ast.parse(node.value, mode="eval").body, seen)
+    if isinstance(node, ast.Constant) and node.value is None:
+        return {"None"}
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        return _hints(node.left, seen) | _hints(node.right, seen)
+    if isinstance(node, ast.Subscript):
+        origin = ast.unparse(node.value).split(".")[-1]
+        args = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if origin == "Union":
+            return set().union(*(_hints(arg, seen) for arg in args))
+        if origin == "Optional":
+            return _hints(args[0], seen) | {"None"}
+        if origin == "Annotated":
+            return _hints(args[0], seen)
+        return {origin if origin in ("list", "tuple", "set", "dict", "Literal", "type") else "other"}
+    name = ast.unparse(node).split(".")[-1]
+    if name in ("int", "float", "bool", "str", "dict", "list", "tuple", "set"):
+        return {name}
+    if name in _aliases() and name not in seen:
+        return _hints(_aliases()[name], (*seen, name))
+    if name in _config_classes():
+        decorators = {ast.unparse(d).split("(")[0].split(".")[-1] for d in _config_classes()[name].decorator_list}
+        return {"dataclass"} if decorators & {"dataclass", "config"} else {"other"}
+    return {"other"}
+
+
+@cache
+def _compute_kwargs_specials() -> tuple[frozenset[str], str]:
+    """The field names _compute_kwargs parses with human_readable_int, and the one with ..._or_auto."""
+    function = next(node for node in ast.walk(_tree(SOURCES[0]))
+                    if isinstance(node, ast.FunctionDef) and node.name == "_compute_kwargs")
+    human = next(node.value for node in ast.walk(function) if isinstance(node, ast.Assign)
+                 and getattr(node.targets[0], "id", "") == "human_readable_int_args")
+    auto = next(node.comparators[0].value for node in ast.walk(function) if isinstance(node, ast.Compare)
+                and ast.unparse(node.left) == "name" and isinstance(node.comparators[0], ast.Constant))
+    return frozenset(element.value for element in human.elts), auto
+
+
+def _parser_of(config: str, field: str, overrides: dict[tuple[str, str], str]) -> str | None:
+    """The numeric parser vLLM's _compute_kwargs gives a config field (None when it is not int or float)."""
+    if (config, field) in overrides:
+        return EXPLICIT_TYPES.get(overrides[(config, field)])
+    cls, fields = _config_classes()[config], {}
+    while True:  # a field may come from a base class (FrontendArgs <- BaseFrontendArgs)
+        fields = _fields(cls) | fields
+        bases = [b.id for b in cls.bases if isinstance(b, ast.Name) and b.id in _config_classes()]
+        if field in fields or not bases:
+            break
+        cls = _config_classes()[bases[0]]
+    hints = _hints(fields[field][0].annotation)
+    if "dataclass" in hints or hints == {"bool", "str", "None"} or any(kind in hints for kind in CONTAINERS):
+        return None
+    human, auto = _compute_kwargs_specials()
+    if "int" in hints:
+        parser = "int_or_auto" if field == auto else "human_int" if field in human else "int"
+    elif "float" in hints:
+        parser = "float"
+    else:
+        return None
+    return parser + ("?" if "None" in hints else "")
+
+
+def _options(call: ast.Call) -> tuple[str, ...]:
+    return tuple(arg.value for arg in call.args if isinstance(arg, ast.Constant) and str(arg.value).startswith("-"))
+
+
+def numeric_flags_of_the_wheel() -> dict[tuple[str, ...], str]:
+    """Option strings -> parser ("int", "int?", "human_int", ...) of every `vllm serve` flag vLLM 0.33.0
+    parses as a number: the add_argument calls of arg_utils.py (fed from get_kwargs(Config), with the
+    overrides they make, or an explicit type=), every field of the frontend argument classes, and
+    make_arg_parser's own options."""
+    found: dict[tuple[str, ...], str] = {}
+    for function in ast.walk(_tree(SOURCES[0])):
+        if not (isinstance(function, ast.FunctionDef) and function.name == "add_cli_args"):
+            continue
+        configs: dict[str, str] = {}  # x_kwargs = get_kwargs(Config)
+        single: dict[str, tuple[str, str]] = {}  # y = get_kwargs(Config)["field"] or x_kwargs["field"]
+        overrides: dict[tuple[str, str], str] = {}  # x_kwargs["field"]["type"] = ... / y["type"] = ...
+        for node in ast.walk(function):
+            if not (isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)):
+                continue
+            value, target = node.value, node.targets[0].id
+            if isinstance(value, ast.Call) and ast.unparse(value.func) == "get_kwargs":
+                configs[target] = ast.unparse(value.args[0])
+            elif isinstance(value, ast.Subscript) and isinstance(value.value, ast.Call) \
+                    and ast.unparse(value.value.func) == "get_kwargs":
+                single[target] = ast.unparse(value.value.args[0]), value.slice.value
+            elif isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name) and value.value.id in configs:
+                single[target] = configs[value.value.id], value.slice.value
+        for node in ast.walk(function):
+            if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Subscript):
+                target = ast.unparse(node.targets[0])
+                if match := re.fullmatch(r"(\w+)\['(\w+)'\]\['type'\]", target):
+                    if match.group(1) in configs:
+                        overrides[(configs[match.group(1)], match.group(2))] = ast.unparse(node.value)
+                elif (match := re.fullmatch(r"(\w+)\['type'\]", target)) and match.group(1) in single:
+                    overrides[single[match.group(1)]] = ast.unparse(node.value)
+        for node in ast.walk(function):
+            if not (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument"):
+                continue
+            keywords = {k.arg: k.value for k in node.keywords if k.arg}
+            spread = [k.value for k in node.keywords if k.arg is None]
+            parser = None
+            if "type" in keywords:
+                parser = EXPLICIT_TYPES.get(ast.unparse(keywords["type"]))
+            elif spread and not ({"action", "choices"} & set(keywords)):
+                value = spread[0]
+                if isinstance(value, ast.Dict):  # {**x_kwargs["field"], "default": None}
+                    assert "type" not in {k.value for k in value.keys if isinstance(k, ast.Constant)}
+                    value = next(v for k, v in zip(value.keys, value.values, strict=True) if k is None)
+                if isinstance(value, ast.Name):
+                    parser = _parser_of(*single[value.id], overrides)
+                else:
+                    match = re.fullmatch(r"(\w+)\['(\w+)'\]", ast.unparse(value))
+                    assert match, f"an add_argument this test cannot read: {ast.unparse(node)}"
+                    parser = _parser_of(configs[match.group(1)], match.group(2), overrides)
+            if parser:
+                found[_options(node)] = parser
+    frontend_overrides = {("FrontendArgs", match.group(1)): ast.unparse(node.value)
+                          for node in ast.walk(_tree(SOURCES[1])) if isinstance(node, ast.Assign)
+                          and isinstance(node.targets[0], ast.Subscript)
+                          and (match := re.fullmatch(r"frontend_kwargs\['(\w+)'\]\['type'\]",
+                                                     ast.unparse(node.targets[0])))}
+    for name in ("BaseFrontendArgs", "FrontendArgs"):
+        for field in _fields(_config_classes()[name]):
+            if parser := _parser_of("FrontendArgs", field, frontend_overrides):
+                found[("--" + field.replace("_", "-"),)] = parser
+    for node in ast.walk(_tree(SOURCES[1])):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument" and _options(node):
+            keywords = {k.arg: k.value for k in node.keywords if k.arg}
+            if "type" in keywords and ast.unparse(keywords["type"]) in EXPLICIT_TYPES:
+                found[_options(node)] = EXPLICIT_TYPES[ast.unparse(keywords["type"])]
+    return found
+
+
+def test_the_kwargs_rules_the_derivation_reproduces_are_vllms():
+    """_compute_kwargs tries bool, Literal, tuple, list, set before int and float, and makes a field typed
+    `X | None` optional_type(X): "" and "None" are None."""
+    source = read_source(SOURCES[0])
+    function = next(node for node in ast.walk(_tree(SOURCES[0]))
+                    if isinstance(node, ast.FunctionDef) and node.name == "_compute_kwargs")
+    branch = next(node for node in ast.walk(function)
+                  if isinstance(node, ast.If) and ast.unparse(node.test) == "dataclass_cls is not None")
+    chain = []  # the if/elif chain that picks a field's argparse type
+    while branch is not None:
+        chain.append(ast.unparse(branch.test))
+        nested = branch.orelse[0] if len(branch.orelse) == 1 else None
+        branch = nested if isinstance(nested, ast.If) else None
+    assert chain[:9] == ["dataclass_cls is not None", "type_hints == {bool, str, type(None)}",
+                         *(f"contains_type(type_hints, {kind})" for kind in (*CONTAINERS, "int", "float"))], chain
+    assert "if type(None) in type_hints and not contains_type(type_hints, bool):" in source
+    assert 'if val == "" or val == "None":' in source
+    assert _compute_kwargs_specials() == (
+        frozenset({"max_num_batched_tokens", "max_num_scheduled_tokens", "kv_cache_memory_bytes",
+                   "safetensors_prefetch_block_size", "max_num_queued_tokens"}), "max_model_len")
+
+
+def test_the_numeric_flag_table_is_the_wheels():
+    found = numeric_flags_of_the_wheel()
+    assert found[("--max-num-seqs",)] == "int" and found[("--max-model-len",)] == "int_or_auto"
+    assert found[("--max-num-batched-tokens",)] == "human_int" and found[("--shutdown-timeout",)] == "int"
+    assert found[("--gpu-memory-utilization", "--device-memory-utilization")] == "float"
+    owned = set(OWNED_FLAGS) | set(SHORT_ALIASES)
+    expected = {options[0]: PARSER_NAMES[parser] for options, parser in found.items() if options[0] not in owned}
+    assert NUMERIC_FLAGS == expected, (
+        f"missing: {sorted(set(expected) - set(NUMERIC_FLAGS))}; not numeric in the wheel: "
+        f"{sorted(set(NUMERIC_FLAGS) - set(expected))}; another parser: "
+        f"{sorted(f for f in set(expected) & set(NUMERIC_FLAGS) if expected[f] is not NUMERIC_FLAGS[f])}")
+    aliases = {alias: options[0] for options in found for alias in options[1:] if options[0] not in owned}
+    assert aliases == NUMERIC_ALIASES
+
+
+def _vllm_function(path: str, name: str, namespace: dict) -> object:
+    """One function of the wheel, compiled from its source (the wheel is never imported: it needs torch)."""
+    tree = _tree(path)
+    node = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
+    exec(compile(ast.Module(body=[node], type_ignores=[]), f"{path}:{name}", "exec"), namespace)
+    return namespace[name]
+
+
+VALUES = ["8", " 8 ", "+8", "-1", "1_024", "٣", "8k", "8K", "2.5k", "2.5K", "1.5m", "8M", "1g", "1T", "8x", "k",
+          "", "None", "none", "auto", "AUTO", " auto ", "abc", "1.5", "1e3", "nan", "-inf", "Infinity", "0x10", "8 k",
+          "9" * 400 + "k", "{}", '{"x": 1}', "1,000", "--", "-"]
+
+
+@pytest.mark.parametrize(("parser", "kind"), sorted(PARSER_NAMES.items()))
+def test_the_value_parsers_are_vllms_own(parser, kind):
+    """Each NumberType parses as vLLM does: vLLM's human_readable_int(_or_auto), parse_type and optional_type,
+    compiled from the wheel, against engine_flags's copies."""
+    import argparse
+
+    import regex
+
+    namespace: dict = {"re": regex, "argparse": argparse}
+    for name in ("human_readable_int", "human_readable_int_or_auto"):
+        _vllm_function("vllm/utils/argparse_utils.py", name, namespace)
+    for name in ("parse_type", "optional_type"):
+        _vllm_function(SOURCES[0], name, namespace)
+    base = {"int": int, "float": float, "human_int": namespace["human_readable_int"],
+            "int_or_auto": namespace["human_readable_int_or_auto"]}[parser.rstrip("?")]
+    vllm = namespace["optional_type"](base) if parser.endswith("?") else namespace["parse_type"](base)
+
+    def outcome(parse, value):
+        try:
+            return parse(value)
+        except (ValueError, OverflowError, argparse.ArgumentTypeError):
+            return "refused"
+
+    for value in VALUES:
+        ours, theirs = outcome(kind.parse, value), outcome(vllm, value)
+        assert ours == theirs or (ours != ours and theirs != theirs), (parser, value, ours, theirs)  # nan != nan

@@ -116,6 +116,13 @@ SEMANTIC_ONLY = [
     ({"runtime": {"extraArgs": ["--speculative-conf={}"]}},
      "spec.runtime.extraArgs[0]: '--speculative-conf={}' sets vLLM's --speculative-config"),
     ({"runtime": {"extraArgs": ["-s", "{}"]}}, "spec.runtime.extraArgs[0]: '-s' sets vLLM's --speculative-config"),
+    ({"runtime": {"extraArgs": ["--scheduler-c", "my.pkg.Scheduler"]}},
+     "spec.runtime.extraArgs[0]: '--scheduler-c' sets vLLM's --scheduler-cls, which the spec owns"),
+    # a numeric flag's value in the next item, or none: a rule on the list, which CEL cannot make (engine_flags.py)
+    ({"runtime": {"extraArgs": ["--max-num-seqs", "abc"]}},
+     "spec.runtime.extraArgs[1]: vLLM's --max-num-seqs (spec.runtime.extraArgs[0]) takes an integer, not 'abc'"),
+    ({"runtime": {"extraArgs": ["--enforce-eager", "--max-num-seqs"]}},
+     "spec.runtime.extraArgs[1]: '--max-num-seqs' needs a value, but it is the last item"),
     # vLLM on CPU runs tensor parallel size 1 whatever count says (the accelerator's rule)
     ({"speculation": {"advanced": {"draft_tensor_parallel_size": 2}}, "hardware": {"accelerator": "cpu", "count": 2}},
      "spec.speculation.advanced.draft_tensor_parallel_size must be 1 or the target's tensor parallel size 1"),
@@ -132,7 +139,9 @@ SEMANTIC_ONLY = [
 
 @pytest.mark.parametrize(("patch", "message"), SEMANTIC_ONLY,
                          ids=["draft-tp", "synthetic", "tuning-min", "extra-args-abbreviation",
-                              "extra-args-short-prefix", "cpu-draft-tp", "fly-default-k", "schedule-dp"])
+                              "extra-args-short-prefix", "extra-args-engine-class-abbreviation",
+                              "extra-args-value-in-the-next-item", "extra-args-missing-value", "cpu-draft-tp",
+                              "fly-default-k", "schedule-dp"])
 def test_what_cel_cannot_express_passes_admission_and_fails_parse_spec(custom_objects, patch, message):
     """These reach the operator, which reports Ready=False/InvalidSpec with parse_spec's message."""
     from specinfer.api import InvalidSpecError, parse_spec

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Literal, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Literal, Self, TypeAlias
 
-from pydantic import Field
+from pydantic import Field, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from specinfer.api.base import (
     ApiModel,
@@ -21,7 +22,7 @@ from specinfer.api.base import (
     ShortText,
     Text,
 )
-from specinfer.api.engine_flags import ExtraArg
+from specinfer.api.engine_flags import ExtraArg, value_problems
 from specinfer.runtime.methods import ACCELERATORS, COST_MODELS, DEFAULT_COST_MODEL, WORKLOADS, get_accelerator
 
 # Enums read from the catalogue's registries when the module loads: pydantic and the CRD see the Literal;
@@ -220,8 +221,10 @@ class Runtime(ApiModel):
     image: Text | None = None
     """Container image override; default from the operator's hardware profile for the accelerator."""
     extra_args: list[ExtraArg] | None = Field(default=None, max_length=64)
-    """Extra `vllm serve` arguments. Flags the spec owns (--speculative-config, --port, ...) are refused in every
-    spelling vLLM accepts (`_` for `-`, dotted sub-keys, unambiguous prefixes, --config FILE)."""
+    """Extra `vllm serve` arguments, one argument per item. Flags the spec owns (--speculative-config, --port,
+    --scheduler-cls, ...) are refused in every spelling vLLM accepts (`_` for `-`, dotted sub-keys, unambiguous
+    prefixes, --config FILE), and so are values vLLM would refuse: control characters, and a numeric flag
+    (--max-num-seqs, ...) given something else."""
     env: list[EnvVar] | None = Field(default=None, max_length=64)
     """Extra environment variables for the engine container."""
     resources: Resources | None = None
@@ -246,3 +249,17 @@ class Runtime(ApiModel):
             field="env",
         ),
     )
+
+    @model_validator(mode="after")
+    def _numeric_values(self) -> Self:
+        """The numeric flags whose value is the next item (`--max-num-seqs`, `abc`) or missing: a check on the
+        list, which the CRD cannot make (src/specinfer/api/engine_flags.py), so parse_spec makes it and the
+        operator reports it (Ready=False InvalidSpec)."""
+        args = list(self.extra_args or [])
+        problems = value_problems(args)
+        if problems:
+            # one error per item, at the item (no message context: the messages quote the user's text)
+            raise ValidationError.from_exception_data(type(self).__name__, [
+                InitErrorDetails(type=PydanticCustomError("specinfer_rule", message), loc=("extraArgs", index),
+                                 input=args[index]) for index, message in problems])
+        return self
