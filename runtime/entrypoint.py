@@ -18,6 +18,7 @@ import sys
 import click
 
 from specinfer.runtime.config import MisconfigurationError, config_path, load_runtime_config
+from specinfer.runtime.live_schedule import live_schedule_env
 
 EXIT_MISCONFIGURED = 2
 # Kubernetes' default terminationMessagePath; the kubelet shows the file's content as the
@@ -58,7 +59,7 @@ def runtime(config_flag: str | None, dry_run: bool) -> None:
         if spec.runtime.engine == "simulator":
             from specinfer.runtime.sim_from_runtime_config import simulator_settings
 
-            settings = simulator_settings(config)
+            settings = simulator_settings(config, os.environ)
             problems = settings.problems()
             if problems:
                 raise MisconfigurationError("spec.runtime.simulator", f"spec.runtime.simulator: {problems[0]}")
@@ -80,10 +81,7 @@ def runtime(config_flag: str | None, dry_run: bool) -> None:
         return
     env = engine_env(spec, os.environ)
     if config.live_schedule is not None:  # read by the scheduler class (engine core) and the telemetry plugin
-        from specinfer.runtime.live_schedule import SCHEDULE_FILE_ENV, STATE_FILE_ENV
-
-        env[SCHEDULE_FILE_ENV] = config.live_schedule.file
-        env[STATE_FILE_ENV] = config.live_schedule.state_file
+        env.update(live_schedule_env(config.live_schedule, os.environ))
     click.echo(f"specinfer runtime: exec {shlex.join(argv)}", err=True)
     sys.stdout.flush()
     sys.stderr.flush()

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 from specinfer.api import RuntimeConfig, speculation_of
 from specinfer.runtime.argv import served_model_name
+from specinfer.runtime.live_schedule import SCHEDULE_FILE_ENV, STATE_FILE_ENV, live_schedule_env
 from specinfer.runtime.methods import get_method
 from specinfer.runtime.sim.settings import Phase, SimulatorSettings
 
 
-def simulator_settings(config: RuntimeConfig) -> SimulatorSettings:
+def simulator_settings(config: RuntimeConfig, environ: Mapping[str, str] | None = None) -> SimulatorSettings:
     spec = config.spec
+    live = live_schedule_env(config.live_schedule, environ or {}) if config.live_schedule else {}
     effective = speculation_of(spec)
     simulator = spec.runtime.simulator
     method = get_method(effective.method)
@@ -23,8 +26,8 @@ def simulator_settings(config: RuntimeConfig) -> SimulatorSettings:
         schedule=tuple(effective.schedule) if effective.schedule else None,
         port=spec.runtime.port,
         host="0.0.0.0",
-        live_schedule_file=config.live_schedule.file if config.live_schedule else None,
-        live_state_file=config.live_schedule.state_file if config.live_schedule else None,
+        live_schedule_file=live.get(SCHEDULE_FILE_ENV),
+        live_state_file=live.get(STATE_FILE_ENV),
     )
     if simulator is None:
         return settings

@@ -24,8 +24,9 @@ from specinfer.operator.render.labels import (
     selector_labels,
 )
 from specinfer.operator.render.service import PORT_NAME
-from specinfer.operator.render.workload import LIVE_SCHEDULE_DIR, Workload
+from specinfer.operator.render.workload import LIVE_SCHEDULE_DIR, LIVE_STATE_FILE, Workload
 from specinfer.runtime.argv import vllm_argv
+from specinfer.runtime.live_schedule import SCHEDULE_FILE_ENV, SCHEDULE_KEY, STATE_FILE_ENV
 
 CONTAINER_NAME = "engine"
 PRESTOP_SLEEP_SECONDS = 5  # within terminationGracePeriodSeconds (60), before vLLM's drain
@@ -49,6 +50,9 @@ def _env(workload: Workload) -> list[dict[str, Any]]:
     values[RUNTIME_CONFIG_ENV] = {"name": RUNTIME_CONFIG_ENV, "value": f"{CONFIG_DIR}/{RUNTIME_CONFIG_KEY}"}
     values["HF_HOME"] = {"name": "HF_HOME", "value": MODEL_CACHE_PATH}
     values["HOME"] = {"name": "HOME", "value": HOME_DIR}
+    if workload.live is not None:  # where the scheduler reads the published schedule and reports what runs
+        values[SCHEDULE_FILE_ENV] = {"name": SCHEDULE_FILE_ENV, "value": f"{LIVE_SCHEDULE_DIR}/{SCHEDULE_KEY}"}
+        values[STATE_FILE_ENV] = {"name": STATE_FILE_ENV, "value": LIVE_STATE_FILE}
     token = spec.model.hub_token_secret_ref
     if token is not None:
         values["HF_TOKEN"] = {"name": "HF_TOKEN",

@@ -12,7 +12,25 @@ telemetry plugin exports (`specinfer:live_schedule_*`), so the tuner reads what 
 - `vllm_scheduler.py` -- the vLLM scheduler subclass (`--scheduler-cls`), imported only inside vLLM.
 """
 
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
 SCHEDULE_FILE_ENV = "SPECINFER_LIVE_SCHEDULE_FILE"  # the mounted schedule (the engine reads it)
 STATE_FILE_ENV = "SPECINFER_LIVE_SCHEDULE_STATE"  # what is in force (the engine writes, the plugin reads)
 SCHEDULE_KEY = "schedule.json"  # the ConfigMap key, and the file name in the mounted directory
 SCHEDULER_CLASS = "specinfer.runtime.live_schedule.vllm_scheduler.LiveScheduleScheduler"
+
+
+class LiveScheduleFiles(Protocol):
+    file: str
+    state_file: str
+
+
+def live_schedule_env(files: LiveScheduleFiles, environ: Mapping[str, str]) -> dict[str, str]:
+    """The engine's schedule and state files: the pod's env wins (it names the same files where they are
+    mounted: a local pod runner maps container paths to its own folders, which it cannot do inside the
+    RuntimeConfig), else the RuntimeConfig's paths."""
+    return {SCHEDULE_FILE_ENV: environ.get(SCHEDULE_FILE_ENV) or files.file,
+            STATE_FILE_ENV: environ.get(STATE_FILE_ENV) or files.state_file}

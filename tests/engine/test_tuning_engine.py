@@ -199,7 +199,8 @@ def live_schedule(url: str) -> tuple[str | None, float]:
     """The digest the engine reports running and when it took it (its specinfer:live_schedule_* series)."""
     metrics = Metrics.scrape(url)
     digests = [d for d, v in metrics.by("specinfer:live_schedule_info", "digest").items() if v == 1]
-    return (digests[0] if len(digests) == 1 else None), metrics.total("specinfer:live_schedule_applied_timestamp_seconds")
+    taken = metrics.total("specinfer:live_schedule_applied_timestamp_seconds")
+    return (digests[0] if len(digests) == 1 else None), taken
 
 
 def engine_process(setup: Setup, name: str) -> tuple[str, int, int]:
@@ -311,7 +312,8 @@ def propagation(setup: Setup) -> dict:
             choice = HAND_SCHEDULES[index % len(HAND_SCHEDULES)]
             digest, written = digest_of(choice), time.time()
             publish_by_hand(setup, choice)
-            _, taken = wait_for(lambda: (running := live_schedule(url))[0] == digest and running, interval=0.2,
+            _, taken = wait_for(lambda digest=digest: (running := live_schedule(url))[0] == digest and running,
+                                interval=0.2,
                                 timeout=IN_FORCE_TIMEOUT, what=f"the engine running schedule {digest} ({choice})",
                                 why=setup.pod_logs)
             delays.append(taken - written)

@@ -11,6 +11,7 @@ from specinfer.api.calibration import SpeculativeInferenceCalibrationSpec
 from specinfer.operator.calibration.render import build_engines_configmap, build_job, job_name, plan
 from specinfer.operator.config import OperatorConfig
 from specinfer.operator.render import render
+from specinfer.runtime.live_schedule import SCHEDULE_FILE_ENV, STATE_FILE_ENV
 
 pytestmark = pytest.mark.unit
 
@@ -93,8 +94,13 @@ def test_job_runs_the_targets_pod_but_never_as_the_target():
     assert args[args.index("--prompts") + 1] == "/etc/specinfer-prompts/prompts"
     assert not {"startupProbe", "readinessProbe", "livenessProbe", "ports"} & set(container)
     # the engine runs as the target's: image, devices, env, security, placement
-    for key in ("image", "resources", "env", "securityContext", "terminationMessagePolicy"):
+    for key in ("image", "resources", "securityContext", "terminationMessagePolicy"):
         assert container[key] == served_container[key], key
+    # the served engine follows a published schedule (tuning auto: retuned in place); a candidate runs as
+    # configured, without one
+    live = {SCHEDULE_FILE_ENV, STATE_FILE_ENV}
+    assert {e["name"] for e in served_container["env"]} & live == live
+    assert container["env"] == [e for e in served_container["env"] if e["name"] not in live]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "2"
     for key in ("securityContext", "nodeSelector", "tolerations", "automountServiceAccountToken"):
         assert pod[key] == served[key], key

@@ -58,7 +58,11 @@ def decide(observation: Observation, tuning: TuningInput, state: PolicyState | N
         return _keep("holding: " + "; ".join(problems), guard, obs.signals), st
     held = guards.rollout_guard(obs) or settling_problem(obs)
     if held:
-        return _keep(held, guards.ROLLOUT if obs.rollout_in_progress else guards.SETTLING, obs.signals), st
+        # the rollout to speculation off after a collapse is still the collapse: TuningDegraded stays
+        degraded = (Degradation(reason=DEGRADED_COLLAPSE, message=f"acceptance collapsed: speculation off; {held}")
+                    if st.collapsed_at is not None else None)
+        return _keep(held, guards.ROLLOUT if obs.rollout_in_progress else guards.SETTLING, obs.signals,
+                     degraded=degraded), st
     return _decide_on_valid(obs, tuning, st, now), st
 
 
