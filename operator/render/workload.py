@@ -15,7 +15,9 @@ from specinfer.runtime.live_schedule import SCHEDULE_KEY
 
 # Fields of the spec the engine never reads: editing them must not restart GPU pods.
 NOT_FOR_RUNTIME = ("replicas", "tuning", "update_strategy")
-LIVE_SCHEDULE_DIR = "/etc/specinfer/live"  # the schedule ConfigMap, mounted as a directory (never subPath)
+# The schedule ConfigMap, mounted as a directory (never subPath), beside the runtime config, not inside
+# its read-only volume: a mount point nested in a ConfigMap volume is the container runtime's to create.
+LIVE_SCHEDULE_DIR = "/etc/specinfer-live"
 LIVE_STATE_FILE = "/tmp/specinfer-live-schedule.json"  # in the pod's /tmp emptyDir
 
 

@@ -251,7 +251,8 @@ class PodRunner:
         mounts, volumes, port = self._materialise_volumes(pod, container, folder)
 
         def local(value: str) -> str:
-            for mount_path, local_dir in mounts.items():
+            # the deepest mount that holds the path, as in the container's filesystem
+            for mount_path, local_dir in sorted(mounts.items(), key=lambda item: -len(item[0])):
                 if value == mount_path or value.startswith(mount_path.rstrip("/") + "/"):
                     return str(local_dir) + value[len(mount_path.rstrip("/")):]
             return value
