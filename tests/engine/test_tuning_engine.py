@@ -291,8 +291,9 @@ def static_figures(setup: Setup) -> None:
 
 def publish_by_hand(setup: Setup, choice: dict | None) -> None:
     """Write status.tuning.applied as the tuner does (None: remove it, the spec's own config renders)."""
+    # a merge patch keeps keys it does not name: say `schedule: null` where a choice has none
     applied = None if choice is None else {"method": "draftModel", "since": rfc3339(time.time()), "path": "inPlace",
-                                           **choice}
+                                           "schedule": None, **choice}
     setup.cluster.kubectl("-n", setup.namespace, "patch", "speculativeinference", "crossover", "--subresource=status",
                           "--type=merge", "-p", json.dumps({"status": {"tuning": {"applied": applied}}}))
 

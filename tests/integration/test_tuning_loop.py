@@ -214,13 +214,25 @@ def test_auto_mode_raises_k_under_low_load_and_high_acceptance(setup):
     events = get(setup.cluster, setup.namespace, "events")["items"]
     reasons = {e["reason"] for e in events if e["involvedObject"]["name"] == setup.names["lo"]}
     assert any(r.startswith("Tuning") for r in reasons), reasons
-    # the reconciler renders it: the pods roll to the tuned config (status.effective follows)
-    rolled = wait_until(lambda: (r := setup.get("lo")) and (r["status"].get("effective") or {})
-                        .get("numSpeculativeTokens") == tuning(r)["applied"]["numSpeculativeTokens"] and r, 60,
-                        what="lo: rollout of the tuned config")
+    # auto mode: the engine is retuned in place. The reconciler publishes the tuned schedule
+    # (status.effective follows), the pod runner swaps the mounted file as a kubelet does, the
+    # simulated engine takes it between two steps and says so (status.tuning.inForce, from its series)
+    deployment = get(setup.cluster, setup.namespace, "deployment", setup.names["lo"])
+
+    def in_force(r: dict) -> bool:
+        live = (r["status"].get("effective") or {}).get("liveSchedule") or {}
+        return ((r["status"].get("effective") or {}).get("numSpeculativeTokens")
+                == tuning(r)["applied"]["numSpeculativeTokens"]
+                and live.get("digest") and (tuning(r).get("inForce") or {}).get("digest") == live["digest"])
+
+    rolled = wait_until(lambda: (r := setup.get("lo")) and in_force(r) and r, 60,
+                        what=f"lo: the tuned schedule in force in the engine ({describe(found)[:300]})")
     assert rolled["spec"] == before["spec"]
     assert rolled["metadata"]["generation"] == before["metadata"]["generation"]
-    assert tuning(rolled)["restartsLastHour"] >= 1 and tuning(rolled)["history"]
+    assert tuning(found)["applied"]["path"] == "inPlace" and tuning(found)["lastDecision"]["path"] == "inPlace"
+    assert tuning(rolled)["restartsLastHour"] == 0 and tuning(rolled)["history"]
+    after = get(setup.cluster, setup.namespace, "deployment", setup.names["lo"])
+    assert after["spec"]["template"] == deployment["spec"]["template"]  # no rollout, no restart
 
 
 def test_auto_mode_programs_k0_at_large_batch_sizes_under_heavy_load(setup):

@@ -58,6 +58,12 @@ def render(snapshot: Snapshot, *, name: str, namespace: str, max_decisions: int 
         f"  tuning      mode {tuning.get('mode', '-')}   Tuned {_condition(status, 'Tuned')}   "
         f"restarts in the last hour {tuning.get('restartsLastHour', 0)}",
     ]
+    live = effective.get("liveSchedule")
+    if live:  # retuned in place: what was published, and what the engines say they run
+        in_force = tuning.get("inForce") or {}
+        running = "in force" if in_force.get("digest") == live.get("digest") else "not yet in force"
+        lines.append(f"  in place    K up to {live.get('maxNumSpeculativeTokens')}   published {live.get('digest')}: "
+                     f"{running} ({in_force.get('pods', 0)} of {in_force.get('reporting', 0)} engines)")
     recommendation = tuning.get("recommendation")
     if recommendation:
         lines.append(f"  recommends  K {recommendation.get('numSpeculativeTokens', '-')} schedule "
@@ -69,7 +75,8 @@ def render(snapshot: Snapshot, *, name: str, namespace: str, max_decisions: int 
     for decision in history[:max_decisions]:
         gain = decision.get("predictedGain")
         gain_text = f" ({gain:+.0%} predicted)" if isinstance(gain, (int, float)) else ""
-        lines.append(f"    {decision.get('time', '')[11:19]}  {decision.get('action', ''):<10}{gain_text} "
+        path = {"inPlace": " [in place]", "rollout": " [rollout]"}.get(decision.get("path") or "", "")
+        lines.append(f"    {decision.get('time', '')[11:19]}  {decision.get('action', ''):<10}{gain_text}{path} "
                      f"{(decision.get('reason') or '')[:110]}")
     return lines
 
