@@ -7,7 +7,11 @@ running requests are spread evenly over the replicas that are serving (at most m
 the rest wait), and each replica serves its batch at the config it runs (tokens = B * E_K / T(B, K)
 per second).
 
-A config change is a rollout with the resource's `updateStrategy`, one replica at a time as the
+A config change the engine can take in place (`envelope`: the spec is retuned in place, api/live.py;
+the engine runs a drafter and keeps one, with K within its startup maximum) is a new published
+schedule: every replica swaps it in between steps `IN_PLACE_DELAY_SECONDS` after the decision, with
+no restart and nothing lost (counted as `in_place_changes`, never as restarts). Any other change is
+a rollout with the resource's `updateStrategy`, one replica at a time as the
 operator renders it: under Surge (maxSurge 1, maxUnavailable 0) each new pod loads the model while
 its old pod keeps serving the old config; under Replace (maxSurge 0, maxUnavailable 1; no spare
 accelerator) each old pod stops first, so for the reload time the other replicas carry its requests
@@ -24,6 +28,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from specinfer.api.live import LiveEnvelope
 from specinfer.operator.tuner.observe import distribution_from_quantiles
 from specinfer.operator.tuner.policy import DraftConfig, Observation
 from specinfer.operator.tuner.queries import BATCH_QUANTILES
@@ -38,6 +43,12 @@ TICK_SECONDS = 60.0  # tuning interval and observation window
 OUTPUT_TOKENS = 256  # per request: spreads a restart stall over a request's per-token latency
 P99_OVER_MEAN = 1.3  # per-token p99 / mean within a minute (request mix), applied to the fluid mean
 SIGNAL_SETS = ("specinfer", "vllm")  # our plugin's series, or only vLLM's own
+# From an in-place decision to every replica's scheduler running the new schedule: the operator
+# writes the ConfigMap, the kubelet swaps the mounted file, the scheduler reads it between steps.
+# Measured locally (the dev pod runner re-syncs volumes every ~1 s): 1-2 s. On a real cluster the
+# kubelet's periodic sync bounds it at 60-90 s (docs/live-schedule.md), seconds when the pods are
+# nudged. 5 s covers the local bound with room; `--in-place-delay` replays the cluster's worst case.
+IN_PLACE_DELAY_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -147,9 +158,17 @@ class Rollout:
         return "old"  # Surge: the old pod serves until its replacement is ready
 
 
+@dataclass(frozen=True)
+class Switch:
+    """A schedule published for in-place retuning: every replica runs `config` from `at` on."""
+
+    config: DraftConfig
+    at: float
+
+
 @dataclass
 class Engine:
-    """What the fleet runs and serves: config in force, a rollout under way, per-minute records."""
+    """What the fleet runs and serves: config in force, a change under way, per-minute records."""
 
     scenario: Scenario
     config: DraftConfig
@@ -157,6 +176,11 @@ class Engine:
     rollout: Rollout | None = None
     restarts: int = 0  # rollouts: each restarts every replica once
     minutes: list[dict] = field(default_factory=list)
+    envelope: LiveEnvelope | None = None  # retuned in place (api/live.py); None: every change rolls out
+    in_place_delay: float = IN_PLACE_DELAY_SECONDS
+    switch: Switch | None = None  # an in-place change on its way to the engines
+    in_place_changes: int = 0  # changes applied without a restart (never counted in `restarts`)
+    applied: list[tuple[float, str]] = field(default_factory=list)  # (time, "inPlace" or "rollout") per change
 
     @property
     def drafting(self) -> DraftingStyle:
@@ -164,24 +188,54 @@ class Engine:
 
     @property
     def next_config(self) -> DraftConfig | None:
-        return self.rollout.config if self.rollout else None
+        return self.rollout.config if self.rollout else (self.switch.config if self.switch else None)
+
+    @property
+    def changing(self) -> bool:
+        """A change is under way: a rollout, or a published schedule not yet in force."""
+        return self.rollout is not None or self.switch is not None
 
     def step_time(self, batch_size: int, k: int, config: DraftConfig | None = None) -> float:
-        """T(B, K) under `config` (default: the one in force); a schedule may slow every step."""
+        """T(B, K) under `config` (default: the one in force); a schedule may slow every step, and an
+        engine retuned in place always runs one while it drafts (its startup schedule, then each published one)."""
         cm = cost_model(self.scenario.cost_preset)
         running = self.config if config is None else config
         seconds = cm.step_time(batch_size, k, self.drafting, draft_scale=draft_scale(self.scenario.method),
                                speculative=running.num_speculative_tokens > 0)
-        return seconds * (self.scenario.schedule_step_factor if running.schedule else 1.0)
+        scheduled = running.schedule or (self.envelope is not None and not running.off)
+        return seconds * (self.scenario.schedule_step_factor if scheduled else 1.0)
 
-    def apply(self, config: DraftConfig, now: float) -> None:
-        """A rollout, one replica at a time (the preset's reload time each)."""
-        self.restarts += 1
-        self.rollout = Rollout(config, now, cost_model(self.scenario.cost_preset).restart_s,
-                               self.scenario.replicas, self.scenario.strategy)
+    def in_place(self, config: DraftConfig) -> bool:
+        """The engines take `config` without a restart: they run a drafter now (the pods were started
+        within the envelope) and the envelope admits it, as the operator's renderer decides."""
+        return (self.envelope is not None and not self.config.off
+                and self.envelope.admits(self.scenario.method, config.dense(self.scenario.max_batch_size)[1:]))
+
+    def apply(self, config: DraftConfig, now: float) -> str:
+        """In place (a published schedule, in force after the propagation delay) or a rollout, one
+        replica at a time (the preset's reload time each). Returns the path, as a Decision names it."""
+        if self.in_place(config):
+            self.in_place_changes += 1
+            self.switch = Switch(config, now + self.in_place_delay)
+            path = "inPlace"
+        else:
+            self.restarts += 1
+            self.rollout = Rollout(config, now, cost_model(self.scenario.cost_preset).restart_s,
+                                   self.scenario.replicas, self.scenario.strategy)
+            path = "rollout"
+        self.applied.append((now, path))
+        return path
+
+    def segments(self, t: float, span: float) -> list[tuple[float, float]]:
+        """[t, t + span) as (start, length) pieces, split where a published schedule takes over."""
+        if self.switch is not None and t < self.switch.at < t + span:
+            return [(t, self.switch.at - t), (self.switch.at, t + span - self.switch.at)]
+        return [(t, span)]
 
     def replica_configs(self, t: float) -> list[DraftConfig | None]:
-        """The config each replica serves at t (None: down); finishes the rollout when its time has come."""
+        """The config each replica serves at t (None: down); finishes a change when its time has come."""
+        if self.switch is not None and t >= self.switch.at:  # every replica swaps it in between steps
+            self.config, self.since, self.switch = self.switch.config, self.switch.at, None
         if self.rollout is not None and t >= self.rollout.finished_at:
             self.config, self.since, self.rollout = self.rollout.config, self.rollout.finished_at, None
         if self.rollout is None:
@@ -235,14 +289,16 @@ Controller = Callable[[Observation | None, float, Engine], DraftConfig | None]
 
 
 def run(scenario: Scenario, initial: DraftConfig, controller: Controller, *, seed: int, substeps: int = 6,
-        signals: str = "specinfer", free_switches: bool = False) -> Engine:
+        signals: str = "specinfer", free_switches: bool = False, envelope: LiveEnvelope | None = None,
+        in_place_delay: float = IN_PLACE_DELAY_SECONDS) -> Engine:
     """Play the scenario minute by minute; `controller` may return a new config each tick.
 
-    A new config is a rollout (see the module doc) unless `free_switches` (the per-phase oracle, an
-    upper bound that switches every replica at once and for free).
+    A new config goes in place where `envelope` admits it and is a rollout otherwise (see the module
+    doc), unless `free_switches` (the per-phase oracle, an upper bound that switches every replica
+    at once and for free).
     """
     rng = random.Random(seed + 1)
-    engine = Engine(scenario, initial)
+    engine = Engine(scenario, initial, envelope=envelope, in_place_delay=in_place_delay)
     path = batch_path(scenario, seed, substeps)
     dt = TICK_SECONDS / substeps
     restart_s = cost_model(scenario.cost_preset).restart_s
@@ -257,34 +313,35 @@ def run(scenario: Scenario, initial: DraftConfig, controller: Controller, *, see
         stalled = False
         shown_k = 0
         for index, running in enumerate(batches):
-            t = start + index * dt
-            configs = engine.replica_configs(t)
-            serving = [i for i, c in enumerate(configs) if c is not None]
-            stalled = stalled or len(serving) < len(configs)
-            for i, batch in zip(serving, spread(running, len(serving), scenario.max_batch_size), strict=True):
-                gauges[i].append(float(batch))
-                config = configs[i]
-                if batch <= 0 or config is None:
-                    continue
-                k = config.dense(scenario.max_batch_size)[batch]
-                step = engine.step_time(batch, k, config)
-                expected = profile.expected_tokens(k) if k else 1.0
-                tokens += dt * batch * expected / step
-                worst_per_token = max(worst_per_token, step / expected)
-                shown_k = k
-                if t >= engine.since and engine.rollout is None:
-                    mix[batch] = mix.get(batch, 0.0) + dt
+            for piece, (t, span) in enumerate(engine.segments(start + index * dt, dt)):
+                configs = engine.replica_configs(t)
+                serving = [i for i, c in enumerate(configs) if c is not None]
+                stalled = stalled or len(serving) < len(configs)
+                for i, batch in zip(serving, spread(running, len(serving), scenario.max_batch_size), strict=True):
+                    if piece == 0:  # one gauge sample per scrape
+                        gauges[i].append(float(batch))
+                    config = configs[i]
+                    if batch <= 0 or config is None:
+                        continue
+                    k = config.dense(scenario.max_batch_size)[batch]
+                    step = engine.step_time(batch, k, config)
+                    expected = profile.expected_tokens(k) if k else 1.0
+                    tokens += span * batch * expected / step
+                    worst_per_token = max(worst_per_token, step / expected)
+                    shown_k = k
+                    if t >= engine.since and not engine.changing:
+                        mix[batch] = mix.get(batch, 0.0) + span
         p99 = worst_per_token * P99_OVER_MEAN + (restart_s / OUTPUT_TOKENS if stalled else 0.0)
         engine.minutes.append({"minute": minute, "phase": phase.name, "tokens": tokens, "p99": p99,
                                "batch": sum(batches) / len(batches) / scenario.replicas, "k": shown_k,
                                "violation": p99 > scenario.per_token_slo})
         now = start + TICK_SECONDS
-        engine.replica_configs(now)  # a rollout that ended with the minute is in force for the next window
+        engine.replica_configs(now)  # a change that ended with the minute is in force for the next window
         observation = None
         if mix:
             observation = _observe(scenario, engine, profile, mix, gauges, now, rng, signals, p99)
         new_config = controller(observation, now, engine)
-        if new_config is None or engine.rollout is not None:
+        if new_config is None or engine.changing:
             continue
         if free_switches:
             engine.config, engine.since = new_config, now
@@ -306,7 +363,8 @@ def _observe(scenario: Scenario, engine: Engine, profile: AcceptanceProfile, mix
         batch_sizes={b: s / busy for b, s in mix.items()}, prefix=profile.prefix_probs(max(k_top, 1)),
         step_time=engine.step_time, signals=signals, rng=rng, timing_noise=scenario.timing_noise,
         busy_fraction=busy / TICK_SECONDS, per_token_p99_seconds=p99 * math.exp(rng.gauss(0, 0.05)),
-        rollout_in_progress=engine.rollout is not None,
+        # a published schedule not every engine runs yet holds the tuner like a rollout (tuner/in_force.py)
+        rollout_in_progress=engine.changing,
     )
     if signals == "vllm":
         observation = vllm_batch_sizes(observation, gauges)

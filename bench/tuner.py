@@ -2,10 +2,13 @@
 
 Contenders per scenario (bench/scenarios.py): no speculation, static K=3, static K=5, the best
 static K in hindsight, the policy fed our plugin's series, the policy fed only vLLM's standard
-series, and the per-phase oracle (best config per phase with the true model, switching for free:
-the upper bound). Prints goodput, p99 per-token latency, SLO-violation minutes and restarts, checks
-the issue's goals for both signal sets, writes one PNG per scenario, and `--json` prints the same
-figures as JSON.
+series, the per-phase oracle (best config per phase with the true model, switching for free: the
+upper bound) and the oracle that pays its way -- the "in-place oracle" where the spec is retuned in
+place (switching for free when the switch goes in place, paying the restart model when it is a
+rollout), the "oracle paying its rollouts" with `--no-in-place` (every change a rollout, the
+behaviour before in-place retuning). Prints goodput, p99 per-token latency, SLO-violation minutes,
+restarts and in-place changes, checks the issue's goals for both signal sets, writes one PNG per
+scenario, and `--json` prints the same figures as JSON.
 """
 
 from __future__ import annotations
@@ -14,15 +17,28 @@ import json
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import click
 
 from specinfer.api import SpeculativeInferenceSpec
+from specinfer.api.live import LiveEnvelope, live_envelope
 from specinfer.operator.tuner.policy import Decision, DraftConfig, Observation, PolicyState, TuningInput, decide
 from specinfer.operator.tuner.target import tuning_input as operator_tuning_input
 from specinfer.runtime.methods import get_method
 
-from .scenarios import SCENARIOS, SIGNAL_SETS, TICK_SECONDS, Controller, Engine, Scenario, phase_at, profile_of, run
+from .scenarios import (
+    IN_PLACE_DELAY_SECONDS,
+    SCENARIOS,
+    SIGNAL_SETS,
+    TICK_SECONDS,
+    Controller,
+    Engine,
+    Scenario,
+    phase_at,
+    profile_of,
+    run,
+)
 
 # A roofline estimate, wrong by up to 30% (kneeSharpness stays exact).
 PRIOR_ERROR = {"floor": 1.15, "compute_per_token": 0.8, "kv_per_sequence": 1.3, "draft_pass": 1.3, "draft_token": 0.7}
@@ -54,22 +70,32 @@ def scenario_spec(scenario: Scenario) -> SpeculativeInferenceSpec:
     })
 
 
-def tuning_input(scenario: Scenario, *, exact_prior: bool = False) -> TuningInput:
+def tuning_input(scenario: Scenario, *, exact_prior: bool = False, in_place: bool = True) -> TuningInput:
     """What the tuning loop passes for this scenario (the operator's own builder), with a rough prior.
 
-    The simulated engine has no CUDA graphs, so the builder leaves scheduleStepFactor at 1; a
-    scenario that plays vLLM's Model Runner V1 with full graphs passes the catalogue's factor, as
-    the builder does for engine vllm."""
+    The builder sets inPlaceMaxK where the spec is retuned in place; `in_place=False` clears it, as
+    for an engine that restarts for every change. The simulated engine has no CUDA graphs, so the
+    builder leaves scheduleStepFactor at 1; a scenario that plays vLLM's Model Runner V1 with full
+    graphs passes the catalogue's factor, as the builder does for engine vllm."""
     exact = operator_tuning_input(scenario_spec(scenario))
     prior = exact.cost_prior.model_copy(update={name: getattr(exact.cost_prior, name) * factor
                                                 for name, factor in PRIOR_ERROR.items() if not exact_prior})
-    return exact.model_copy(update={"cost_prior": prior, "schedule_step_factor": scenario.schedule_step_factor})
+    return exact.model_copy(update={"cost_prior": prior, "schedule_step_factor": scenario.schedule_step_factor,
+                                    **({} if in_place else {"in_place_max_k": None})})
 
 
-def oracle_config(scenario: Scenario, minute: int, engine: Engine) -> DraftConfig:
+def envelope_of(scenario: Scenario, *, in_place: bool = True) -> LiveEnvelope | None:
+    """What the scenario's engine pods start with when the operator retunes them in place (None:
+    every change rolls out), from the same spec the tuning input comes from."""
+    return live_envelope(scenario_spec(scenario)) if in_place else None
+
+
+def oracle_config(scenario: Scenario, minute: int, engine: Engine, *, keep_drafter: bool = False) -> DraftConfig:
     """Best config for the phase at `minute` with the true acceptance and cost: the best K per batch
     size -- or the best single K at the phase's load where the engine keeps no schedule or a
-    schedule slows every step."""
+    schedule slows every step. `keep_drafter`: the best that keeps a drafter loaded (so an engine
+    retuned in place reaches it without a restart): never speculation off, at most K = 0 within a
+    schedule, which still pays the drafter's first pass."""
     phase = phase_at(scenario, minute)
     profile = profile_of(scenario, phase)
     k_min, k_max = k_bounds(scenario)
@@ -82,8 +108,11 @@ def oracle_config(scenario: Scenario, minute: int, engine: Engine) -> DraftConfi
         dense.append(max(candidates, key=lambda k: (profile.expected_tokens(k) / engine.step_time(b, k, speculating),
                                                     -k)))
     batch = max(1, min(round(0.92 * phase.concurrency / scenario.replicas), scenario.max_batch_size))
-    single = max(candidates, key=lambda k: profile.expected_tokens(k)
+    singles = candidates[1:] if keep_drafter else candidates
+    single = max(singles, key=lambda k: profile.expected_tokens(k)
                  / engine.step_time(batch, k, DraftConfig(num_speculative_tokens=k)))
+    if keep_drafter and not any(dense[1:]):  # K = 0 wherever the phase runs, the drafter still loaded
+        dense[scenario.max_batch_size] = k_min
     scheduled = DraftConfig.from_dense(dense)
     if not scheduled.schedule:
         return scheduled
@@ -131,22 +160,35 @@ def summarise(scenario: Scenario, engine: Engine) -> dict:
         "goodput": sum(m["tokens"] for m in minutes) / seconds,
         "p99PerTokenMs": 1000 * p99s[min(len(p99s) - 1, int(0.99 * len(p99s)))],
         "sloViolationMinutes": sum(1 for m in minutes if m["violation"]),
-        "restarts": engine.restarts,
+        "restarts": engine.restarts,  # rollouts only: a change in place restarts nothing
         # every rollout restarts each replica once
         "restartsPerReplicaHour": engine.restarts / (seconds / 3600),
+        "inPlaceChanges": engine.in_place_changes,
         "phaseGoodput": {name: tokens / (60 * p.minutes) for name, tokens in phases.items()
                          for p in scenario.phases if p.name == name},
     }
 
 
-def run_scenario(scenario: Scenario, *, seed: int, substeps: int, quick: bool, exact_prior: bool = False) -> dict:
-    """Every contender on one scenario: results, traces for the plot, the policy's decisions, goals."""
+def reference_name(in_place: bool) -> str:
+    """The oracle that pays its way: in place where the engine takes the switch, else by rollouts."""
+    return "in-place oracle" if in_place else "oracle paying its rollouts"
+
+
+def run_scenario(scenario: Scenario, *, seed: int, substeps: int, quick: bool, exact_prior: bool = False,
+                 in_place: bool = True, in_place_delay: float = IN_PLACE_DELAY_SECONDS) -> dict:
+    """Every contender on one scenario: results, traces for the plot, the policy's decisions, goals.
+
+    `in_place`: the engine pods are retuned in place where the spec allows it (the operator's
+    behaviour), or every change rolls out (`--no-in-place`, the behaviour before in-place retuning)."""
     k_min, k_max = k_bounds(scenario)
+    envelope = envelope_of(scenario, in_place=in_place)
     results: dict[str, dict] = {}
     traces: dict[str, Engine] = {}
+    engine_kwargs: dict[str, Any] = {"seed": seed, "substeps": substeps, "envelope": envelope,
+                                     "in_place_delay": in_place_delay}
 
     def play(name: str, initial: DraftConfig, controller, **kwargs) -> None:
-        engine = run(scenario, initial, controller, seed=seed, substeps=substeps, **kwargs)
+        engine = run(scenario, initial, controller, **engine_kwargs, **kwargs)
         traces[name] = engine
         results[name] = summarise(scenario, engine)
 
@@ -157,17 +199,19 @@ def run_scenario(scenario: Scenario, *, seed: int, substeps: int, quick: bool, e
     search = range(k_min, min(k_max, 6 if quick else 10) + 1)
     statics = {}
     for k in search:
-        engine = run(scenario, *_static(k), seed=seed, substeps=substeps)
+        engine = run(scenario, *_static(k), **engine_kwargs)
         statics[k] = (summarise(scenario, engine), engine)
     best_k = max(statics, key=lambda k: statics[k][0]["goodput"])
     results[f"best static (K={best_k})"], traces["best static"] = statics[best_k]
     start_k = scenario.initial_k if scenario.initial_k is not None else get_method(scenario.method).k_default
     initial = DraftConfig(num_speculative_tokens=max(k_min, min(start_k, k_max)))
     decisions: dict[str, list[tuple[float, Decision]]] = {}
+    paths: dict[str, list[tuple[float, str]]] = {}
     for signals in SIGNAL_SETS:
-        policy = PolicyController(tuning_input(scenario, exact_prior=exact_prior))
+        policy = PolicyController(tuning_input(scenario, exact_prior=exact_prior, in_place=in_place))
         play(POLICIES[signals], initial, policy, signals=signals)
         decisions[signals] = policy.decisions
+        paths[signals] = traces[POLICIES[signals]].applied
 
     def oracle(observation, now, engine):
         minute = int(now // TICK_SECONDS)
@@ -176,12 +220,13 @@ def run_scenario(scenario: Scenario, *, seed: int, substeps: int, quick: bool, e
         wanted = oracle_config(scenario, minute, engine)
         return None if wanted.same_as(engine.config, scenario.max_batch_size) else wanted
 
-    probe = Engine(scenario, initial)
+    probe = Engine(scenario, initial, envelope=envelope)
     play("per-phase oracle", oracle_config(scenario, 0, probe), oracle, free_switches=True)
-    plan = rollout_plan(scenario, initial, seed=seed, substeps=substeps)
-    play("oracle paying its rollouts", initial, plan)
-    return {"scenario": scenario, "results": results, "traces": traces, "decisions": decisions,
-            "goals": {signals: goals(scenario, results, POLICIES[signals]) for signals in SIGNAL_SETS}}
+    reference = reference_name(in_place)
+    play(reference, initial, phase_plan(scenario, initial, **engine_kwargs))
+    return {"scenario": scenario, "results": results, "traces": traces, "decisions": decisions, "paths": paths,
+            "envelope": envelope, "inPlaceDelay": in_place_delay, "reference": reference,
+            "goals": {signals: goals(scenario, results, POLICIES[signals], reference) for signals in SIGNAL_SETS}}
 
 
 def _phase_starts(scenario: Scenario) -> list[int]:
@@ -193,45 +238,71 @@ def _phase_starts(scenario: Scenario) -> list[int]:
     return starts
 
 
-def _planned(scenario: Scenario, switches: dict[int, bool]) -> Controller:
-    """Switch to the phase's best config where `switches` says so, as the phase begins (the first phase:
-    after its first minute, the first moment a controller can act), paying the rollout."""
+Choice = str | None  # per phase: None (keep), "best" (the phase's best config), "drafter" (its best with a drafter)
+
+
+def _planned(scenario: Scenario, choices: dict[int, Choice]) -> Controller:
+    """Switch to the config `choices` names for each phase, as the phase begins (the first phase: after
+    its first minute, the first moment a controller can act); the engine takes it in place or rolls it out."""
     def controller(observation: Observation | None, now: float, engine: Engine) -> DraftConfig | None:
         minute = int(now // TICK_SECONDS)
         phase = next((i for i, start in enumerate(_phase_starts(scenario)) if max(start, 1) == minute), None)
-        if phase is None or not switches.get(phase) or minute >= scenario.minutes:
+        if phase is None or choices.get(phase) is None or minute >= scenario.minutes:
             return None
-        wanted = oracle_config(scenario, minute, engine)
+        wanted = oracle_config(scenario, minute, engine, keep_drafter=choices[phase] == "drafter")
         return None if wanted.same_as(engine.config, scenario.max_batch_size) else wanted
     return controller
 
 
-def rollout_plan(scenario: Scenario, initial: DraftConfig, *, seed: int, substeps: int) -> Controller:
-    """The per-phase oracle made to pay for its rollouts like any controller: it knows each phase's best
-    config from the start and, phase by phase (greedily, in hindsight), switches only where the
-    rollout repays itself within the phase. A reference for what restarting can reach without
-    programming the sizes to come ahead of time; with schedules a controller can do better."""
-    switches: dict[int, bool] = {}
-    for index in range(len(scenario.phases)):
+def phase_plan(scenario: Scenario, initial: DraftConfig, *, seed: int, substeps: int,
+               envelope: LiveEnvelope | None = None, in_place_delay: float = IN_PLACE_DELAY_SECONDS) -> Controller:
+    """The per-phase oracle made to pay its way like any controller: it knows each phase's best config
+    from the start and, phase by phase (greedily, in hindsight), switches only where that repays
+    itself within the phase. Without `envelope` every switch is a rollout: the "oracle paying its
+    rollouts", what restarting at the right moments can reach without programming the sizes to come
+    ahead of time. With it (the "in-place oracle") a switch the engine takes in place is free -- the
+    propagation delay aside -- and where the phase's best is speculation off, which only a restart
+    reaches, it may instead stay in place with the best config that keeps the drafter loaded."""
+    kwargs: dict[str, Any] = {"seed": seed, "substeps": substeps, "envelope": envelope,
+                              "in_place_delay": in_place_delay}
+    probe = Engine(scenario, initial, envelope=envelope)
+    choices: dict[int, Choice] = {}
+    for index, start in enumerate(_phase_starts(scenario)):
         ends = sum(p.minutes for p in scenario.phases[: index + 1])
-        scored = {}
-        for switch in (False, True):
-            engine = run(scenario, initial, _planned(scenario, {**switches, index: switch}), seed=seed,
-                         substeps=substeps)
-            scored[switch] = sum(m["tokens"] for m in engine.minutes if m["minute"] < ends)
-        switches[index] = scored[True] > scored[False]
-    return _planned(scenario, switches)
+        options: list[Choice] = [None, "best"]
+        minute = max(start, 1)
+        if envelope is not None and not oracle_config(scenario, minute, probe, keep_drafter=True).same_as(
+                oracle_config(scenario, minute, probe), scenario.max_batch_size):
+            options.append("drafter")
+        scored: dict[Choice, float] = {}
+        for option in options:
+            engine = run(scenario, initial, _planned(scenario, {**choices, index: option}), **kwargs)
+            scored[option] = sum(m["tokens"] for m in engine.minutes if m["minute"] < ends)
+        choices[index] = max(options, key=lambda o: (scored[o], -options.index(o)))  # ties: the earlier option
+    return _planned(scenario, choices)
 
 
-def goals(scenario: Scenario, results: dict[str, dict], contender: str = "policy") -> dict:
+ORACLE_GOAL = 0.97  # of the per-phase oracle's goodput (issue 22; 0.95 before retuning in place)
+
+
+def goals(scenario: Scenario, results: dict[str, dict], contender: str = "policy",
+          reference: str = "in-place oracle") -> dict:
     policy = results[contender]
     oracle = results["per-phase oracle"]
     none = results["no speculation"]
     best_static = next(v for k, v in results.items() if k.startswith("best static"))
-    worst_phase = min(policy["phaseGoodput"][p] / none["phaseGoodput"][p] for p in none["phaseGoodput"])
+
+    def worst_phase(contender: dict) -> float:
+        return min(contender["phaseGoodput"][p] / none["phaseGoodput"][p] for p in none["phaseGoodput"])
+
+    paying = results[reference]
     checks = {
-        "vsOracle": {"value": policy["goodput"] / oracle["goodput"], "goal": 0.95},
-        "worstPhaseVsNoSpeculation": {"value": worst_phase, "goal": 0.98},
+        # `reference`: the oracle that pays its way (phase_plan). Where it falls short of the goal
+        # too, the goal is out of reach of any controller that pays for its restarts.
+        "vsOracle": {"value": policy["goodput"] / oracle["goodput"], "goal": ORACLE_GOAL,
+                     "reference": paying["goodput"] / oracle["goodput"], "referenceName": reference},
+        "worstPhaseVsNoSpeculation": {"value": worst_phase(policy), "goal": 0.98,
+                                      "reference": worst_phase(paying), "referenceName": reference},
         "restartsPerReplicaHour": {"value": policy["restartsPerReplicaHour"], "goal": 6.0, "atMost": True},
     }
     # No controller can beat the per-phase oracle, so its lead over the best static K bounds this goal.
@@ -247,19 +318,26 @@ def goals(scenario: Scenario, results: dict[str, dict], contender: str = "policy
 
 def _table(reports: list[dict]) -> str:
     lines = [f"{'scenario':<19} {'contender':<27} {'goodput tok/s':>13} {'vs oracle':>9} "
-             f"{'p99 ms/tok':>10} {'SLO-viol min':>12} {'restarts':>8}"]
+             f"{'p99 ms/tok':>10} {'SLO-viol min':>12} {'restarts':>8} {'in place':>8}"]
     for report in reports:
         oracle = report["results"]["per-phase oracle"]["goodput"]
         scenario = report["scenario"]
-        lines.append(f"{scenario.name} ({scenario.replicas} replica(s), {scenario.strategy})")
+        envelope = report["envelope"]
+        how = (f"retuned in place up to K={envelope.max_k}, {report['inPlaceDelay']:g} s to take effect"
+               if envelope else "every change rolls out")
+        lines.append(f"{scenario.name} ({scenario.replicas} replica(s), {scenario.strategy}; {how})")
         for name, r in report["results"].items():
             lines.append(f"{scenario.name:<19} {name:<27} {r['goodput']:>13.0f} {r['goodput'] / oracle:>9.3f} "
-                         f"{r['p99PerTokenMs']:>10.1f} {r['sloViolationMinutes']:>12d} {r['restarts']:>8d}")
+                         f"{r['p99PerTokenMs']:>10.1f} {r['sloViolationMinutes']:>12d} {r['restarts']:>8d} "
+                         f"{r['inPlaceChanges']:>8d}")
         for signals, checks in report["goals"].items():
             goal_text = []
             for name, check in checks.items():
                 mark = "" if check["met"] is None else (" ok" if check["met"] else " MISSED")
-                bound = f", oracle bound {check['bound']:.3f}" if "bound" in check else ""
+                if "reference" in check and not check["met"] and check["reference"] < check["goal"]:
+                    mark += f" (the {check['referenceName']} too: out of reach paying for restarts)"
+                bound = (f", oracle bound {check['bound']:.3f}" if "bound" in check
+                         else f", {check['referenceName']} {check['reference']:.3f}" if "reference" in check else "")
                 goal_text.append(f"{name} {check['value']:.3f}"
                                  + (f" (goal {check['goal']}{bound}){mark}" if check["goal"] is not None else ""))
             lines.append(f"{'':<19} goals, {signals} series: " + "; ".join(goal_text))
@@ -305,12 +383,14 @@ def _plot(report: dict, out: Path) -> Path | None:
 
 def _json_report(report: dict) -> dict:
     decisions = {signals: [{"time": time, "action": d.action, "config": d.config.to_json() if d.config else None,
-                            "predictedGain": d.predicted_gain, "reason": d.reason} for time, d in made]
+                            "path": d.path, "predictedGain": d.predicted_gain, "reason": d.reason}
+                           for time, d in made]
                  for signals, made in report["decisions"].items()}
-    scenario = report["scenario"]
+    scenario, envelope = report["scenario"], report["envelope"]
     return {"description": scenario.description, "replicas": scenario.replicas,
-            "updateStrategy": scenario.strategy, "results": report["results"], "goals": report["goals"],
-            "policyDecisions": decisions}
+            "updateStrategy": scenario.strategy,
+            "inPlace": {"maxK": envelope.max_k, "delaySeconds": report["inPlaceDelay"]} if envelope else None,
+            "results": report["results"], "goals": report["goals"], "policyDecisions": decisions}
 
 
 @click.command("tuner")
@@ -327,16 +407,24 @@ def _json_report(report: dict) -> dict:
                    "says Replace).")
 @click.option("--exact-prior", is_flag=True,
               help="Give the policy the preset's own roofline as its cost prior (default: one 15-30% off).")
+@click.option("--in-place/--no-in-place", default=True, show_default=True,
+              help="Retune in place where the spec allows it, as the operator does: a change of K or schedule "
+                   "within the engine's startup maximum is a new published schedule, no restart (speculation off, "
+                   "and back on, still roll out). --no-in-place: every change rolls out, and the policy is told so "
+                   "(inPlaceMaxK unset), the behaviour before in-place retuning.")
+@click.option("--in-place-delay", default=IN_PLACE_DELAY_SECONDS, show_default=True, type=click.FloatRange(min=0),
+              help="Seconds from an in-place decision to every engine running it (locally 1-2 s; on a real cluster "
+                   "up to the kubelet's sync, 60-90 s).")
 @click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON instead of a table.")
 def tuner_command(names: tuple[str, ...], quick: bool, seed: int, out_dir: str, update_strategy: str | None,
-                  exact_prior: bool, no_plots: bool, as_json: bool) -> None:
+                  exact_prior: bool, in_place: bool, in_place_delay: float, no_plots: bool, as_json: bool) -> None:
     """Closed-loop runs of the tuning policy against the simulator's engine model (simulated time)."""
     started = time.monotonic()
     scenarios = [replace(SCENARIOS[n], update_strategy=update_strategy or SCENARIOS[n].update_strategy)
                  for n in (names or SCENARIOS)]
-    reports = [run_scenario(s, seed=seed, substeps=3 if quick else 6, quick=quick, exact_prior=exact_prior)
-               for s in scenarios]
+    reports = [run_scenario(s, seed=seed, substeps=3 if quick else 6, quick=quick, exact_prior=exact_prior,
+                            in_place=in_place, in_place_delay=in_place_delay) for s in scenarios]
     plots = [] if no_plots else [p for p in (_plot(r, Path(out_dir)) for r in reports) if p]
     if as_json:
         click.echo(json.dumps({r["scenario"].name: _json_report(r) for r in reports}, indent=2, default=str))
