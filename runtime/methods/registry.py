@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from specinfer.runtime.methods.accelerators import ACCELERATORS, AcceleratorSupport, ModelRunner, get_accelerator
 from specinfer.runtime.methods.advanced import ADVANCED_FIELDS
 from specinfer.runtime.methods.cost_presets import DraftingStyle
-from specinfer.runtime.methods.engines import EngineRelease
+from specinfer.runtime.methods.engines import RELEASES, EngineRelease, ScheduleOnV1
 from specinfer.runtime.methods.workloads import SimulatorProfile
 
 if TYPE_CHECKING:
@@ -60,6 +60,12 @@ class MethodSpec:
     runs_on: tuple[ModelRunner, ...] = ("v2", "v1")
     # engine release label -> vLLM method name, where a release spells it differently from vllm_method
     vllm_method_by_release: Mapping[str, str] = field(default_factory=dict)
+    # vLLM's Model Runner V2 drafts every position of this method in one pass natively (its own
+    # speculator), so advanced.parallel_drafting does not send it to V1 (EngineRelease.v1_only_fields)
+    native_parallel_drafting: bool = False
+    # engine release label -> what its Model Runner V1 does with a Dynamic SD schedule for this method,
+    # with the line it follows; required for every release that may run the method on V1
+    schedule_on_v1: Mapping[str, ScheduleOnV1] = field(default_factory=dict)
     # extra SpeculativeConfig keys this method always sets (e.g. defaults we pin)
     fixed_config: Mapping[str, Any] = field(default_factory=dict)
 
@@ -80,6 +86,10 @@ class MethodSpec:
         if self.vllm_method is None:
             return None
         return self.vllm_method_by_release.get(release.label, self.vllm_method)
+
+    def schedule_on_v1_in(self, release: EngineRelease) -> ScheduleOnV1 | None:
+        """What `release`'s Model Runner V1 does with a Dynamic SD schedule for this method."""
+        return self.schedule_on_v1.get(release.label)
 
     def supports(self, accelerator: str) -> bool:
         return accelerator in self.accelerators
@@ -144,17 +154,29 @@ def method_problems(spec: MethodSpec) -> list[str]:
     if not spec.runs_on:
         found.append("runs_on names no model runner")
     found += [f"simulator profile: {problem}" for problem in spec.simulator.problems(drafts=spec.speculates)]
+    labels = [release.label for release in RELEASES]
+    for field_name, by_release in (("vllm_method_by_release", spec.vllm_method_by_release),
+                                   ("schedule_on_v1", spec.schedule_on_v1)):
+        found += [f"{field_name} names unknown engine release {label!r}; known: {labels}"
+                  for label in by_release if label not in labels]
+    if not spec.speculates and spec.schedule_on_v1:
+        found.append("a method that does not draft has no schedule: leave schedule_on_v1 empty")
     for name in spec.accelerators:
         if name not in ACCELERATORS:
             continue
         accelerator = ACCELERATORS[name]
-        vllm_name = spec.vllm_method_on(accelerator.engine)
-        if vllm_name is not None and not accelerator.engine.has_method(vllm_name):
-            found.append(f"claims accelerator {name}, whose engine {accelerator.engine.label} has no method "
-                         f"{vllm_name!r}")
+        release = accelerator.engine
+        vllm_name = spec.vllm_method_on(release)
+        if vllm_name is not None and not release.has_method(vllm_name):
+            found.append(f"claims accelerator {name}, whose engine {release.label} has no method {vllm_name!r}")
         if not set(spec.runs_on) & set(accelerator.model_runners):
             found.append(f"claims accelerator {name}, which runs model runner {'/'.join(accelerator.model_runners)} "
                          f"only, but the method runs on {'/'.join(spec.runs_on)}")
+        elif (spec.speculates and "v1" in spec.runs_on and "v1" in accelerator.model_runners
+              and spec.schedule_on_v1_in(release) is None):
+            found.append(f"claims accelerator {name}, where {release.label} may run it on Model Runner V1: say what "
+                         f"that release does with a Dynamic SD schedule for it (schedule_on_v1[{release.label!r}], "
+                         "citing the line it follows)")
     return found
 
 

@@ -17,7 +17,7 @@ from specinfer.dev.vllm_wheels import read_source, source_line
 from specinfer.runtime.methods import ACCELERATORS, RELEASES, EngineRelease, all_methods
 from specinfer.runtime.methods.advanced import ADVANCED_FIELDS
 from specinfer.runtime.methods.catalogue import mtp as mtp_module
-from specinfer.runtime.methods.engines import ScheduleOnV1, SourceLine
+from specinfer.runtime.methods.engines import SourceLine
 
 pytestmark = pytest.mark.unit
 
@@ -33,10 +33,12 @@ def cited_lines() -> list[tuple[str, EngineRelease, SourceLine]]:
             value = getattr(release, item.name)
             if isinstance(value, SourceLine):
                 found.append((f"{release.label} {item.name}", release, value))
-            elif isinstance(value, ScheduleOnV1):
-                found.append((f"{release.label} schedule_on_v1", release, value.source))
         for key, line in release.v1_only_fields.items():
             found.append((f"{release.label} v1_only_fields.{key}", release, line))
+        for method in all_methods():
+            declared = method.schedule_on_v1_in(release)
+            if declared is not None:
+                found.append((f"{method.name} schedule_on_v1 {release.label}", release, declared.source))
     for accelerator in ACCELERATORS.values():
         found.append((f"{accelerator.name} model runner", accelerator.engine, accelerator.model_runner_source))
         for refused in accelerator.refused_values:
@@ -57,7 +59,7 @@ def test_every_cited_line_says_what_the_catalogue_quotes(what, release, line):
 
 def test_every_release_cites_the_schedule_and_graph_rules():
     for release in RELEASES:
-        assert release.schedule_on_v1 and release.data_parallel_drops_schedule and release.v1_schedule_forces_piecewise
+        assert release.methods_source and release.data_parallel_drops_schedule and release.v1_schedule_forces_piecewise
         assert release.synthetic_rates_per_position and release.mtp_k_multiple_of_layers
     assert len(CITED) >= 20
 
@@ -76,27 +78,66 @@ def string_tuple_after(text: str, marker: str) -> set[str]:
     return set(re.findall(r'"([^"]+)"', match.group(1)))
 
 
+def v1_schedule_declarations(release: EngineRelease) -> dict[str, str]:
+    """vLLM method name -> what its module says this release's Model Runner V1 does with a schedule."""
+    return {method.vllm_method_on(release) or "": declared.outcome for method in all_methods()
+            if (declared := method.schedule_on_v1_in(release)) is not None}
+
+
+# What a drafter's own line does with the scheduler's per-step K (releases without a gate)
+DRAFTER_LINE_OUTCOME = {
+    "assert num_speculative_tokens <= self.k": "honoured",  # the n-gram proposer: any K up to the static one
+    "self.num_speculative_tokens = num_speculative_tokens": "honoured",  # SpecDecodeBaseProposer.propose
+    "assert num_speculative_tokens == self.num_speculative_tokens": "crash",  # the suffix proposer
+}
+# vLLM method -> the file of the drafter Model Runner V1 builds for it (gpu_model_runner.py, `self.drafter =`)
+DRAFTER_FILES = {
+    "ngram": "vllm/v1/spec_decode/ngram_proposer.py",
+    "suffix": "vllm/v1/spec_decode/suffix_decoding.py",
+    **dict.fromkeys(("eagle", "eagle3", "mtp", "draft_model", "dflash"), "vllm/v1/spec_decode/llm_base_proposer.py"),
+}
+# the SpecDecodeBaseProposer subclasses those methods get, none with a `propose` of its own
+BASE_PROPOSER_SUBCLASSES = {"vllm/v1/spec_decode/eagle.py": "EagleProposer",
+                            "vllm/v1/spec_decode/draft_model.py": "DraftModelProposer",
+                            "vllm/v1/spec_decode/dflash.py": "DFlashProposer"}
+
+
 @BY_RELEASE
-def test_v1_keeps_the_schedule_only_for_the_listed_drafters(release):
-    rule = release.schedule_on_v1
+def test_each_methods_schedule_on_v1_is_what_the_release_does_for_it(release):
+    declared = v1_schedule_declarations(release)
+    v1_here = [a.name for a in ACCELERATORS.values() if a.engine is release and "v1" in a.model_runners]
+    runs_v1 = {m.vllm_method_on(release) for m in all_methods()
+               if m.speculates and "v1" in m.runs_on and any(m.supports(name) for name in v1_here)}
+    assert set(declared) == runs_v1
     config = read_source(CONFIG, release)
-    if rule.otherwise == "dropped":
+    gate = release.v1_schedule_gate
+    if gate is not None:
         body = function_source(CONFIG, "_maybe_disable_dynamic_sd_for_v1", release)
-        assert string_tuple_after(body, "speculative_config.method\n            in") == set(rule.methods)
+        kept = string_tuple_after(body, "speculative_config.method\n            in")
         assert "or self.use_v2_model_runner" in body  # V2 keeps every method's schedule
-        assert "num_speculative_tokens_per_batch_size = None" in body
+        assert "num_speculative_tokens_per_batch_size = None" in body  # the others': dropped
+        assert set(re.findall(r'"([^"]+)"', gate.text)) == kept  # the gate's cited line is that tuple
+        for method in all_methods():
+            if (rule := method.schedule_on_v1_in(release)) is not None:
+                assert rule.source == gate, f"{method.name}: {release.label} decides at its gate, {gate}"
+                expected = "honoured" if method.vllm_method_on(release) in kept else "dropped"
+                assert rule.outcome == expected, method.name
     else:
-        # no drop for V1: the scheduler hands every drafter the schedule's K, and the suffix drafter
-        # asserts it is the static one
+        # no gate: the scheduler hands every V1 drafter the schedule's K, and the drafter takes it or asserts
         assert "_maybe_disable_dynamic_sd_for_v1" not in config
         runner = read_source("vllm/v1/worker/gpu_model_runner.py", release)
-        suffix_branch = runner[runner.index('elif spec_config.method == "suffix":'):][:400]
-        assert "self.drafter.propose(\n                num_spec_tokens_to_schedule," in suffix_branch
-        ngram = read_source("vllm/v1/spec_decode/ngram_proposer.py", release)
-        assert "assert num_speculative_tokens <= self.k" in ngram
-        assert "self.num_speculative_tokens = num_speculative_tokens" in read_source(
-            "vllm/v1/spec_decode/llm_base_proposer.py", release)
-        assert {"ngram", "eagle", "eagle3", "mtp", "draft_model", "dflash"} == set(rule.methods)
+        assert runner.count("num_spec_tokens_to_schedule,") >= 2  # the ngram and suffix drafters
+        assert "num_speculative_tokens=num_spec_tokens_to_schedule," in runner  # the base proposer's
+        for path, name in BASE_PROPOSER_SUBCLASSES.items():
+            tree = ast.parse(read_source(path, release))
+            cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name)
+            assert [ast.unparse(b) for b in cls.bases] == ["SpecDecodeBaseProposer"], name
+            assert not any(isinstance(n, ast.FunctionDef) and n.name == "propose" for n in cls.body), name
+        for method in all_methods():
+            if (rule := method.schedule_on_v1_in(release)) is not None:
+                vllm_name = method.vllm_method_on(release) or ""
+                assert rule.source.path == DRAFTER_FILES[vllm_name], f"{method.name}: cite its drafter's line"
+                assert DRAFTER_LINE_OUTCOME[rule.source.text] == rule.outcome, method.name
 
 
 @BY_RELEASE
@@ -122,7 +163,7 @@ def test_model_runner_limits_of_each_method_are_vllms(release):
     assert {m.vllm_method_on(release) for m in all_methods() if m.runs_on == ("v2",)} == v1_methods & catalogue
     # parallel_drafting sends every method to V1 except the ones that draft in parallel natively
     natively = string_tuple_after(v2, "and speculative_config.method not in")
-    assert natively == {m.vllm_method for m in all_methods() if m.drafting == "parallel"}
+    assert natively & catalogue == {m.vllm_method_on(release) for m in all_methods() if m.native_parallel_drafting}
     assert set(release.v1_only_fields) == {"parallel_drafting", "use_heterogeneous_vocab"}
     assert set(release.v1_only_fields) <= set(ADVANCED_FIELDS)
 

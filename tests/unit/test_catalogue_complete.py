@@ -193,7 +193,7 @@ def _drop_line(path: Path, pattern: str) -> None:
 
 def _cpu_without(method: str) -> dict[str, Accelerator]:
     cpu = get_accelerator("cpu")
-    lacking = dataclasses.replace(cpu.engine, absent_methods=frozenset({method}))
+    lacking = dataclasses.replace(cpu.engine, methods=cpu.engine.methods - {method})
     return {**ACCELERATORS, "cpu": dataclasses.replace(cpu, engine=lacking)}
 
 

@@ -57,12 +57,15 @@ def test_schedule_verdict_follows_the_runner_and_the_release(method, accelerator
     if verdict.model_runner == "v2":
         assert verdict.honoured and not verdict.piecewise_graphs and verdict.step_time_factor == 1.0
         return
-    rule = platform.engine.schedule_on_v1
-    if spec.vllm_method_on(platform.engine) in rule.methods:
+    declared = spec.schedule_on_v1_in(platform.engine)  # the method's own module says it, per release
+    assert declared is not None
+    if declared.honoured:
         assert verdict.honoured
         assert verdict.piecewise_graphs == platform.full_cuda_graphs
+        assert verdict.source == (platform.engine.v1_schedule_forces_piecewise if verdict.piecewise_graphs
+                                  else declared.source)
     else:
-        assert verdict.outcome == rule.otherwise and verdict.source == rule.source
+        assert verdict.outcome == declared.outcome and verdict.source == declared.source
         assert platform.engine.label in verdict.reason
 
 

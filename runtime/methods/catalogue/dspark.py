@@ -29,6 +29,7 @@ DSPARK = register(MethodSpec(
         ).items()
         if "v2" in ACCELERATORS[name].model_runners
     },
+    native_parallel_drafting=True,  # V2 runs its drafter in one pass (vllm/config/vllm.py, parallel_drafting)
     advanced_fields=("parallel_drafting", "enable_adaptive_verification", "dspark_draft_topk"),
     runs_on=("v2",),
     simulator=SimulatorProfile(acceptance={

