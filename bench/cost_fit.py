@@ -22,7 +22,7 @@ import click
 import numpy as np
 
 from specinfer.runtime.methods import get_method
-from specinfer.runtime.methods.cost_presets import CostModel, DraftingStyle, cost_model
+from specinfer.runtime.methods.cost_presets import CostModel, CostShape, cost_model
 from specinfer.runtime.methods.registry import draft_scale
 
 # The bench's method names -> the catalogue's
@@ -42,8 +42,8 @@ class Point:
     seconds: float
 
     @property
-    def drafting(self) -> DraftingStyle:
-        return get_method(CATALOGUE_NAMES[self.method]).drafting if self.k else "none"
+    def cost_shape(self) -> CostShape | None:
+        return get_method(CATALOGUE_NAMES[self.method]).cost_shape if self.k else None
 
     @property
     def scale(self) -> float:
@@ -74,9 +74,9 @@ def _linear_terms(point: Point) -> list[float]:
     """Coefficients of the LINEAR fields in T(B, K)."""
     b, k = point.batch, point.k
     speculating = [1.0, float(b)] if k > 0 else [0.0, 0.0]
-    if point.drafting == "sequential":
+    if point.cost_shape == "sequential":
         return [b, point.scale * k, point.scale * k * b, 0.0, *speculating]
-    if point.drafting == "none" and k > 0:  # n-gram, suffix: lookup per drafted token
+    if point.cost_shape == "lookup" and k > 0:  # n-gram, suffix: lookup per drafted token
         return [b, 0.0, 0.0, b * k, *speculating]
     return [b, 0.0, 0.0, 0.0, *speculating]
 
@@ -125,7 +125,7 @@ def fit(measured: Sequence[Point], like: CostModel) -> CostModel:
 
 
 def simulated(model: CostModel, point: Point) -> float:
-    return model.step_time(point.batch, point.k, point.drafting, draft_scale=point.scale)
+    return model.step_time(point.batch, point.k, point.cost_shape, draft_scale=point.scale)
 
 
 def comparison(measured: Sequence[Point], model: CostModel) -> str:

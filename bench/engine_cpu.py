@@ -47,8 +47,8 @@ def simulated_step_ms(preset: str, method: str, k: int, batch: int) -> float:
     from specinfer.runtime.sim.model import COST_MODELS, draft_scale
 
     name = CATALOGUE_NAMES[method]
-    drafting = get_method(name).drafting if k else "none"
-    return 1000 * COST_MODELS[preset].step_time(batch, k, drafting, draft_scale=draft_scale(name))
+    cost_shape = get_method(name).cost_shape if k else None
+    return 1000 * COST_MODELS[preset].step_time(batch, k, cost_shape, draft_scale=draft_scale(name))
 
 
 def table(rows: list[dict], preset: str = "cpu-tiny") -> str:

@@ -33,7 +33,7 @@ from specinfer.operator.tuner.observe import distribution_from_quantiles
 from specinfer.operator.tuner.policy import DraftConfig, Observation
 from specinfer.operator.tuner.queries import BATCH_QUANTILES
 from specinfer.runtime.methods import get_method
-from specinfer.runtime.methods.cost_presets import DraftingStyle
+from specinfer.runtime.methods.cost_presets import CostShape
 from specinfer.runtime.methods.engine_truth import PIECEWISE_COST
 from specinfer.runtime.sim.model import COLLAPSED, AcceptanceProfile, acceptance_profile, cost_model, draft_scale
 
@@ -183,8 +183,8 @@ class Engine:
     applied: list[tuple[float, str]] = field(default_factory=list)  # (time, "inPlace" or "rollout") per change
 
     @property
-    def drafting(self) -> DraftingStyle:
-        return get_method(self.scenario.method).drafting
+    def cost_shape(self) -> CostShape | None:
+        return get_method(self.scenario.method).cost_shape
 
     @property
     def next_config(self) -> DraftConfig | None:
@@ -200,7 +200,7 @@ class Engine:
         engine retuned in place always runs one while it drafts (its startup schedule, then each published one)."""
         cm = cost_model(self.scenario.cost_preset)
         running = self.config if config is None else config
-        seconds = cm.step_time(batch_size, k, self.drafting, draft_scale=draft_scale(self.scenario.method),
+        seconds = cm.step_time(batch_size, k, self.cost_shape, draft_scale=draft_scale(self.scenario.method),
                                speculative=running.num_speculative_tokens > 0)
         scheduled = running.schedule or (self.envelope is not None and not running.off)
         return seconds * (self.scenario.schedule_step_factor if scheduled else 1.0)

@@ -21,8 +21,7 @@ def simulator_settings(config: RuntimeConfig, environ: Mapping[str, str] | None 
     settings = SimulatorSettings(
         model_name=served_model_name(spec),
         method=effective.method,
-        drafting=method.drafting,
-        num_speculative_tokens=effective.num_speculative_tokens if effective.method != "none" else 0,
+        num_speculative_tokens=effective.num_speculative_tokens if method.speculates else 0,
         schedule=tuple(effective.schedule) if effective.schedule else None,
         port=spec.runtime.port,
         host="0.0.0.0",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specinfer.runtime.sim.model import AcceptanceProfile, CostModel, DraftingStyle
+from specinfer.runtime.sim.model import AcceptanceProfile, CostModel, CostShape
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ def steady_state(
     profile: AcceptanceProfile,
     *,
     k: int,
-    drafting: DraftingStyle,
+    cost_shape: CostShape | None,
     qps: float,
     prompt_tokens: int,
     output_tokens: int,
@@ -43,7 +43,7 @@ def steady_state(
     prefill_share = min(prefill_share, 0.95)
 
     def step(batch: float) -> float:
-        return cost.step_time(batch, k, drafting, draft_scale=draft_scale) / (1.0 - prefill_share)  # type: ignore[arg-type]
+        return cost.step_time(batch, k, cost_shape, draft_scale=draft_scale) / (1.0 - prefill_share)  # type: ignore[arg-type]
 
     batch = 1.0
     for _ in range(200):

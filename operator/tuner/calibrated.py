@@ -31,6 +31,7 @@ from specinfer.api.status import CalibrationSummary, StepCostSource
 from specinfer.operator.tuner.policy import CostPrior, PolicyState, TuningInput
 from specinfer.operator.tuner.policy.cost import draft_passes
 from specinfer.runtime.calibration.analysis import target_fingerprint
+from specinfer.runtime.methods import CostShape
 
 CALIBRATED_STRENGTH = 0.5  # 10x the policy's default: the prior's shape was measured on this deployment
 KNEE_SHARPNESS = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
@@ -48,14 +49,14 @@ class FittedPrior:
 COLUMNS = 6  # floor x knee curve, KV per request, draft passes, drafted tokens, speculation per step and per request
 
 
-def _features(cells: tuple[Cell, ...], drafting: str, knee_tokens: float, sharpness: float) -> np.ndarray:
+def _features(cells: tuple[Cell, ...], cost_shape: CostShape, knee_tokens: float, sharpness: float) -> np.ndarray:
     """The COLUMNS per cell; the last two only where the cell speculates (K > 0)."""
     rows = []
     for batch, k, _ in cells:
         tokens = batch * (k + 1)
         curve = (1.0 + (tokens / knee_tokens) ** sharpness) ** (1.0 / sharpness)
         speculating = 1.0 if k > 0 else 0.0
-        rows.append([curve, batch, draft_passes(k, drafting), batch * k * speculating, speculating,
+        rows.append([curve, batch, draft_passes(k, cost_shape), batch * k * speculating, speculating,
                      batch * speculating])
     return np.array(rows, dtype=float)
 
@@ -79,7 +80,7 @@ def _nonnegative_solve(a: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]
 
 
 @functools.lru_cache(maxsize=256)
-def fit_prior(cells: tuple[Cell, ...], drafting: str) -> FittedPrior:
+def fit_prior(cells: tuple[Cell, ...], cost_shape: CostShape) -> FittedPrior:
     """The roofline prior closest (relative error) to the measured cells. Raises ValueError when fewer than
     MIN_CELLS usable cells are given."""
     usable = tuple(cell for cell in cells if cell[0] > 0 and cell[2] > 0)
@@ -92,7 +93,7 @@ def fit_prior(cells: tuple[Cell, ...], drafting: str) -> FittedPrior:
         nonlocal best
         for sharpness in sharpnesses:
             for knee in knees:
-                features = _features(usable, drafting, knee, sharpness) / seconds[:, None]  # relative residuals
+                features = _features(usable, cost_shape, knee, sharpness) / seconds[:, None]  # relative residuals
                 solved = _nonnegative_solve(features, np.ones(len(usable)))
                 if solved is not None and (best is None or solved[1] < best[0]):
                     best = (solved[1], sharpness, knee, solved[0])
@@ -108,7 +109,7 @@ def fit_prior(cells: tuple[Cell, ...], drafting: str) -> FittedPrior:
                       kv_per_sequence=float(kv), draft_pass=float(draft_pass), draft_token=float(draft_token),
                       speculation_step=float(speculation_step),
                       speculation_per_sequence=float(speculation_per_sequence), strength=CALIBRATED_STRENGTH)
-    predicted = _features(usable, drafting, knee, sharpness) @ coefficients
+    predicted = _features(usable, cost_shape, knee, sharpness) @ coefficients
     return FittedPrior(prior=prior, max_error=float(np.max(np.abs(predicted - seconds) / seconds)))
 
 
@@ -146,7 +147,7 @@ def with_calibration(tuning: TuningInput, spec: SpeculativeInferenceSpec, summar
         return tuning, uncalibrated_source(spec, configured_prior, problem)
     cells = tuple((c.batch_size, c.num_speculative_tokens, c.seconds) for c in summary.step_cost)
     try:
-        fitted = fit_prior(cells, tuning.drafting)
+        fitted = fit_prior(cells, tuning.cost_shape)
     except ValueError as error:
         return tuning, uncalibrated_source(spec, configured_prior,
                                            f"calibration {summary.name}: its table cannot be used: {error}")

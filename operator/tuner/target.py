@@ -102,7 +102,7 @@ def tuning_input(spec: SpeculativeInferenceSpec, defaults: PolicyDefaults | None
     fields: dict[str, Any] = (defaults.model_dump(exclude_unset=True, exclude={"method"}) if defaults else {})
     fields.update(
         method=method.name,
-        drafting=method.drafting,
+        cost_shape=method.cost_shape,
         allow_disable=low is None or low == 0,
         k_min=max(1, low or method.k_min),
         k_max=min(tuning.max_num_speculative_tokens or accelerator_k_max, accelerator_k_max),
@@ -124,7 +124,7 @@ def tuning_input(spec: SpeculativeInferenceSpec, defaults: PolicyDefaults | None
     if simulator is not None:
         fields["max_batch_size"] = simulator.max_num_seqs
         fields["restart_seconds"] = restart_seconds(simulator.cost_model) / simulator.time_scale
-        fields.setdefault("cost_prior", simulator_cost_prior(simulator.cost_model, method.name, method.drafting))
+        fields.setdefault("cost_prior", simulator_cost_prior(simulator.cost_model, method.name))
     if fields["k_min"] > fields["k_max"]:
         raise TargetError("InvalidTuningBounds", f"spec.tuning bounds leave no K for {method.name}: "
                                                  f"kMin {fields['k_min']} > kMax {fields['k_max']}")
@@ -194,14 +194,16 @@ def downtime_fraction(update_strategy: str) -> float:
     return 1.0 if update_strategy == "Replace" else 0.0
 
 
-def simulator_cost_prior(preset: str, method: str, drafting: str) -> CostPrior:
+def simulator_cost_prior(preset: str, method: str) -> CostPrior:
     """The step-cost prior for a simulated engine: its preset's roofline (the simulated hardware's
     datasheet), as a hardware profile would give it for a real one. The policy still fits the
-    observed step times; the prior only decides what it believes about K values never run."""
-    preset_model = cost_model(preset)
+    observed step times; the prior only decides what it believes about K values never run.
+    A pass costs what the method's cost shape says (a parallel drafter's block pass, else one
+    sequential pass); a drafted token what its drafter costs (a lookup's, else a model's)."""
+    preset_model, spec = cost_model(preset), get_method(method)
     scale = draft_scale(method)
-    draft_pass = preset_model.parallel_pass_s if drafting == "parallel" else preset_model.draft_pass_s
-    per_token = preset_model.lookup_per_token_s if drafting == "none" else preset_model.draft_per_token_s
+    draft_pass = preset_model.parallel_pass_s if spec.cost_shape == "parallel" else preset_model.draft_pass_s
+    per_token = preset_model.lookup_per_token_s if spec.drafter == "lookup" else preset_model.draft_per_token_s
     return CostPrior(floor=preset_model.floor_s, compute_per_token=preset_model.compute_per_token_s,
                      kv_per_sequence=preset_model.kv_per_seq_s, knee_sharpness=preset_model.knee_sharpness,
                      draft_pass=draft_pass * scale, draft_token=per_token * scale,

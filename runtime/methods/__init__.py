@@ -25,11 +25,13 @@ from specinfer.runtime.methods.cost_presets import (
     COST_MODELS,
     DEFAULT_COST_MODEL,
     CostModel,
+    CostShape,
     cost_model,
     restart_seconds,
 )
 from specinfer.runtime.methods.engines import RELEASES, EngineRelease
 from specinfer.runtime.methods.registry import (
+    Drafter,
     MethodSpec,
     UnknownMethodError,
     all_methods,
@@ -53,6 +55,8 @@ __all__ = [
     "Accelerator",
     "AcceleratorSupport",
     "CostModel",
+    "CostShape",
+    "Drafter",
     "EngineRelease",
     "MethodSpec",
     "SimulatorProfile",

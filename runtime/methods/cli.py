@@ -15,14 +15,16 @@ def _k_range(method: MethodSpec) -> str:
 
 
 def methods_table() -> str:
-    header = ["METHOD", "VLLM METHOD", "DRAFT MODEL", "DRAFTING", "K (DEFAULT)", *(a.upper() for a in ACCELERATORS)]
+    header = ["METHOD", "VLLM METHOD", "DRAFT MODEL", "DRAFTER", "DRAFT COST", "K (DEFAULT)",
+              *(a.upper() for a in ACCELERATORS)]
     rows = [header]
     for method in all_methods():
         cells = [
             method.name,
             method.vllm_method or "-",
             method.draft_model,
-            method.drafting,
+            method.drafter or "-",
+            method.cost_shape or "-",
             _k_range(method),
         ]
         for accelerator in ACCELERATORS:

@@ -18,7 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-DraftingStyle = Literal["sequential", "parallel", "none"]
+# How a step's draft cost grows with K (a method's `cost_shape`): K sequential passes of a model
+# drafter (EAGLE heads, draft models, MTP), one pass of a parallel (block) drafter (DFlash, DSpark),
+# or no pass and a lookup per drafted token (n-gram, suffix tree). None where nothing drafts.
+CostShape = Literal["sequential", "parallel", "lookup"]
 
 
 @dataclass(frozen=True)
@@ -50,14 +53,14 @@ class CostModel:
         roofline: float = (self.floor_s**p + (self.compute_per_token_s * tokens) ** p) ** (1.0 / p)
         return roofline + self.kv_per_seq_s * batch_size
 
-    def draft_time(self, batch_size: int, k: int, drafting: DraftingStyle, *, draft_scale: float = 1.0) -> float:
-        """Cost of proposing k tokens for each of batch_size requests."""
-        if batch_size <= 0 or k <= 0:
+    def draft_time(self, batch_size: int, k: int, cost_shape: CostShape | None, *, draft_scale: float = 1.0) -> float:
+        """Cost of proposing k tokens for each of batch_size requests (`cost_shape` None: no drafter)."""
+        if batch_size <= 0 or k <= 0 or cost_shape is None:
             return 0.0
         drafted = batch_size * k
-        if drafting == "sequential":
+        if cost_shape == "sequential":
             return draft_scale * k * (self.draft_pass_s + self.draft_per_token_s * batch_size)
-        if drafting == "parallel":
+        if cost_shape == "parallel":
             return draft_scale * (self.parallel_pass_s + self.draft_per_token_s * drafted)
         return self.lookup_per_token_s * drafted
 
@@ -67,28 +70,28 @@ class CostModel:
             return 0.0
         return self.speculation_step_s + self.speculation_per_seq_s * batch_size
 
-    def first_pass_time(self, batch_size: int, drafting: DraftingStyle, *, draft_scale: float = 1.0) -> float:
+    def first_pass_time(self, batch_size: int, cost_shape: CostShape | None, *, draft_scale: float = 1.0) -> float:
         """The drafter's first pass alone: what a model drafter runs in a Dynamic SD schedule's K = 0 step
         to keep its KV cache in step with the target (vLLM v1/spec_decode/llm_base_proposer.py,
         `propose`: "No draft tokens requested (e.g. Dynamic SD decided K=0)"). Lookups run nothing."""
         if batch_size <= 0:
             return 0.0
-        if drafting == "sequential":
+        if cost_shape == "sequential":
             return draft_scale * (self.draft_pass_s + self.draft_per_token_s * batch_size)
-        if drafting == "parallel":
+        if cost_shape == "parallel":
             return draft_scale * self.parallel_pass_s
         return 0.0
 
-    def step_time(self, batch_size: int, k: int, drafting: DraftingStyle, *, draft_scale: float = 1.0,
+    def step_time(self, batch_size: int, k: int, cost_shape: CostShape | None, *, draft_scale: float = 1.0,
                   speculative: bool = False) -> float:
         """T(B, K): one engine step. K = 0 is a plain decode step when the engine runs without a
         speculative config; with one (`speculative`: a schedule's K = 0 range) the drafter's first pass
         still runs."""
         if k <= 0:
-            extra = self.first_pass_time(batch_size, drafting, draft_scale=draft_scale) if speculative else 0.0
+            extra = self.first_pass_time(batch_size, cost_shape, draft_scale=draft_scale) if speculative else 0.0
             return self.target_time(batch_size, 0) + extra
         return (self.target_time(batch_size, k) + self.speculation_time(batch_size, k)
-                + self.draft_time(batch_size, k, drafting, draft_scale=draft_scale))
+                + self.draft_time(batch_size, k, cost_shape, draft_scale=draft_scale))
 
     def prefill_time(self, prompt_tokens: int) -> float:
         """Extra step time when a request's prompt is prefilled in that step."""

@@ -4,10 +4,12 @@ Follows the registry pattern of vLLM's ReasoningParserManager: each method lives
 module (runtime/methods/catalogue/) and registers itself; a duplicate name is a programming
 error; an unknown name is answered with the list of known ones, so a typo in a resource explains
 itself. A method module is the one room for that method: vLLM name, draft-model rule and its
-hint texts, K bounds, drafting style, per-accelerator support and pins, the `advanced` fields
-only it takes, its engine facts and its simulator profile. `register` refuses an incomplete or
-inconsistent one, so nothing downstream (CRD rules, rendering, the simulator) meets a gap at run
-time. The CRD's CEL rules, `parse_spec`, the operator's rendering, the simulator and
+hint texts, K bounds, what drafts (a model or a lookup) and how its cost grows with K, each
+accelerator it supports with its pins, the `advanced` fields only it takes, its engine facts
+(what each release's Model Runner V1 does with its schedule) and its simulator profile.
+`register` refuses an incomplete or inconsistent one, so nothing downstream (CRD rules,
+rendering, the simulator) meets a gap at run time. The CRD's CEL rules, `parse_spec`, the
+operator's rendering, the simulator and
 `specinfer methods` all read this one table.
 """
 
@@ -19,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from specinfer.runtime.methods.accelerators import ACCELERATORS, AcceleratorSupport, ModelRunner, get_accelerator
 from specinfer.runtime.methods.advanced import ADVANCED_FIELDS
-from specinfer.runtime.methods.cost_presets import DraftingStyle
+from specinfer.runtime.methods.cost_presets import CostShape
 from specinfer.runtime.methods.engines import RELEASES, EngineRelease, ScheduleOnV1
 from specinfer.runtime.methods.workloads import SimulatorProfile
 
@@ -27,6 +29,9 @@ if TYPE_CHECKING:
     from specinfer.runtime.methods.config_builder import SpeculationLike
 
 DraftModelRule = Literal["required", "optional", "forbidden"]
+# What proposes the drafts: a model's forward passes (an EAGLE head, a draft model, the target's MTP
+# layers, a block drafter) or a lookup in tokens already seen (n-gram, suffix tree), which runs no model.
+Drafter = Literal["model", "lookup"]
 
 
 class UnknownMethodError(KeyError):
@@ -43,7 +48,8 @@ class MethodSpec:
     name: str                         # spec name, e.g. "draftModel"
     vllm_method: str | None           # SpeculativeConfig.method, None for "none"
     draft_model: DraftModelRule       # whether speculation.draftModel is required/optional/forbidden
-    drafting: DraftingStyle           # how draft cost grows with K
+    drafter: Drafter | None           # what proposes the drafts (None: the method does not draft)
+    cost_shape: CostShape | None      # how a step's draft cost grows with K (None: no drafts)
     k_min: int
     k_max: int
     k_default: int
@@ -118,7 +124,8 @@ class MethodSpec:
             "vllm_method": self.vllm_method,
             "needs_draft_model": self.needs_draft_model,
             "draft_model": self.draft_model,
-            "drafting": self.drafting,
+            "drafter": self.drafter,
+            "cost_shape": self.cost_shape,
             "k_min": self.k_min,
             "k_max": self.k_max,
             "k_default": self.k_default,
@@ -142,6 +149,14 @@ def method_problems(spec: MethodSpec) -> list[str]:
         found.append(f"k_default {spec.k_default} outside [{spec.k_min}, {spec.k_max}]")
     if spec.speculates == (spec.k_max == 0):
         found.append("a method with a vLLM method drafts (k_max >= 1); one without does not (k_max 0)")
+    if (spec.drafter is None) == spec.speculates or (spec.cost_shape is None) == spec.speculates:
+        found.append("a method that drafts names its drafter (model or lookup) and cost_shape; one that does not, "
+                     "neither")
+    elif spec.speculates and (spec.drafter == "lookup") != (spec.cost_shape == "lookup"):
+        found.append(f"a {spec.drafter} drafter cannot have cost_shape {spec.cost_shape}: a lookup costs per drafted "
+                     "token (lookup), a model drafter sequential or parallel passes")
+    if spec.native_parallel_drafting and spec.cost_shape != "parallel":
+        found.append("native_parallel_drafting: vLLM drafts it in one pass, so its cost_shape is parallel")
     if spec.draft_model == "required" and not spec.draft_hint:
         found.append("a method that requires a draft model needs draft_hint (what to set draftModel.name to)")
     if spec.draft_model == "forbidden" and not spec.no_draft_reason:

@@ -57,7 +57,7 @@ def sim(model_name, method, num_speculative_tokens, schedule, workload, phases, 
     spec = get_method(method)
     k = 0 if method == "none" else (num_speculative_tokens if num_speculative_tokens is not None else spec.k_default)
     settings = SimulatorSettings(
-        model_name=model_name, method=method, drafting=spec.drafting, num_speculative_tokens=k,
+        model_name=model_name, method=method, num_speculative_tokens=k,
         schedule=parse_schedule(schedule), workload=workload, phases=parse_phases(phases), cost_model=cost_model,
         max_batch_size=max_batch_size, time_scale=time_scale, seed=seed, noise=noise, startup_s=startup_seconds,
         host=host, port=port, admin=admin,

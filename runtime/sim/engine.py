@@ -19,6 +19,7 @@ import numpy as np
 
 from specinfer.runtime.live_schedule.published import PublishedSchedule
 from specinfer.runtime.live_schedule.watcher import ScheduleWatcher
+from specinfer.runtime.methods import get_method
 from specinfer.runtime.methods.schedule import dense_schedule, effective_k
 from specinfer.runtime.sim.model import COLLAPSED, AcceptanceProfile, acceptance_profile, cost_model, draft_scale
 from specinfer.runtime.sim.settings import SimulatorSettings
@@ -107,6 +108,7 @@ class Engine:
         self.settings = settings
         self.cost = cost_model(settings.cost_model)
         self.draft_scale = draft_scale(settings.method)
+        self.cost_shape = get_method(settings.method).cost_shape
         self.rng = np.random.default_rng(settings.seed)
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
@@ -171,7 +173,7 @@ class Engine:
         accepted = self._draw_acceptance(decoding, k)
         duration = 0.0
         if decoding:
-            duration += self.cost.step_time(len(decoding), k, self.settings.drafting, draft_scale=self.draft_scale,
+            duration += self.cost.step_time(len(decoding), k, self.cost_shape, draft_scale=self.draft_scale,
                                             speculative=self.settings.speculative)
         if prefilling:
             duration += self.cost.prefill_time(sum(r.prompt_tokens for r in prefilling))

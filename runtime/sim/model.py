@@ -19,14 +19,14 @@ from specinfer.runtime.methods.cost_presets import (
     COST_MODELS,
     DEFAULT_COST_MODEL,
     CostModel,
-    DraftingStyle,
+    CostShape,
     cost_model,
     restart_seconds,
 )
 
 __all__ = [
     "COST_MODELS", "DEFAULT_COST_MODEL", "DEFAULT_TAIL_DECAY", "METHODS", "WORKLOADS", "AcceptanceProfile",
-    "CostModel", "DraftingStyle", "acceptance_profile", "cost_model", "draft_scale", "restart_seconds",
+    "CostModel", "CostShape", "acceptance_profile", "cost_model", "draft_scale", "restart_seconds",
 ]
 
 # Every catalogue method: registration refuses one without a simulator profile for every workload.

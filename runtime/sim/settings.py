@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specinfer.runtime.methods.schedule import schedule_problems
-from specinfer.runtime.sim.model import COST_MODELS, METHODS, WORKLOADS, DraftingStyle
+from specinfer.runtime.sim.model import COST_MODELS, METHODS, WORKLOADS
 
 
 @dataclass(frozen=True)
@@ -25,8 +25,7 @@ class Phase:
 @dataclass(frozen=True)
 class SimulatorSettings:
     model_name: str = "simulated-model"
-    method: str = "none"  # spec method name (none|eagle|eagle3|mtp|draftModel|ngram|suffix|dflash|dspark)
-    drafting: DraftingStyle = "none"
+    method: str = "none"  # spec method name: the catalogue's (its cost shape and acceptance come from there)
     num_speculative_tokens: int = 0  # 0 with method none
     schedule: tuple[tuple[int, int, int], ...] | None = None  # num_speculative_tokens_per_batch_size
     workload: str = "chat"

@@ -63,6 +63,9 @@ def variant(base: str = "ngram", **changes):
     ({"advanced_fields": ("enforce_eager",)}, "applies to every method"),
     ({"runs_on": ("v2",)}, "claims accelerator cpu, which runs model runner v1 only"),
     ({"vllm_method": "lookahead"}, "engine vLLM 0.33.0 has no method 'lookahead'"),
+    ({"drafter": None}, "names its drafter (model or lookup) and cost_shape"),
+    ({"cost_shape": "sequential"}, "a lookup drafter cannot have cost_shape sequential"),
+    ({"native_parallel_drafting": True}, "native_parallel_drafting: vLLM drafts it in one pass"),
     ({"schedule_on_v1": {}}, "may run it on Model Runner V1: say what that release does with a Dynamic SD schedule"),
     ({"schedule_on_v1": {"vLLM 0.31.0": None}}, "schedule_on_v1 names unknown engine release 'vLLM 0.31.0'"),
 ])

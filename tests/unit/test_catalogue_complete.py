@@ -154,7 +154,7 @@ def test_every_accelerator_is_complete(accelerator):
 def test_the_simulator_plays_every_method_on_every_workload(method):
     k = method.k_default
     for workload in WORKLOADS:
-        engine = Engine(SimulatorSettings(method=method.name, drafting=method.drafting, num_speculative_tokens=k,
+        engine = Engine(SimulatorSettings(method=method.name, num_speculative_tokens=k,
                                           workload=workload))
         assert len(engine.profile(workload).prefix_probs(k)) == k
 

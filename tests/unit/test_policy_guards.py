@@ -232,7 +232,11 @@ def test_impossible_bounds_are_refused_naming_the_field():
 
 def test_method_limits_from_the_catalogue_bound_the_json_input():
     spec = tuning_from_json({"method": "mtp", "kMax": 50})
-    assert spec.k_max <= 8 and spec.drafting == "sequential"
+    assert spec.k_max <= 8 and spec.cost_shape == "sequential"
+    # the JSON key `drafting` is the cost shape; `none` is still read as its former spelling of `lookup`
+    assert tuning_from_json({"method": "ngram"}).cost_shape == "lookup"
+    assert tuning_from_json({"method": "ngram", "drafting": "none"}).cost_shape == "lookup"
+    assert tuning_from_json({"method": "eagle3", "drafting": "parallel"}).cost_shape == "parallel"
     with pytest.raises(ValidationError, match="kmax"):
         tuning_from_json({"method": "eagle3", "kmax": 3})
 

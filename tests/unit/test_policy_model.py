@@ -196,7 +196,7 @@ def test_a_schedules_k_zero_steps_are_learnt_with_the_drafters_first_pass_and_lo
     def engine(batch_size: int, k: int) -> float:  # every observed step runs under the speculative config
         return CPU_TINY.step_time(batch_size, k, "sequential", draft_scale=scale, speculative=True)
 
-    cost = CostModel.from_state(None, simulator_cost_prior("cpu-tiny", "draftModel", "sequential"), "sequential")
+    cost = CostModel.from_state(None, simulator_cost_prior("cpu-tiny", "draftModel"), "sequential")
     schedule = [[1, 14, 4], [15, 64, 0]]
     for batches in ({1: 0.5, 2: 0.5}, {40: 0.5, 48: 0.5}, {40: 0.5, 48: 0.5}, {40: 0.5, 48: 0.5}):
         cost.learn(synthetic_observation(

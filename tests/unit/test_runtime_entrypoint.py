@@ -112,7 +112,7 @@ def test_simulator_engine_runs_the_simulator_from_the_same_config(tmp_path, monk
     result = invoke("--config", str(write_config(tmp_path, spec)))
     assert result.exit_code == 0, result.output
     [settings] = served
-    assert (settings.method, settings.drafting, settings.num_speculative_tokens) == ("eagle3", "sequential", 4)
+    assert (settings.method, settings.num_speculative_tokens) == ("eagle3", 4)
     assert settings.schedule == ((1, 8, 4), (9, 32, 0))
     assert (settings.port, settings.time_scale, settings.cost_model, settings.max_batch_size) == (
         9001, 20, "rtx3090-llama8b", 64)

@@ -11,28 +11,28 @@ from itertools import pairwise
 
 import pytest
 
-from specinfer.runtime.sim.model import COST_MODELS, acceptance_profile, draft_scale
+from specinfer.runtime.sim.model import COST_MODELS, CostShape, acceptance_profile, draft_scale
 from tests.sim_steady_state import steady_state
 
 pytestmark = pytest.mark.unit
 
 
-def batch_speedup(cost_name: str, method: str, workload: str, k: int, drafting: str, batch_size: int) -> float:
+def batch_speedup(cost_name: str, method: str, workload: str, k: int, cost_shape: CostShape, batch_size: int) -> float:
     """Throughput ratio at a fixed batch size (the EAGLE-3 paper's Table 5 setting)."""
     cost = COST_MODELS[cost_name]
     expected = acceptance_profile(method, workload).expected_tokens(k)
-    spec = cost.step_time(batch_size, k, drafting, draft_scale=draft_scale(method))
-    return expected * cost.step_time(batch_size, 0, "none") / spec
+    spec = cost.step_time(batch_size, k, cost_shape, draft_scale=draft_scale(method))
+    return expected * cost.step_time(batch_size, 0, None) / spec
 
 
-def qps_speedup(cost_name: str, method: str, workload: str, k: int, drafting: str, qps: float, *, prompt: int,
+def qps_speedup(cost_name: str, method: str, workload: str, k: int, cost_shape: CostShape, qps: float, *, prompt: int,
                 output: int) -> float:
     """Per-output-token latency ratio (baseline / speculative) at a Poisson arrival rate."""
     cost = COST_MODELS[cost_name]
     profile = acceptance_profile(method, workload)
-    spec = steady_state(cost, profile, k=k, drafting=drafting, qps=qps, prompt_tokens=prompt, output_tokens=output,
+    spec = steady_state(cost, profile, k=k, cost_shape=cost_shape, qps=qps, prompt_tokens=prompt, output_tokens=output,
                         draft_scale=draft_scale(method))
-    base = steady_state(cost, profile, k=0, drafting="none", qps=qps, prompt_tokens=prompt, output_tokens=output)
+    base = steady_state(cost, profile, k=0, cost_shape=None, qps=qps, prompt_tokens=prompt, output_tokens=output)
     return base.per_token_s / spec.per_token_s
 
 
@@ -67,8 +67,8 @@ def test_mtp_speedup_is_16x_at_1_qps_and_about_1x_by_6_to_8_qps():
 
 
 def test_ngram_is_high_on_summarization_and_low_on_chat():
-    summarization = qps_speedup("h100-llama8b", "ngram", "summarization", 5, "none", 1, prompt=1024, output=256)
-    chat = qps_speedup("h100-llama8b", "ngram", "chat", 5, "none", 1, prompt=1024, output=256)
+    summarization = qps_speedup("h100-llama8b", "ngram", "summarization", 5, "lookup", 1, prompt=1024, output=256)
+    chat = qps_speedup("h100-llama8b", "ngram", "chat", 5, "lookup", 1, prompt=1024, output=256)
     show("n-gram, K=5, low QPS (vLLM blog 2024-10-17)",
          [("summarization", summarization, "2.8x (CNN/DailyMail)"), ("chat", chat, "low")])
     assert summarization == pytest.approx(2.8, abs=0.5)

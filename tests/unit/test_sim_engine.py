@@ -14,7 +14,7 @@ pytestmark = pytest.mark.unit
 
 
 def settings(**overrides) -> SimulatorSettings:
-    base = {"method": "eagle3", "drafting": "sequential", "num_speculative_tokens": 4, "noise": 0.0, "seed": 7}
+    base = {"method": "eagle3", "num_speculative_tokens": 4, "noise": 0.0, "seed": 7}
     base.update(overrides)
     return SimulatorSettings(**base)
 
@@ -114,7 +114,7 @@ def test_engine_throughput_ratio_matches_the_cost_model():
 
 
 def test_workload_switch_changes_acceptance_and_unknown_workloads_are_refused():
-    engine = Engine(settings(method="ngram", drafting="none", num_speculative_tokens=5))
+    engine = Engine(settings(method="ngram", num_speculative_tokens=5))
     chat = run(engine, requests=16, max_tokens=400)
     engine.set_workload("summarization")
     summarization = run(engine, requests=16, max_tokens=400)
@@ -168,7 +168,7 @@ def test_mtp_speedup_under_poisson_load_decays_like_the_steady_state_model():
         common = {"cost_model": "h100x4-moe80b", "noise": 0.05, "max_batch_size": 256}
         spec = mean_per_token_latency(settings(method="mtp", num_speculative_tokens=1, **common),
                                       qps=qps, prompt=256, output=256, seconds=120)
-        base = mean_per_token_latency(settings(method="none", num_speculative_tokens=0, drafting="none", **common),
+        base = mean_per_token_latency(settings(method="none", num_speculative_tokens=0, **common),
                                       qps=qps, prompt=256, output=256, seconds=120)
         return base / spec
 

@@ -35,7 +35,7 @@ def test_summary_reports_simulated_seconds_and_counts_failures():
 
 @pytest.mark.parametrize("mode", [{"concurrency": 8}, {"qps": 40.0}])
 async def test_load_against_the_simulator_counts_every_token(mode):
-    settings = SimulatorSettings(model_name="sim", method="eagle3", drafting="sequential",
+    settings = SimulatorSettings(model_name="sim", method="eagle3",
                                  num_speculative_tokens=3, time_scale=50.0)
     sim = Simulator(settings)
     server = TestServer(build_app(sim))

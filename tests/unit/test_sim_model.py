@@ -63,12 +63,12 @@ def test_step_time_grows_with_batch_and_k_and_has_a_memory_bound_floor(name):
         assert cost.step_time(8, k, "sequential") < cost.step_time(16, k, "sequential")
 
 
-def test_sequential_drafting_costs_more_than_parallel_and_none_at_large_k():
+def test_sequential_drafting_costs_more_than_parallel_and_a_lookup_at_large_k():
     cost = COST_MODELS["h100-llama8b"]
     sequential = cost.step_time(4, 8, "sequential")
     parallel = cost.step_time(4, 8, "parallel")
-    lookup = cost.step_time(4, 8, "none")
-    assert sequential > parallel > lookup > cost.step_time(4, 0, "none")
+    lookup = cost.step_time(4, 8, "lookup")
+    assert sequential > parallel > lookup > cost.step_time(4, 0, None)
     # parallel drafting is ~flat in K, sequential is linear
     assert cost.draft_time(4, 16, "parallel") < 2 * cost.draft_time(4, 2, "parallel")
     assert cost.draft_time(4, 16, "sequential") == pytest.approx(8 * cost.draft_time(4, 2, "sequential"))
@@ -76,7 +76,7 @@ def test_sequential_drafting_costs_more_than_parallel_and_none_at_large_k():
 
 def test_k_zero_means_no_drafting_cost():
     cost = COST_MODELS["h100-llama8b"]
-    assert cost.step_time(8, 0, "sequential") == cost.step_time(8, 0, "none")
+    assert cost.step_time(8, 0, "sequential") == cost.step_time(8, 0, None) == cost.step_time(8, 0, "lookup")
 
 
 @pytest.mark.parametrize("drafting", ["sequential", "parallel"])
@@ -88,7 +88,7 @@ def test_a_schedules_k_zero_step_still_runs_the_drafters_first_pass(drafting):
     in_schedule = cost.step_time(8, 0, drafting, draft_scale=2.0, speculative=True)
     assert in_schedule == pytest.approx(plain + cost.first_pass_time(8, drafting, draft_scale=2.0))
     assert in_schedule > plain
-    assert cost.step_time(8, 0, "none", speculative=True) == cost.step_time(8, 0, "none")
+    assert cost.step_time(8, 0, "lookup", speculative=True) == cost.step_time(8, 0, "lookup")
 
 
 def test_restart_seconds_per_preset():

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.unit
 
 
 async def client_for(**overrides) -> TestClient:
-    base = {"model_name": "sim", "method": "eagle3", "drafting": "sequential", "num_speculative_tokens": 3,
+    base = {"model_name": "sim", "method": "eagle3", "num_speculative_tokens": 3,
             "time_scale": 50.0}
     base.update(overrides)
     client = TestClient(TestServer(build_app(Simulator(SimulatorSettings(**base)))))

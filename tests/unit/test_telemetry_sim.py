@@ -28,7 +28,7 @@ LABELS = {"model_name": "simulated-model", "engine": "0"}
 
 @pytest.fixture(scope="module")
 def simulated():
-    settings = SimulatorSettings(method="eagle3", drafting="sequential", num_speculative_tokens=4,
+    settings = SimulatorSettings(method="eagle3", num_speculative_tokens=4,
                                  schedule=SCHEDULE, noise=0.0, seed=3, max_batch_size=64)
     engine = Engine(settings)
     registry = CollectorRegistry()

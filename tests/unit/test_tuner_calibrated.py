@@ -47,7 +47,7 @@ def table(drafting: str = "sequential", noise: float = 0.0) -> tuple[tuple[float
                  for b in (1, 4, 16, 64) for k in (0, 1, 2, 3))
 
 
-@pytest.mark.parametrize("drafting", ["sequential", "parallel", "none"])
+@pytest.mark.parametrize("drafting", ["sequential", "parallel", "lookup"])
 def test_the_fit_reproduces_the_measured_table(drafting):
     fitted = fit_prior(table(drafting), drafting)
     assert fitted.max_error < 0.01

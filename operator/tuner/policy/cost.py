@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from specinfer.runtime.methods import CostShape
 from specinfer.runtime.methods.schedule import effective_k
 
 from .inputs import CostPrior
@@ -38,17 +39,18 @@ MAX_CELLS = 64  # keeps the state a few kB (the loop stores it in status)
 K0_SPLIT_KEY = "k0Split"  # cells keyed "B:0" are plain decode only ("B:0s": a schedule's K = 0 step)
 
 
-def draft_passes(k: int, drafting: str, speculative: bool = False) -> int:
-    """Draft passes in one step. A model drafter runs its first pass even in a Dynamic SD schedule's
-    K = 0 steps (`speculative`), to keep its KV cache in step (vLLM llm_base_proposer.py, `propose`)."""
-    if drafting == "none":
+def draft_passes(k: int, cost_shape: CostShape, speculative: bool = False) -> int:
+    """Draft passes in one step: none for a lookup, one for a parallel drafter, K for a sequential one. A
+    model drafter runs its first pass even in a Dynamic SD schedule's K = 0 steps (`speculative`), to keep
+    its KV cache in step (vLLM llm_base_proposer.py, `propose`)."""
+    if cost_shape == "lookup":
         return 0
     if k <= 0:
         return 1 if speculative else 0
-    return 1 if drafting == "parallel" else k
+    return 1 if cost_shape == "parallel" else k
 
 
-def terms(prior: CostPrior, batch_size: float, k: int, drafting: str, speculative: bool = False) -> np.ndarray:
+def terms(prior: CostPrior, batch_size: float, k: int, cost_shape: CostShape, speculative: bool = False) -> np.ndarray:
     """The prior's step time split into the terms the fit scales (at PRIOR_THETA they sum to it).
 
     The compute-above-the-floor term comes three times, with the knee earlier, where the prior
@@ -61,12 +63,12 @@ def terms(prior: CostPrior, batch_size: float, k: int, drafting: str, speculativ
     excess = [(prior.floor**p + (prior.compute_per_token * shift * tokens) ** p) ** (1.0 / p) - prior.floor
               for shift in KNEE_SHIFTS]
     # tokens through the drafter: K per request, or the one of a schedule's K = 0 first pass
-    drafted = batch_size * max(k, draft_passes(k, drafting, speculative))
+    drafted = batch_size * max(k, draft_passes(k, cost_shape, speculative))
     return np.array([
         prior.floor,
         *excess,
         prior.kv_per_sequence * batch_size,
-        prior.draft_pass * draft_passes(k, drafting, speculative),
+        prior.draft_pass * draft_passes(k, cost_shape, speculative),
         prior.draft_token * drafted,
         speculation_overhead(prior, batch_size) if k > 0 else 0.0,
     ])
@@ -88,17 +90,17 @@ class CostModel:
     """
 
     prior: CostPrior
-    drafting: str
+    cost_shape: CostShape
     cells: dict[str, list[Any]]  # key -> [term vector, mean seconds, weight]
 
     @staticmethod
-    def from_state(data: dict[str, Any] | None, prior: CostPrior, drafting: str) -> CostModel:
+    def from_state(data: dict[str, Any] | None, prior: CostPrior, cost_shape: CostShape) -> CostModel:
         cells = (data or {}).get("cells") or {}
         # A cell written before a term was added has a shorter vector: it is forgotten (relearnt in
         # a window) rather than fitted against the wrong terms. So is a K = 0 cell written before a
         # schedule's K = 0 steps had cells of their own: it may hold such steps priced as plain decode.
         split = bool((data or {}).get(K0_SPLIT_KEY))
-        return CostModel(prior, drafting, {k: [list(x), float(s), float(w)] for k, (x, s, w) in cells.items()
+        return CostModel(prior, cost_shape, {k: [list(x), float(s), float(w)] for k, (x, s, w) in cells.items()
                                            if len(x) == TERMS and (split or not k.endswith(":0"))})
 
     def to_state(self) -> dict[str, Any]:
@@ -151,7 +153,7 @@ class CostModel:
         shares = []
         for batch_size in (1, 4, 16, 64, 256):
             for k in (0, 1, 3, 7):
-                x = terms(self.prior, batch_size, k, self.drafting)
+                x = terms(self.prior, batch_size, k, self.cost_shape)
                 shares.append((x / float(x @ PRIOR_THETA)) ** 2)
         return np.asarray(np.maximum(np.mean(shares, axis=0), 1e-3), dtype=float)
 
@@ -205,8 +207,8 @@ class CostModel:
         prior = self.prior
         p = prior.knee_sharpness
         tokens = b * (k + 1)
-        passes = np.where(k > 0, 1.0 if self.drafting == "parallel" else k, 1.0 if speculative else 0.0) \
-            if self.drafting != "none" else np.zeros_like(k)
+        passes = np.where(k > 0, 1.0 if self.cost_shape == "parallel" else k, 1.0 if speculative else 0.0) \
+            if self.cost_shape != "lookup" else np.zeros_like(k)
         columns = [np.full_like(tokens, prior.floor)]
         columns += [(prior.floor**p + (prior.compute_per_token * shift * tokens) ** p) ** (1.0 / p) - prior.floor
                     for shift in KNEE_SHIFTS]
@@ -217,7 +219,7 @@ class CostModel:
 
     def step_time(self, batch_size: float, k: int, theta: np.ndarray | None = None, speculative: bool = False) -> float:
         multipliers = self.multipliers() if theta is None else theta
-        return float(terms(self.prior, batch_size, k, self.drafting, speculative) @ multipliers)
+        return float(terms(self.prior, batch_size, k, self.cost_shape, speculative) @ multipliers)
 
     def learn(self, obs: Observation, slowdown: float = 1.0) -> float | None:
         """Fold this window's step latencies in; returns the window's measurement noise: the weighted
@@ -235,7 +237,7 @@ class CostModel:
         if obs.step_samples:
             for sample in obs.step_samples:
                 if sample.count > 0 and sample.mean_seconds > 0:
-                    x = terms(self.prior, sample.batch_size, sample.k, self.drafting, speculative)
+                    x = terms(self.prior, sample.batch_size, sample.k, self.cost_shape, speculative)
                     # a schedule's K = 0 step is another cell than a plain decode step
                     suffix = "s" if sample.k == 0 and speculative else ""
                     add(f"{round(sample.batch_size)}:{sample.k}{suffix}", x, sample.mean_seconds, sample.count)
@@ -260,7 +262,7 @@ class CostModel:
         mix = []
         for size, fraction in obs.batch_distribution():
             x = terms(self.prior, size, effective_k(size, applied.num_speculative_tokens, applied.schedule),
-                      self.drafting, speculative)
+                      self.cost_shape, speculative)
             mix.append((size * fraction / float(x @ theta), x))
         total = sum(w for w, _ in mix)
         mean_x = np.zeros(TERMS)

@@ -98,7 +98,7 @@ def _learn(obs: Observation, tuning: TuningInput,
            st: PolicyState) -> tuple[CostModel, AcceptanceEstimate | None, AcceptanceEstimate | None]:
     if st.method != tuning.method:  # a different drafter: nothing remembered applies
         st.method, st.cost, st.acceptance = tuning.method, None, None
-    cost = CostModel.from_state(st.cost, tuning.cost_prior, tuning.drafting)
+    cost = CostModel.from_state(st.cost, tuning.cost_prior, tuning.cost_shape)
     cost.decay(COST_FORGET)
     scheduled = obs.applied.config.schedule or (tuning.in_place_max_k is not None and not obs.applied.config.off)
     slowdown = tuning.schedule_step_factor if scheduled else 1.0

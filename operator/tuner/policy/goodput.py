@@ -232,6 +232,6 @@ def goodput_sensitivity(model: Model, dense: Sequence[int], distribution: Distri
     if total <= 0:
         return out
     for weight, size, k in parts:
-        out += ((weight / total) * terms(model.cost.prior, size, k, model.cost.drafting, speculative)
+        out += ((weight / total) * terms(model.cost.prior, size, k, model.cost.cost_shape, speculative)
                 / model.step_time(size, k, speculative))
     return out

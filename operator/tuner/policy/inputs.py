@@ -9,14 +9,15 @@ bounds with the method catalogue's.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from specinfer.runtime.methods import UnknownMethodError, get_method
+from specinfer.runtime.methods import CostShape, UnknownMethodError, get_method
 
-Drafting = Literal["sequential", "parallel", "none"]
+# The JSON key `drafting` names the cost shape; `none` is its former spelling of `lookup` (n-gram, suffix).
+FORMER_COST_SHAPES: Mapping[str, CostShape] = {"none": "lookup"}
 
 
 class _Input(BaseModel):
@@ -29,7 +30,7 @@ class CostPrior(_Input):
     T = roof(B*(K+1)) + kvPerSequence*B + draftPass*P + draftToken*B*K [+ speculationStep +
     speculationPerSequence*B when K > 0], where roof(n) = (floor^p + (computePerToken*n)^p)^(1/p) is
     the smooth knee between the memory-bound floor and the compute-bound slope, and P the draft
-    passes per step (K sequential, 1 parallel, 0 for n-gram/suffix). The speculation terms are a
+    passes per step (K sequential, 1 parallel, 0 for a lookup: n-gram/suffix). The speculation terms are a
     speculative step's bookkeeping whatever its K (rejection sampling, draft-state preparation): ~0
     next to a GPU step, a fifth of a decode step (~0.6 ms) on the real vLLM CPU engine with a tiny
     model (docs/simulator.md); left out, the fit charges it to the draft passes and sees every extra
@@ -55,7 +56,8 @@ class Slo(_Input):
 
 class TuningInput(_Input):
     method: str = Field(min_length=1)
-    drafting: Drafting = "sequential"
+    # How a step's draft cost grows with K (the method's cost shape): the JSON key `drafting`.
+    cost_shape: CostShape = Field(default="sequential", alias="drafting")
     k_min: int = Field(default=1, ge=1)
     k_max: int = Field(default=8, ge=1)
     max_batch_size: int = Field(default=256, ge=1)
@@ -93,6 +95,11 @@ class TuningInput(_Input):
     reject_hold_seconds: float = Field(default=3600.0, ge=0)
     cost_prior: CostPrior = CostPrior()
 
+    @field_validator("cost_shape", mode="before")
+    @classmethod
+    def _former_spelling(cls, value: Any) -> Any:
+        return FORMER_COST_SHAPES.get(value, value) if isinstance(value, str) else value
+
     @model_validator(mode="after")
     def _bounds(self) -> TuningInput:
         if self.k_min > self.k_max:
@@ -107,7 +114,7 @@ class TuningInput(_Input):
 
 
 def tuning_from_json(data: Mapping[str, Any]) -> TuningInput:
-    """The JSON edge: camelCase keys (docs/tuner.md); the method's drafting style and K limits come
+    """The JSON edge: camelCase keys (docs/tuner.md); the method's cost shape and K limits come
     from the catalogue when it knows the method, and the given bounds are intersected with them,
     never widened. Raises pydantic's ValidationError naming the field."""
     values = dict(data)
@@ -115,7 +122,8 @@ def tuning_from_json(data: Mapping[str, Any]) -> TuningInput:
         method = get_method(str(values.get("method")))
     except UnknownMethodError:
         return TuningInput.model_validate(values)  # an unknown method must carry its own limits
-    values.setdefault("drafting", method.drafting)
+    if method.cost_shape is not None:
+        values.setdefault("drafting", method.cost_shape)
     values["kMin"] = max(int(values.get("kMin", method.k_min)), method.k_min, 1)
     values["kMax"] = min(int(values.get("kMax", method.k_max)), method.k_max)
     return TuningInput.model_validate(values)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import yaml
 
 from specinfer.monitoring.panels import DEFAULT_LABELS, Labels
-from specinfer.runtime.methods import all_methods
+from specinfer.runtime.methods import Drafter, all_methods
 from specinfer.runtime.telemetry import series as si
 from specinfer.runtime.telemetry import vllm_metrics as vm
 
@@ -36,17 +36,16 @@ SLOWER_THAN_NONE = 0.98  # predicted speed-up below this: speculation costs more
 
 @dataclass(frozen=True)
 class Band:
-    drafting: str  # "model" or "lookup"
+    drafter: Drafter  # the methods' drafter kind: the rule's `drafting` label
     methods: tuple[str, ...]
     floor: float
 
 
 def acceptance_bands() -> tuple[Band, ...]:
-    """Method families by drafting style, from the catalogue (a new method lands in its family)."""
-    speculative = [m for m in all_methods() if m.vllm_method is not None]
-    lookup = tuple(m.name for m in speculative if m.drafting == "none")
-    model = tuple(m.name for m in speculative if m.drafting != "none")
-    return (Band("model", model, MODEL_DRAFTER_FLOOR), Band("lookup", lookup, LOOKUP_DRAFTER_FLOOR))
+    """Method families by drafter (a model or a lookup), from the catalogue (a new method lands in its family)."""
+    floors: dict[Drafter, float] = {"model": MODEL_DRAFTER_FLOOR, "lookup": LOOKUP_DRAFTER_FLOOR}
+    return tuple(Band(drafter, tuple(m.name for m in all_methods() if m.drafter == drafter), floor)
+                 for drafter, floor in floors.items())
 
 
 def _rule(alert: str, expr: str, hold: str, severity: str, summary: str, description: str, **labels: str) -> dict:
@@ -67,9 +66,9 @@ def _band_rule(band: Band, labels: Labels) -> dict:
         f"{resource}: draft acceptance {{{{ $value | humanizePercentage }}}} is below the healthy band",
         f"Over the last 15 minutes {{{{ $value | humanizePercentage }}}} of the draft tokens at positions 0-2 of "
         f"{resource} ({{{{ $labels.{METHOD_LABEL} }}}}) were accepted; {band.floor:.0%} is the floor for "
-        f"{band.drafting}-based drafters. Check that the draft matches the target model and its tokenizer, "
+        f"{band.drafter}-based drafters. Check that the draft matches the target model and its tokenizer, "
         "the workload, and the engine version.",
-        drafting=band.drafting)
+        drafting=band.drafter)
 
 
 def build_rules(labels: Labels = DEFAULT_LABELS) -> dict:
