@@ -32,7 +32,7 @@ MODELS = ("target", "draft-same", "draft-other")
 OPERATOR_CONFIG: dict[str, Any] = {"tuning": {"windowSeconds": 15, "tickSeconds": 1, "policy": {
     "cooldownSeconds": 20, "confirmations": 1, "minSteps": 100, "maxStalenessSeconds": 30,
     "maxBatchSize": MAX_BATCH,
-    "costPrior": simulator_cost_prior("cpu-tiny", "draftModel", "sequential").model_dump(by_alias=True)}}}
+    "costPrior": simulator_cost_prior("cpu-tiny", "draftModel").model_dump(by_alias=True)}}}
 
 # The engine is retuned in place (tuning auto): the schedule the tuner programs at low load is in
 # force within seconds, so that phase only needs the tuner's windows. Speculation off at the peak is
