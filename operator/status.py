@@ -18,6 +18,7 @@ from specinfer.api.status import Condition, EffectiveConfig, SpeculativeInferenc
 from specinfer.operator.compare import covers
 from specinfer.operator.conditions import ConditionUpdate, set_conditions
 from specinfer.operator.render.labels import CONFIG_HASH_ANNOTATION, NAME_LABEL
+from specinfer.runtime.methods import methods_without_drafts
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ def _describe(effective: EffectiveConfig) -> str:
     method, k = effective.method, effective.num_speculative_tokens
     if effective.schedule:
         return f"{method} with a batch-size schedule (K <= {k})"
-    return f"{method}" if method == "none" else f"{method} K={k}"
+    return f"{method}" if method in methods_without_drafts() else f"{method} K={k}"
 
 
 def stored_conditions(resource: Mapping[str, Any]) -> list[Condition]:

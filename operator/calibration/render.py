@@ -132,10 +132,10 @@ def plan(spec: SpeculativeInferenceCalibrationSpec, target: SpeculativeInference
     accelerator = target.hardware.accelerator
     candidates: list[tuple[str, Candidate | None, str, bool]] = []  # name, candidate, field, is the target's
     configured_method = target.speculation.method
-    if configured_method != "none":
+    if get_method(configured_method).speculates:
         candidates.append((CONFIGURED, None, "spec.targetRef", True))
     for index, listed in enumerate(spec.candidates):
-        if listed.speculation.method == "none":
+        if not get_method(listed.speculation.method).speculates:
             continue  # listed or not, no speculation is measured once, as the baseline
         candidates.append((listed.display_name(), listed, f"spec.candidates[{index}]", False))
     planned, engines = [], []

@@ -24,6 +24,8 @@ from typing import IO, Any
 
 import aiohttp
 
+from specinfer.runtime.methods import methods_without_drafts
+
 TERMINATION_LOG_ENV = "SPECINFER_TERMINATION_LOG"  # runtime/entrypoint.py writes its failure there
 STOP_GRACE_SECONDS = 20.0  # within the pod's grace period (60 s; the local pod runner's 30 s)
 LOG_TAIL_BYTES = 32 * 1024
@@ -63,7 +65,7 @@ def read_engine_config(path: Path) -> EngineConfig:
     method = str(speculation.get("method", "none"))
     k = speculation.get("numSpeculativeTokens")
     return EngineConfig(path=path, port=int(runtime.get("port", 8000)),
-                        k=0 if method == "none" else int(k or 0), method=method,
+                        k=0 if method in methods_without_drafts() else int(k or 0), method=method,
                         time_scale=float(simulator.get("timeScale", 1.0)) if runtime.get("engine") == "simulator"
                         else 1.0)
 

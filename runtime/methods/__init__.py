@@ -38,6 +38,7 @@ from specinfer.runtime.methods.registry import (
     draft_scale,
     get_method,
     methods_taking,
+    methods_without_drafts,
     register,
 )
 from specinfer.runtime.methods.workloads import WORKLOADS, SimulatorProfile
@@ -68,6 +69,7 @@ __all__ = [
     "get_accelerator",
     "get_method",
     "methods_taking",
+    "methods_without_drafts",
     "register",
     "restart_seconds",
 ]

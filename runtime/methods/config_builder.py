@@ -73,7 +73,7 @@ def build_speculative_config(
             [entry.min_batch_size, entry.max_batch_size, entry.num_speculative_tokens] for entry in speculation.schedule
         ]
     lookup = speculation.prompt_lookup
-    if method.name == "ngram" and lookup is not None:
+    if method.takes_prompt_lookup and lookup is not None:
         if lookup.min is not None:
             config["prompt_lookup_min"] = lookup.min
         if lookup.max is not None:

@@ -57,9 +57,12 @@ class MethodSpec:
     simulator: SimulatorProfile       # how runtime/sim plays it (acceptance per workload, draft cost)
     accelerators: Mapping[str, AcceleratorSupport] = field(default_factory=dict)
     # what admission says about the draft model: for required/optional methods, what to set
-    # spec.speculation.draftModel.name to; for forbidden ones, why there is none
+    # spec.speculation.draftModel.name to; for forbidden ones, why there is none (for optional
+    # ones, when it may go without)
     draft_hint: str | None = None
     no_draft_reason: str | None = None
+    # spec.speculation.promptLookup (the n-gram window: vLLM prompt_lookup_min/max) applies
+    takes_prompt_lookup: bool = False
     # method-specific `speculation.advanced` fields (advanced.py marks them) this method takes
     advanced_fields: tuple[str, ...] = ()
     # vLLM model runners that can run it: V2 lacks suffix, V1 lacks dspark (tests/contract/ checks both)
@@ -161,6 +164,10 @@ def method_problems(spec: MethodSpec) -> list[str]:
         found.append("a method that requires a draft model needs draft_hint (what to set draftModel.name to)")
     if spec.draft_model == "forbidden" and not spec.no_draft_reason:
         found.append("a method that forbids a draft model needs no_draft_reason (why it has none)")
+    if spec.draft_model == "optional" and not spec.no_draft_reason:
+        found.append("a method whose draft model is optional needs no_draft_reason (when it may go without)")
+    if spec.takes_prompt_lookup and spec.drafter != "lookup":
+        found.append("takes_prompt_lookup: a prompt-lookup window belongs to a lookup drafter")
     for key in spec.advanced_fields:
         if key not in ADVANCED_FIELDS:
             found.append(f"advanced field {key!r} is not offered (runtime/methods/advanced.py)")
@@ -226,6 +233,12 @@ def all_methods() -> list[MethodSpec]:
 def methods_taking(advanced_field: str) -> tuple[str, ...]:
     """Spec names of the methods a method-specific advanced field applies to."""
     return tuple(method.name for method in _REGISTRY.values() if advanced_field in method.advanced_fields)
+
+
+def methods_without_drafts() -> tuple[str, ...]:
+    """Spec names of the methods that do not draft (speculation off): a schedule, advanced fields or
+    automatic tuning have nothing to act on with them."""
+    return tuple(method.name for method in _REGISTRY.values() if not method.speculates)
 
 
 def draft_scale(name: str) -> float:

@@ -55,7 +55,7 @@ def sim(model_name, method, num_speculative_tokens, schedule, workload, phases, 
     from specinfer.runtime.sim.server import serve
 
     spec = get_method(method)
-    k = 0 if method == "none" else (num_speculative_tokens if num_speculative_tokens is not None else spec.k_default)
+    k = 0 if not spec.speculates else (num_speculative_tokens if num_speculative_tokens is not None else spec.k_default)
     settings = SimulatorSettings(
         model_name=model_name, method=method, num_speculative_tokens=k,
         schedule=parse_schedule(schedule), workload=workload, phases=parse_phases(phases), cost_model=cost_model,

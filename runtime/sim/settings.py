@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from specinfer.runtime.methods import methods_without_drafts
 from specinfer.runtime.methods.schedule import schedule_problems
 from specinfer.runtime.sim.model import COST_MODELS, METHODS, WORKLOADS
 
@@ -50,7 +51,7 @@ class SimulatorSettings:
 
     @property
     def speculative(self) -> bool:
-        return self.method != "none" and self.num_speculative_tokens > 0
+        return self.method not in methods_without_drafts() and self.num_speculative_tokens > 0
 
     def problems(self) -> list[str]:
         """Every reason these settings cannot run, naming the setting and the fix."""

@@ -4,8 +4,11 @@ is derived from the accelerators (K caps, tensor parallel size, engine releases)
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import importlib
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -15,9 +18,11 @@ from specinfer.runtime.methods import (
     ACCELERATORS,
     METHOD_NAMES,
     WORKLOADS,
+    MethodSpec,
     UnknownAcceleratorError,
     UnknownMethodError,
     all_methods,
+    catalogue,
     get_accelerator,
     get_method,
     methods_taking,
@@ -215,3 +220,38 @@ def test_methods_table_shows_every_method_pin_and_engine():
         line = next(row for row in rows if row.startswith(f"  {accelerator.name}: "))
         assert accelerator.engine.label in line and accelerator.default_model_runner.upper() in line
         assert (f"K <= {accelerator.max_k}" in line) == (accelerator.max_k is not None)
+
+
+# -- a method's behaviour lives in its module -----------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+# Left: the in-place plan (operator/render/, reworked with the live schedule) still spells "speculation
+# off" as the name none; it should read the method's `speculates`.
+NAME_TESTS_LEFT = {("operator/render/__init__.py", "speculation.method == 'none'")}
+
+
+def _own_names(path: Path) -> set[str]:
+    """The method names a catalogue module may test: its own method's."""
+    if path.parent != Path(catalogue.__file__).parent or path.stem not in catalogue.MODULES:
+        return set()
+    module = importlib.import_module(f"{catalogue.__name__}.{path.stem}")
+    return {name for value in vars(module).values() if isinstance(value, MethodSpec)
+            for name in (value.name, value.vllm_method)}
+
+
+def test_no_method_name_is_tested_outside_its_module():
+    """What a method does is a field or hook of its MethodSpec, read where it applies -- never an
+    `if method == "ngram"` elsewhere (a new method would inherit nothing, or the wrong thing, in silence)."""
+    names = {m.name for m in all_methods()} | {m.vllm_method for m in all_methods() if m.vllm_method}
+    found = set()
+    for folder in ("operator", "runtime", "src/specinfer"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            allowed = _own_names(path.resolve())
+            for node in ast.walk(ast.parse(path.read_text())):
+                if not isinstance(node, ast.Compare):
+                    continue
+                tested = {c.value for part in (node.left, *node.comparators) for c in ast.walk(part)
+                          if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+                if (tested & names) - allowed:
+                    found.add((str(path.relative_to(ROOT)), ast.unparse(node)))
+    assert found == NAME_TESTS_LEFT

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from specinfer.api.catalogue_rules import draft_model_description
 from specinfer.api.crd import chart_copies_out_of_date, rendered_files
 from specinfer.dev.cluster.fake_nodes import node_manifest
 from specinfer.monitoring.cli import stale_files
@@ -32,7 +33,9 @@ from specinfer.runtime.methods import (
     catalogue,
     get_accelerator,
     get_method,
+    methods_taking,
 )
+from specinfer.runtime.methods.advanced import ADVANCED_FIELDS
 from specinfer.runtime.methods.cli import methods_table
 from specinfer.runtime.methods.workloads import SimulatorProfile
 from specinfer.runtime.sim.engine import Engine
@@ -120,12 +123,32 @@ def _stale_catalogue_table(root: Path) -> list[str]:
     return [] if methods_table() in (root / "docs/api.md").read_text() else ["docs/api.md"]
 
 
+def _stale_method_lists(root: Path) -> list[str]:
+    """The lists of methods docs/api.md shows: each must be the catalogue's."""
+    text = (root / "docs/api.md").read_text()
+    stale = []
+    row = re.search(r"^\| `spec\.speculation\.draftModel` \|.*$", text, re.M)
+    if row is None or draft_model_description() not in row.group(0):
+        stale.append(f"docs/api.md `spec.speculation.draftModel` row (want: {draft_model_description()})")
+    # the advanced fields' table: | field | type | bounds | methods | meaning | (a type may hold an escaped \|)
+    rows = {cells[1].strip(): cells for line in text.splitlines() if line.startswith("| `")
+            if len(cells := re.split(r"(?<!\\)\|", line)) == 7}
+    for key, field in ADVANCED_FIELDS.items():
+        want = ", ".join(methods_taking(key)) if field.method_specific else "any"
+        cells = rows.get(f"`{key}`")
+        if cells is None or cells[4].strip() != want:
+            stale.append(f"docs/api.md advanced field `{key}` methods column (want: {want})")
+    return stale
+
+
 # Files generated from the catalogue (and the API models it feeds): a new or changed method or
 # accelerator changes them. (what, the command that regenerates it, its check)
 GENERATED: list[tuple[str, str, Callable[[Path], list[str]]]] = [
     ("the CRDs (CEL rules name the methods and accelerators)", "specinfer crd  (make crds)", _stale_crds),
     ("the chart's alert rules and dashboard (bands per drafter kind)", "specinfer monitoring", _stale_monitoring),
     ("the method x accelerator table in docs/api.md", "specinfer methods  (paste its output)", _stale_catalogue_table),
+    ("a list of methods in docs/api.md", "specinfer methods --json  (copy the catalogue's list into the row)",
+     _stale_method_lists),
     ("the golden renders and argv", "SPECINFER_UPDATE_GOLDEN=1 pytest tests/unit/test_render_golden.py "
      "tests/unit/test_runtime_argv.py  (then review the diff)", lambda root: []),  # per pair: method_gaps
 ]
@@ -258,6 +281,12 @@ GENERATED_BREAKS = [
     (lambda root: _drop_line(root / "charts/specinfer/files/prometheus-rules.yaml", r"SpecinferAcceptanceCollapsed"),
      "prometheus-rules.yaml", "specinfer monitoring"),
     (lambda root: _drop_line(root / "docs/api.md", r"^suffix\s"), "docs/api.md", "specinfer methods"),
+    (lambda root: (root / "docs/api.md").write_text((root / "docs/api.md").read_text().replace(
+        "| eagle, eagle3, draftModel, dflash, dspark |", "| eagle, eagle3, draftModel, dflash |")),
+     "`parallel_drafting` methods column", "specinfer methods --json"),
+    (lambda root: (root / "docs/api.md").write_text((root / "docs/api.md").read_text().replace(
+        "optional for dspark (DeepSeek-V4 carries its own); ", "")), "`spec.speculation.draftModel` row",
+     "specinfer methods --json"),
 ]
 
 

@@ -16,6 +16,7 @@ DSPARK = register(MethodSpec(
     vllm_method="dspark",
     draft_model="optional",
     draft_hint="the DSpark drafter (e.g. deepseek-ai/dspark_qwen3_8b_block7), or nothing for DeepSeek-V4",
+    no_draft_reason="DeepSeek-V4 carries its own",
     drafter="model",
     cost_shape="parallel",
     k_min=1,

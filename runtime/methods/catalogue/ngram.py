@@ -16,6 +16,7 @@ NGRAM = register(MethodSpec(
     vllm_method="ngram",
     draft_model="forbidden",
     no_draft_reason="ngram drafts by prompt lookup, without a model",
+    takes_prompt_lookup=True,  # spec.speculation.promptLookup: vLLM's prompt_lookup_min / prompt_lookup_max
     drafter="lookup",
     cost_shape="lookup",
     k_min=1,

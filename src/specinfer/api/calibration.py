@@ -20,8 +20,10 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from specinfer.api.base import ApiModel, ConfigKey, DnsSubdomain, Rule, ShortText, StatusModel, Text
+from specinfer.api.catalogue_rules import cel_method_is
 from specinfer.api.speculation import K_CEILING, MethodName, Speculation
 from specinfer.api.status import Condition, Timestamp
+from specinfer.runtime.methods import get_method, methods_without_drafts
 
 CALIBRATION_KIND = "SpeculativeInferenceCalibration"
 CALIBRATION_PLURAL = "speculativeinferencecalibrations"
@@ -69,9 +71,10 @@ class Candidate(ApiModel):
             field="name",
         ),
         Rule(
-            cel="!has(self.name) || self.name != 'none' || self.speculation.method == 'none'",
+            cel=f"!has(self.name) || self.name != '{BASELINE}' || "
+            + cel_method_is(methods_without_drafts(), "self.speculation.method"),
             message="spec.candidates[].name none is reserved for no speculation: choose another name",
-            check=lambda c: c.name != BASELINE or c.speculation.method == "none",
+            check=lambda c: c.name != BASELINE or not get_method(c.speculation.method).speculates,
             field="name",
         ),
         Rule(

@@ -14,7 +14,14 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from specinfer.api.base import Rule
-from specinfer.runtime.methods import ACCELERATORS, Accelerator, MethodSpec, all_methods
+from specinfer.runtime.methods import (
+    ACCELERATORS,
+    Accelerator,
+    MethodSpec,
+    all_methods,
+    get_method,
+    methods_without_drafts,
+)
 from specinfer.runtime.methods.advanced import ADVANCED_FIELDS
 from specinfer.runtime.methods.engine_truth import schedule_support
 from specinfer.runtime.methods.engines import RELEASES, EngineRelease
@@ -77,6 +84,38 @@ def _names(values: Sequence[str]) -> str:
     return values[0] if len(values) == 1 else f"{', '.join(values[:-1])} or {values[-1]}"
 
 
+def cel_method_is(names: Sequence[str], field: str = "self.method") -> str:
+    """CEL: the method at `field` is one of `names` (a method's property, named from the catalogue)."""
+    return f"{field} == '{names[0]}'" if len(names) == 1 else f"{field} in {_cel_list(names)}"
+
+
+def cel_method_is_not(names: Sequence[str], field: str = "self.method") -> str:
+    return f"{field} != '{names[0]}'" if len(names) == 1 else f"!({field} in {_cel_list(names)})"
+
+
+def only_with_drafts_rule(key: str) -> Rule:
+    """spec.speculation.<key> (a schedule, advanced fields) has no effect with a method that does not draft."""
+    silent = methods_without_drafts()
+    return Rule(
+        cel=f"!has(self.{key}) || {cel_method_is_not(silent)}",
+        message=f"spec.speculation.{key} has no effect with method {_names(silent)}: remove it or choose a "
+        "speculative method",
+        check=lambda s: getattr(s, key) is None or get_method(s.method).speculates,
+        field=key,
+    )
+
+
+def prompt_lookup_rule() -> Rule:
+    """spec.speculation.promptLookup applies to the methods whose modules take it."""
+    takers = [method.name for method in all_methods() if method.takes_prompt_lookup]
+    return Rule(
+        cel=f"!has(self.promptLookup) || {cel_method_is(takers)}",
+        message=f"spec.speculation.promptLookup applies only to method {_names(takers)}: remove it",
+        check=lambda s: s.prompt_lookup is None or get_method(s.method).takes_prompt_lookup,
+        field="promptLookup",
+    )
+
+
 def _on(accelerators: Sequence[str]) -> str:
     """CEL: the spec's accelerator is one of these."""
     if len(accelerators) == 1:
@@ -94,6 +133,22 @@ def _engines(accelerators: Iterable[str]) -> str:
     for name in accelerators:
         groups.setdefault(ACCELERATORS[name].engine.label, []).append(name)
     return "; ".join(f"{_names(names)} ({label})" for label, names in groups.items())
+
+
+def _all_of(values: Sequence[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return values[0] if len(values) == 1 else f"{', '.join(values[:-1])} and {values[-1]}"
+
+
+def draft_model_description() -> str:
+    """spec.speculation.draftModel's description: which methods require, allow or refuse a draft model."""
+    clauses = []
+    for rule, words in (("required", "Required for"), ("optional", "optional for"), ("forbidden", "not allowed for")):
+        methods = [m for m in all_methods() if m.draft_model == rule]
+        if methods:
+            names = [f"{m.name} ({m.no_draft_reason})" if rule == "optional" else m.name for m in methods]
+            clauses.append(f"{words} {_all_of(names)}")
+    return "Draft weights. " + "; ".join(clauses) + "."
 
 
 def draft_model_rules() -> list[Rule]:
@@ -142,16 +197,7 @@ def num_speculative_tokens_rules() -> list[Rule]:
 def advanced_key_rules() -> list[Rule]:
     from specinfer.api.advanced import method_restriction_rules
 
-    return [
-        Rule(
-            cel="!has(self.advanced) || self.method != 'none'",
-            message="spec.speculation.advanced has no effect with method none: remove it or choose a speculative "
-            "method",
-            check=lambda s: s.advanced is None or s.method != "none",
-            field="advanced",
-        ),
-        *method_restriction_rules(),
-    ]
+    return [only_with_drafts_rule("advanced"), *method_restriction_rules()]
 
 
 def _fly_source() -> str:

@@ -58,11 +58,12 @@ def effective_spec(
     method = get_method(speculation["method"])
     if speculation.get("num_speculative_tokens") is None:
         speculation["num_speculative_tokens"] = method.default_k(spec.hardware.accelerator)
-    if method.name != "none" and speculation["num_speculative_tokens"] == 0:
+    if method.speculates and speculation["num_speculative_tokens"] == 0:
         speculation = {"method": "none", "num_speculative_tokens": 0}
     merged = spec.model_dump()
     merged["speculation"] = speculation
-    if speculation["method"] == "none" and spec.speculation.method != "none" and spec.tuning.mode == "auto":
+    if (not get_method(speculation["method"]).speculates and get_method(spec.speculation.method).speculates
+            and spec.tuning.mode == "auto"):
         merged["tuning"] = {**merged["tuning"], "mode": "observe"}
     return SpeculativeInferenceSpec.model_validate(merged)
 

@@ -8,10 +8,11 @@ from pydantic import Field
 from pydantic.config import JsonDict
 
 from specinfer.api.base import ApiModel, Rule
-from specinfer.api.catalogue_rules import accelerator_rules
+from specinfer.api.catalogue_rules import accelerator_rules, cel_method_is_not
 from specinfer.api.speculation import DraftModel, PromptLookup, ScheduleRange, Speculation
 from specinfer.api.tuning import Tuning
 from specinfer.api.workload import Hardware, Model, Runtime
+from specinfer.runtime.methods import get_method, methods_without_drafts
 
 __all__ = ["DraftModel", "PromptLookup", "ScheduleRange", "Speculation", "SpeculativeInferenceSpec"]
 
@@ -52,10 +53,11 @@ class SpeculativeInferenceSpec(ApiModel):
     rules = (
         *accelerator_rules(),
         Rule(
-            cel="self.tuning.mode != 'auto' || self.speculation.method != 'none'",
+            cel="self.tuning.mode != 'auto' || "
+            + cel_method_is_not(methods_without_drafts(), "self.speculation.method"),
             message="spec.tuning.mode auto needs a speculative method: set spec.speculation.method, "
             "or use tuning mode observe or off",
-            check=lambda s: s.tuning.mode != "auto" or s.speculation.method != "none",
+            check=lambda s: s.tuning.mode != "auto" or get_method(s.speculation.method).speculates,
             field="tuning.mode",
         ),
     )

@@ -10,9 +10,12 @@ from specinfer.api.advanced import Advanced
 from specinfer.api.base import ApiModel, ModelId, Rule, ShortText
 from specinfer.api.catalogue_rules import (
     advanced_key_rules,
+    draft_model_description,
     draft_model_rules,
     fly_rules,
     num_speculative_tokens_rules,
+    only_with_drafts_rule,
+    prompt_lookup_rule,
 )
 from specinfer.runtime.methods import METHOD_NAMES
 
@@ -98,12 +101,7 @@ SCHEDULE_RULES = (
         check=lambda s: s.schedule is None or s.num_speculative_tokens is not None,
         field="schedule",
     ),
-    Rule(
-        cel="!has(self.schedule) || self.method != 'none'",
-        message="spec.speculation.schedule has no effect with method none: remove it or choose a speculative method",
-        check=lambda s: s.schedule is None or s.method != "none",
-        field="schedule",
-    ),
+    only_with_drafts_rule("schedule"),
     Rule(
         cel="!has(self.schedule) || self.schedule[0].minBatchSize == 1",
         message="spec.speculation.schedule must start at batch size 1: set the first range's minBatchSize to 1",
@@ -135,12 +133,7 @@ SCHEDULE_RULES = (
         or all(r.num_speculative_tokens <= s.num_speculative_tokens for r in s.schedule),
         field="schedule",
     ),
-    Rule(
-        cel="!has(self.promptLookup) || self.method == 'ngram'",
-        message="spec.speculation.promptLookup applies only to method ngram: remove it",
-        check=lambda s: s.prompt_lookup is None or s.method == "ngram",
-        field="promptLookup",
-    ),
+    prompt_lookup_rule(),
 )
 
 
@@ -149,9 +142,8 @@ class Speculation(ApiModel):
 
     method: MethodName
     """Speculative-decoding method; `specinfer methods` lists them with their hardware support."""
-    draft_model: DraftModel | None = None
-    """Draft weights. Required for eagle, eagle3, draftModel and dflash; optional for dspark (DeepSeek-V4
-    carries its own); not allowed for none, mtp, ngram and suffix."""
+    draft_model: DraftModel | None = Field(default=None, description=draft_model_description())
+    # (the description names the methods from the catalogue: which require, allow or refuse a draft model)
     num_speculative_tokens: int | None = Field(default=None, ge=0, le=K_CEILING)
     """Draft length K (maximum when a schedule is set). Unset: the method's default from the catalogue,
     capped for the accelerator. The tuner never writes this field; its choice appears in status.effective."""
