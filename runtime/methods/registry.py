@@ -15,6 +15,7 @@ operator's rendering, the simulator and
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -55,6 +56,8 @@ class MethodSpec:
     k_default: int
     summary: str
     simulator: SimulatorProfile       # how runtime/sim plays it (acceptance per workload, draft cost)
+    # every accelerator the method is offered on, each declared in the method's module (none is
+    # inherited: a new accelerator supports a method once its module says so), with how it runs there
     accelerators: Mapping[str, AcceleratorSupport] = field(default_factory=dict)
     # what admission says about the draft model: for required/optional methods, what to set
     # spec.speculation.draftModel.name to; for forbidden ones, why there is none (for optional
@@ -212,6 +215,9 @@ def register(spec: MethodSpec) -> MethodSpec:
     problems = method_problems(spec)
     if problems:
         raise ValueError(f"method {spec.name!r}: " + "; ".join(problems))
+    # the accelerators in the registry's order (the CRD enum's), whatever order the module wrote them in
+    spec = dataclasses.replace(spec, accelerators={name: spec.accelerators[name] for name in ACCELERATORS
+                                                   if name in spec.accelerators})
     _REGISTRY[spec.name] = spec
     return spec
 

@@ -255,3 +255,19 @@ def test_no_method_name_is_tested_outside_its_module():
                 if (tested & names) - allowed:
                     found.add((str(path.relative_to(ROOT)), ast.unparse(node)))
     assert found == NAME_TESTS_LEFT
+
+
+@pytest.mark.parametrize("module", catalogue.MODULES)
+def test_every_method_accelerator_pair_is_declared_in_the_methods_module(module):
+    """`accelerators=` is a dict literal naming each accelerator: a new accelerator supports no method
+    until that method's module says so (nothing signs every method up for every accelerator)."""
+    path = Path(catalogue.__file__).parent / f"{module}.py"
+    calls = [node for node in ast.walk(ast.parse(path.read_text()))
+             if isinstance(node, ast.Call) and ast.unparse(node.func) == "MethodSpec"]
+    assert len(calls) == 1, module
+    [declared] = [keyword.value for keyword in calls[0].keywords if keyword.arg == "accelerators"]
+    assert isinstance(declared, ast.Dict), f"{module}: list the accelerators as a dict literal"
+    keys = [key.value for key in declared.keys if isinstance(key, ast.Constant)]
+    assert len(keys) == len(declared.keys), f"{module}: name each accelerator"
+    [method] = [m for m in all_methods() if m.name in _own_names(path.resolve())]
+    assert set(keys) == set(method.accelerators)

@@ -20,7 +20,6 @@ from specinfer.runtime.methods.accelerators.model import (
 from specinfer.runtime.methods.accelerators.registry import (
     ACCELERATORS,
     UnknownAcceleratorError,
-    everywhere,
     get_accelerator,
     register_accelerator,
 )
@@ -33,5 +32,5 @@ for _module in MODULES:
 
 __all__ = [
     "ACCELERATORS", "MODULES", "PLAIN", "Accelerator", "AcceleratorSupport", "ModelRunner", "PodDefaults",
-    "RefusedValue", "UnknownAcceleratorError", "everywhere", "get_accelerator", "register_accelerator",
+    "RefusedValue", "UnknownAcceleratorError", "get_accelerator", "register_accelerator",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from specinfer.runtime.methods.accelerators.model import PLAIN, Accelerator, AcceleratorSupport
+from specinfer.runtime.methods.accelerators.model import Accelerator
 
 _REGISTRY: dict[str, Accelerator] = {}
 # Read-only view, filled as the modules register (in the order of the CRD enum).
@@ -30,10 +30,3 @@ def get_accelerator(name: str) -> Accelerator:
     except KeyError:
         raise UnknownAcceleratorError(f"unknown accelerator {name!r}; known: {', '.join(_REGISTRY)}") from None
 
-
-def everywhere(**overrides: AcceleratorSupport) -> dict[str, AcceleratorSupport]:
-    """Support on every accelerator, with per-accelerator overrides."""
-    unknown = set(overrides) - set(_REGISTRY)
-    if unknown:
-        raise ValueError(f"unknown accelerators {sorted(unknown)}")
-    return {name: overrides.get(name, PLAIN) for name in _REGISTRY}

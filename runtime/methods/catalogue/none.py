@@ -1,6 +1,6 @@
 """`none`: plain decoding, no speculative config at all (the baseline every method must beat)."""
 
-from specinfer.runtime.methods.accelerators import everywhere
+from specinfer.runtime.methods.accelerators import PLAIN
 from specinfer.runtime.methods.registry import MethodSpec, register
 from specinfer.runtime.methods.workloads import NO_DRAFTS
 
@@ -15,6 +15,6 @@ NONE = register(MethodSpec(
     k_max=0,
     k_default=0,
     summary="no speculation; the baseline",
-    accelerators=everywhere(),
+    accelerators={"nvidia": PLAIN, "amd": PLAIN, "ascend": PLAIN, "cpu": PLAIN},  # plain decoding runs anywhere
     simulator=NO_DRAFTS,
 ))

