@@ -32,6 +32,7 @@ from specinfer.operator.render.podmonitor import build_podmonitor
 from specinfer.operator.render.service import build_service
 from specinfer.operator.render.workload import LivePlan, Workload
 from specinfer.runtime.live_schedule.published import schedule_digest
+from specinfer.runtime.methods import get_method
 from specinfer.runtime.methods.accelerators.model import ModelRunner
 from specinfer.runtime.methods.engine_truth import model_runner, schedule_support
 
@@ -146,7 +147,7 @@ def render(resource: Mapping[str, Any], config: OperatorConfig, *, podmonitor: b
 def _live_plan(spec: SpeculativeInferenceSpec, speculation: EffectiveSpeculation, name: str) -> LivePlan | None:
     """The in-place plan when the spec is retuned in place and what should run fits its envelope."""
     envelope = live_envelope(spec)
-    if envelope is None or speculation.method == "none":
+    if envelope is None or not get_method(speculation.method).speculates:
         return None
     ranges = ranges_of(speculation.num_speculative_tokens, speculation.schedule)
     if not envelope.admits(speculation.method, [k for _, _, k in ranges]):
