@@ -16,6 +16,7 @@ from typing import Annotated, Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, Field, GetJsonSchemaHandler, model_validator
 from pydantic.alias_generators import to_camel
+from pydantic.config import JsonDict
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError
 
@@ -113,3 +114,12 @@ class StatusModel(ApiModel):
     """Status is written by the operator and read back: tolerate fields from newer versions."""
 
     model_config = ConfigDict(extra="ignore")
+
+
+def no_server_default(schema: JsonDict) -> None:
+    """Keep a field added after v1alpha1's first release out of stored objects unless a user sets it.
+
+    The API server writes a schema default into every object it reads, and an operator one release
+    older (CRD upgraded first, or the operator rolled back) refuses fields it does not know: every
+    resource would turn InvalidSpec. parse_spec still fills the default in."""
+    schema.pop("default", None)

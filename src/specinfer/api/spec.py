@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field
 from pydantic.config import JsonDict
 
-from specinfer.api.base import ApiModel, Rule
+from specinfer.api.base import ApiModel, Rule, no_server_default
 from specinfer.api.catalogue_rules import accelerator_rules, cel_method_is_not
 from specinfer.api.speculation import DraftModel, PromptLookup, ScheduleRange, Speculation
 from specinfer.api.tuning import Tuning
@@ -18,15 +18,6 @@ __all__ = ["DraftModel", "PromptLookup", "ScheduleRange", "Speculation", "Specul
 
 # Objects that default to {} so the API server fills in their own defaults (and CEL can read them).
 EMPTY_OBJECT_DEFAULT: JsonDict = {"default": {}}
-
-
-def no_server_default(schema: JsonDict) -> None:
-    """Keep a field added after v1alpha1's first release out of stored objects unless a user sets it.
-
-    The API server writes a schema default into every object it reads, and an operator one release
-    older (CRD upgraded first, or the operator rolled back) refuses fields it does not know: every
-    resource would turn InvalidSpec. parse_spec still fills the default in."""
-    schema.pop("default", None)
 
 
 class SpeculativeInferenceSpec(ApiModel):

@@ -7,7 +7,7 @@ from typing import Literal, TypeAlias
 
 from pydantic import Field
 
-from specinfer.api.base import ApiModel, Rule, Url
+from specinfer.api.base import ApiModel, Rule, Url, no_server_default
 from specinfer.api.workload import SecretKeyRef
 
 # Default mode: observe. The tuner then computes and shows its recommendation in
@@ -57,7 +57,7 @@ class Tuning(ApiModel):
     """off: no tuning; observe (default): recommend in status only; auto: apply recommendations."""
     interval_seconds: int = Field(default=30, ge=5, le=3600)
     """Seconds between tuning decisions."""
-    paused: bool = False
+    paused: bool = Field(default=False, json_schema_extra=no_server_default)  # added after v1alpha1's release
     """Stop deciding and writing, keeping what was applied in force (no restart either way): for an
     incident or a measurement by hand. The status keeps the last decision; unpausing resumes from it."""
     slo: Slo | None = None

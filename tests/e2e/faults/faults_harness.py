@@ -241,7 +241,8 @@ class Namespace:
         return snap
 
     def converged(self, name: str, *, generation: int | None = None, replicas: int | None = None) -> dict | None:
-        """Ready for the current generation, exactly one of each child, every pod on one template.
+        """Ready for the current generation, exactly one of each child (two ConfigMaps for an engine retuned in
+        place: its published schedule), every pod on one template.
 
         When not, `self.why` says what is missing (timeouts print it)."""
         obj = self.si(name)
@@ -259,7 +260,8 @@ class Namespace:
             return None
         if status.get("observedGeneration") != (generation or obj["metadata"]["generation"]):
             return None
-        if any(count != 1 for count in children.values()):
+        live = (status.get("effective") or {}).get("liveSchedule")
+        if any(count != (2 if kind == "ConfigMap" and live else 1) for kind, count in children.items()):
             return None
         if len(snap.pods) != want or len(snap.template_hashes) > 1 or len(active) > 1:
             return None
