@@ -283,20 +283,19 @@ class TuningLoop:
         applied = observed_applied(target)
         rolling = rollout_in_progress(target, applied.config)
         in_force = live_in_force(series)
-        live = target.status.effective.live_schedule if target.status.effective is not None else None
-        if live is not None and not rolling:  # retuned in place: judge only what the engines really run
-            waiting = not_in_force(live.digest, in_force, max(1, target.spec.replicas))
-            if waiting:
-                return Tick(mode, now, hold_reason=f"holding: {waiting}", step_cost=held_cost, in_force=in_force)
-            assert in_force is not None  # not_in_force said it is
-            taken = parse_rfc3339(in_force.since) if in_force.since else None
-            applied = dataclasses.replace(applied, since=max(applied.since, taken or 0.0))
+        if in_force is not None and in_force.since:  # windows start when the last engine took the schedule
+            applied = dataclasses.replace(applied, since=max(applied.since, parse_rfc3339(in_force.since) or 0.0))
         observed = observe(Target(target.namespace, target.name, applied, rolling),
                            series, labels=self.settings.labels.mapping(), now=now,
                            window_seconds=self.settings.window_seconds)
-        if observed.observation is None:
+        if observed.observation is None:  # missing or malformed series first: they say what is wrong
             return Tick(mode, now, degraded=(observed.reason, observed.missing or "no observation"),
-                        hold_reason=f"holding the current config: {observed.missing}", step_cost=held_cost)
+                        hold_reason=f"holding the current config: {observed.missing}", step_cost=held_cost,
+                        in_force=in_force)
+        live = target.status.effective.live_schedule if target.status.effective is not None else None
+        waiting = not_in_force(live.digest, in_force, max(1, target.spec.replicas)) if live and not rolling else None
+        if waiting:  # retuned in place: judge only what the engines really run
+            return Tick(mode, now, hold_reason=f"holding: {waiting}", step_cost=held_cost, in_force=in_force)
         previous = stored_state(target)
         if not same_prior(target.tuning_status.step_cost, step_cost):  # a calibration landed or went stale
             previous = forget_step_cost(previous)

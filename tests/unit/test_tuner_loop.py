@@ -380,3 +380,14 @@ def test_the_window_starts_when_the_engine_took_the_schedule(fake_prometheus):
     run_tick(resources, kube)
     decision = kube.patches[0][1]["status"]["tuning"]["lastDecision"]
     assert decision["action"] == "keep" and "took effect" in decision["reason"], decision
+
+
+def test_malformed_series_of_an_in_place_resource_are_reported_not_hidden_by_the_in_force_wait(fake_prometheus):
+    from tests.unit.test_tuner_observe import sample
+    answers = high_acceptance("a")
+    answers["acceptedPerPosition"] = [sample("ns", "a", 1.0, position="200000000")]
+    fake_prometheus(answers)  # and no live-schedule series at all
+    resources, kube = [live_resource("a")], FakeKube()
+    run_tick(resources, kube)
+    degraded = {c["type"]: c for c in kube.patches[0][1]["status"]["conditions"]}["TuningDegraded"]
+    assert degraded["status"] == "True" and "200000000" in degraded["message"], degraded
