@@ -135,8 +135,11 @@ def render(resource: Mapping[str, Any], config: OperatorConfig, *, podmonitor: b
         if refused is not None:
             raise NotAllowedError("spec.runtime.image", refused.message, reason=refused.reason)
     manifests = [build_configmap(workload)]
-    if live is not None:  # before the Deployment: its pods mount it
-        manifests.append(build_live_schedule_configmap(workload))
+    envelope = live_envelope(spec)
+    if envelope is not None:  # before the Deployment: its pods mount it
+        own = speculation_of(effective_spec(spec, None))
+        published = live.ranges if live is not None else ranges_of(own.num_speculative_tokens, own.schedule)
+        manifests.append(build_live_schedule_configmap(workload, published))
     manifests += [build_deployment(workload), build_service(workload)]
     if podmonitor:
         manifests.append(build_podmonitor(workload))

@@ -26,13 +26,14 @@ def build_configmap(workload: Workload) -> dict[str, Any]:
     }
 
 
-def build_live_schedule_configmap(workload: Workload) -> dict[str, Any]:
-    """The schedule the engine follows; a retune changes only this object, never the pod template."""
-    assert workload.live is not None
+def build_live_schedule_configmap(workload: Workload, ranges: tuple[tuple[int, int, int], ...]) -> dict[str, Any]:
+    """The schedule an engine retuned in place follows; a retune changes only this object, never the pod
+    template. Kept (with the spec's own schedule) while a rollout has the pods run without it -- speculation
+    off -- so the resource's children stay the same set whatever the tuner chose."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": child_metadata(workload.name, workload.namespace, workload.owners,
                                    child_name=live_schedule_configmap_name(workload.name)),
-        "data": {SCHEDULE_KEY: published_text(workload.live.ranges)},
+        "data": {SCHEDULE_KEY: published_text(ranges)},
     }

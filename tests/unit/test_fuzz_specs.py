@@ -21,7 +21,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specinfer.api import InvalidSpecError
+from specinfer.api import InvalidSpecError, parse_spec
+from specinfer.api.live import live_envelope
 from specinfer.operator.config import OperatorConfig
 from specinfer.operator.render import render
 
@@ -117,8 +118,9 @@ def check_render(resource: dict) -> None:
         assert str(error), "InvalidSpecError without a message"
         return
     kinds = [manifest["kind"] for manifest in rendering.manifests]
-    # an engine retuned in place has a second ConfigMap: its published schedule
-    expected = ["ConfigMap"] * (2 if rendering.live else 1) + ["Deployment", "Service", "PodMonitor"]
+    # a resource retuned in place has a second ConfigMap: its published schedule
+    in_place = live_envelope(parse_spec(resource["spec"])) is not None
+    expected = ["ConfigMap"] * (2 if in_place else 1) + ["Deployment", "Service", "PodMonitor"]
     assert kinds == expected, kinds
     assert rendering.config_hash
 
