@@ -26,6 +26,18 @@ def _newer_or_same(incoming: Mapping[str, Any], cached: Mapping[str, Any] | None
     return True
 
 
+class Cache(dict[Key, dict[str, Any]]):
+    """Objects by (namespace, name), kept like the Store's: a watch event older than what is cached (our
+    own write's answer, typically) never replaces it."""
+
+    def put(self, body: Mapping[str, Any]) -> Key:
+        meta = body.get("metadata") or {}
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        if _newer_or_same(body, self.get(key)):
+            self[key] = dict(body)
+        return key
+
+
 def controlled_by(obj: Mapping[str, Any], uid: str) -> bool:
     """The object's controller ownerReference is the resource with this uid (a name can be reused; a uid not)."""
     refs = (obj.get("metadata") or {}).get("ownerReferences") or []

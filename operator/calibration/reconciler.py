@@ -50,7 +50,7 @@ from specinfer.operator.events import EventRecorder
 from specinfer.operator.kube import Kube, object_path, server_side_apply
 from specinfer.operator.render.labels import CALIBRATION_LABEL, CANDIDATE_LABEL, ENGINE_SECRET_LABEL, K_LABEL
 from specinfer.operator.secrets import opt_in_refusal
-from specinfer.operator.store import Key, Store, controlled_by
+from specinfer.operator.store import Cache, Key, Store, controlled_by
 from specinfer.operator.workqueue import WorkQueue
 from specinfer.runtime.calibration.prompts import PromptsError, parse_prompts
 
@@ -90,10 +90,8 @@ class CalibrationController:
                  workers: int = 2) -> None:
         self.kube, self.store, self.config, self.events = kube, store, config, events
         self.active, self.now = active, now
-        self.calibrations: dict[Key, dict[str, Any]] = {}
-        self.jobs: dict[Key, dict[str, Any]] = {}
-        self.pods: dict[Key, dict[str, Any]] = {}
-        self.configmaps: dict[Key, dict[str, Any]] = {}
+        # the Store's cache style: a late watch event never replaces the answer to our own newer write
+        self.calibrations, self.jobs, self.pods, self.configmaps = Cache(), Cache(), Cache(), Cache()
         self.queue: WorkQueue[Key] = WorkQueue(self.reconcile, workers=workers)
 
     # ---- fed by kopf's watch events ------------------------------------------------------
@@ -104,8 +102,7 @@ class CalibrationController:
         if event.get("type") == "DELETED":
             self.calibrations.pop(key, None)
             return
-        self.calibrations[key] = dict(body)
-        self.queue.add(key)
+        self.queue.add(self.calibrations.put(body))
 
     def on_child_event(self, event: Mapping[str, Any]) -> None:
         """A Job, pod or ConfigMap labelled with a calibration's name."""
@@ -118,7 +115,7 @@ class CalibrationController:
         if event.get("type") == "DELETED":
             cache.pop(key, None)
         else:
-            cache[key] = dict(body)
+            cache.put(body)
         owner = (meta.get("labels") or {}).get(CALIBRATION_LABEL)
         if owner:
             self.queue.add((key[0], owner))

@@ -322,3 +322,15 @@ def test_without_patch_on_pods_the_nudge_stops_and_the_schedule_is_still_publish
     run(rec.reconcile(("ml", "llama")))
     assert not rec.nudge_pods
     assert '"schedule":[[1,65536,2]]' in store.child("ConfigMap", "ml", "llama-schedule")["data"]["schedule.json"]
+
+
+def test_the_calibration_caches_keep_a_newer_copy_over_a_late_watch_event():
+    from specinfer.operator.store import Cache
+
+    cache = Cache()
+    newer = {"metadata": {"namespace": "ml", "name": "cal", "resourceVersion": "12"}, "status": {"phase": "Running"}}
+    assert cache.put(newer) == ("ml", "cal")
+    cache.put({"metadata": {"namespace": "ml", "name": "cal", "resourceVersion": "9"}})  # delivered late
+    assert cache[("ml", "cal")]["status"] == {"phase": "Running"}
+    cache.put({"metadata": {"namespace": "ml", "name": "cal", "resourceVersion": "13"}})
+    assert "status" not in cache[("ml", "cal")]
