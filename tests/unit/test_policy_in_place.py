@@ -74,6 +74,19 @@ def test_an_in_place_change_pays_no_restart_payback():
     assert decision.action in CHANGES and decision.path == "inPlace"
 
 
+def test_an_in_place_change_clears_its_own_lower_hysteresis_floor():
+    # The same gain, a floor no rollout clears: the rollout is held by the hysteresis ...
+    bars = {"restart_seconds": 0.0, "min_gain": 10.0, "min_gain_in_place": 0.0}
+    held, _ = decide(observe(120.0), tuning(in_place_max_k=None, **bars), None, 120.0)
+    assert held.guard == "belowThreshold" and "hysteresis threshold of 1000.0%" in held.reason
+    # ... in place only `minGainInPlace` applies.
+    decision, _ = decide(observe(120.0), tuning(**bars), None, 120.0)
+    assert decision.action in CHANGES and decision.path == "inPlace"
+    # And the in-place floor binds too: above the gain, it holds.
+    held, _ = decide(observe(120.0), tuning(**{**bars, "min_gain_in_place": 10.0}), None, 120.0)
+    assert held.guard == "belowThreshold" and "hysteresis" in held.reason
+
+
 def test_a_choice_above_the_engines_maximum_is_a_rollout():
     decision, _ = decide(observe(120.0), tuning(in_place_max_k=2), None, 120.0)
     assert decision.action in CHANGES

@@ -242,10 +242,10 @@ def _weigh(obs: Observation, tuning: TuningInput, st: PolicyState, model: Model,
 
     def below_bar(value: float) -> str | None:
         return guards.threshold_guard(value, tuning, slo_violated=slo, noise=noise, restart_cost_seconds=restart_cost,
-                                      horizon_seconds=horizon)
+                                      horizon_seconds=horizon, in_place=best_in_place)
 
     needed, _ = guards.required_gain(tuning, slo_violated=slo, noise=noise, restart_cost_seconds=restart_cost,
-                                     horizon_seconds=horizon)
+                                     horizon_seconds=horizon, in_place=best_in_place)
     # A gain at batch sizes never measured does not count until a window has measured them.
     support = supported_gain(model, current_dense, best_dense_ks, distribution, tuning.max_batch_size)
     held_by = below_bar(support.gain)

@@ -100,7 +100,7 @@ def budget_guard(state: PolicyState, tuning: TuningInput, now: float, *, reserve
 
 
 def required_gain(tuning: TuningInput, *, slo_violated: bool, noise: float = 0.0, restart_cost_seconds: float = 0.0,
-                  horizon_seconds: float | None = None) -> tuple[float, str]:
+                  horizon_seconds: float | None = None, in_place: bool = False) -> tuple[float, str]:
     """The gain a change must promise: the hysteresis threshold, the restart's payback, and the
     model's own noise.
 
@@ -108,12 +108,13 @@ def required_gain(tuning: TuningInput, *, slo_violated: bool, noise: float = 0.0
     `horizon_seconds` (paybackSeconds, or less where loads last less) the gain must repay it.
     `noise` is the relative error the measurements leave in the model (two standard errors): a
     predicted gain inside it is not evidence. While the SLO is violated the hysteresis threshold is
-    waived; payback and noise still hold.
+    waived; payback and noise still hold. A change applied `in_place` has the lower floor
+    `min_gain_in_place` (nothing to repay, a wrong one is undone in place).
     """
     horizon = tuning.payback_seconds if horizon_seconds is None else horizon_seconds
     candidates = [(restart_cost_seconds / horizon, "restart payback")]
     if not slo_violated:
-        candidates.append((tuning.min_gain, "hysteresis threshold"))
+        candidates.append((tuning.min_gain_in_place if in_place else tuning.min_gain, "hysteresis threshold"))
     if noise > 0:
         candidates.append((noise, "measurement noise"))
     needed, name = max(candidates)
@@ -121,9 +122,11 @@ def required_gain(tuning: TuningInput, *, slo_violated: bool, noise: float = 0.0
 
 
 def threshold_guard(gain: float, tuning: TuningInput, *, slo_violated: bool, noise: float = 0.0,
-                    restart_cost_seconds: float = 0.0, horizon_seconds: float | None = None) -> str | None:
+                    restart_cost_seconds: float = 0.0, horizon_seconds: float | None = None,
+                    in_place: bool = False) -> str | None:
     needed, name = required_gain(tuning, slo_violated=slo_violated, noise=noise,
-                                 restart_cost_seconds=restart_cost_seconds, horizon_seconds=horizon_seconds)
+                                 restart_cost_seconds=restart_cost_seconds, horizon_seconds=horizon_seconds,
+                                 in_place=in_place)
     if gain < needed:
         return f"predicted gain {gain:+.1%} is below the {name} of {needed:.1%}"
     return None
