@@ -7,7 +7,8 @@ import json
 import click
 
 from specinfer.runtime.methods import ACCELERATORS, MethodSpec, all_methods
-from specinfer.runtime.methods.engine_truth import schedule_support
+from specinfer.runtime.methods.accelerators import EVIDENCE_MEANING
+from specinfer.runtime.methods.engine_truth import schedule_support, why_not_offered
 
 
 def _k_range(method: MethodSpec) -> str:
@@ -31,8 +32,7 @@ def methods_table() -> str:
             support = method.accelerators.get(accelerator)
             cells.append("-" if support is None else ("yes*" if support.caveats or support.engine_args else "yes"))
         rows.append(cells)
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
+    lines = _aligned(rows)
     notes = []
     for method in all_methods():
         for accelerator, support in method.accelerators.items():
@@ -40,6 +40,9 @@ def methods_table() -> str:
                 notes.append(f"  {method.name} on {accelerator}: {caveat}")
             if support.engine_args:
                 notes.append(f"  {method.name} on {accelerator}: adds `{' '.join(support.engine_args)}`")
+        for name, platform in ACCELERATORS.items():
+            if name not in method.accelerators:
+                notes.append(f"  {method.name} on {name}: not supported: {why_not_offered(method, platform)}")
     engines = [
         f"  {a.name}: {a.engine.label}, Model Runner {a.default_model_runner.upper()}"
         + (f", K <= {a.max_k} ({a.max_k_reason})" if a.max_k is not None else "")
@@ -47,7 +50,31 @@ def methods_table() -> str:
     ]
     return "\n".join([*lines, "", "yes* = supported with caveats; - = not supported:", *notes,
                       "engines (release, default model runner, K cap):", *engines,
-                      "Dynamic SD schedule not kept by vLLM (refused at admission):", *_unscheduled()])
+                      "Dynamic SD schedule not kept by vLLM (refused at admission):", *_unscheduled(),
+                      "", *_evidence()])
+
+
+def _aligned(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
+
+
+def _evidence() -> list[str]:
+    """What each supported cell rests on, and where to look."""
+    rows = [["EVIDENCE", *(a.upper() for a in ACCELERATORS)]]
+    where: dict[str, list[str]] = {}
+    for method in all_methods():
+        cells = [method.name]
+        for accelerator in ACCELERATORS:
+            support = method.accelerators.get(accelerator)
+            cells.append("-" if support is None else support.evidence.kind)
+            if support is not None and support.evidence.kind != "source":
+                for place in support.evidence.where:
+                    where.setdefault(f"{support.evidence.kind}: {place}", []).append(f"{method.name} on {accelerator}")
+        rows.append(cells)
+    legend = [f"  {kind} = {meaning}" for kind, meaning in EVIDENCE_MEANING.items()]
+    places = [f"  {place} ({', '.join(cells)})" for place, cells in where.items()]
+    return [*_aligned(rows), "", *legend, "where:", *places]
 
 
 def _unscheduled() -> list[str]:

@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from specinfer.runtime.methods.accelerators import ModelRunner, get_accelerator
+from specinfer.runtime.methods.accelerators import Accelerator, ModelRunner, get_accelerator
 from specinfer.runtime.methods.engines import SourceLine
-from specinfer.runtime.methods.registry import get_method
+from specinfer.runtime.methods.registry import MethodSpec, get_method
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,25 @@ def model_runner(method: str, accelerator: str, advanced: Mapping[str, Any] | No
     if runners[0] == "v2" and "v1" in runners and v1_reasons(method, accelerator, advanced):
         return "v1"
     return runners[0]
+
+
+def why_not_offered(method: MethodSpec, accelerator: Accelerator) -> str:
+    """Why `method` is not offered on `accelerator`, in vLLM's own words where the release says them."""
+    release = accelerator.engine
+    vllm_name = method.vllm_method_on(release)
+    if vllm_name is not None and not release.has_method(vllm_name):
+        return f"{release.label} has no method {vllm_name}"
+    if not set(method.runs_on) & set(accelerator.model_runners):
+        runs = "/".join(r.upper() for r in accelerator.model_runners)
+        refusal = method.v1_refusal_in(release) if accelerator.model_runners == ("v1",) else None
+        if refusal is not None:
+            message, line = refusal
+            no_v2 = accelerator.model_runner_source
+            return (f"{release.label} refuses it on Model Runner V1, \"{message}\" ({line}), and runs no V2 there, "
+                    f"\"{no_v2.text}\" ({no_v2})")
+        return (f"{method.name} needs vLLM's Model Runner {'/'.join(r.upper() for r in method.runs_on)}, "
+                f"{accelerator.name} runs {runs} only")
+    return f"not offered with {release.label}"
 
 
 def schedule_support(method: str, accelerator: str, *, advanced: Mapping[str, Any] | None = None,

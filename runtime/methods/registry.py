@@ -16,14 +16,16 @@ operator's rendering, the simulator and
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from specinfer.runtime.methods.accelerators import ACCELERATORS, AcceleratorSupport, ModelRunner, get_accelerator
+from specinfer.runtime.methods.accelerators.model import read_from
 from specinfer.runtime.methods.advanced import ADVANCED_FIELDS
 from specinfer.runtime.methods.cost_presets import CostShape
-from specinfer.runtime.methods.engines import RELEASES, EngineRelease, ScheduleOnV1
+from specinfer.runtime.methods.engines import RELEASES, EngineRelease, ScheduleOnV1, SourceLine
 from specinfer.runtime.methods.workloads import SimulatorProfile
 
 if TYPE_CHECKING:
@@ -78,6 +80,9 @@ class MethodSpec:
     # engine release label -> what its Model Runner V1 does with a Dynamic SD schedule for this method,
     # with the line it follows; required for every release that may run the method on V1
     schedule_on_v1: Mapping[str, ScheduleOnV1] = field(default_factory=dict)
+    # engine release label -> the line where that release's Model Runner V1 refuses the method (a method
+    # that runs on V2 only cites it for every release that knows the method): admission quotes it
+    v1_refusal: Mapping[str, SourceLine] = field(default_factory=dict)
     # extra SpeculativeConfig keys this method always sets (e.g. defaults we pin)
     fixed_config: Mapping[str, Any] = field(default_factory=dict)
 
@@ -102,6 +107,14 @@ class MethodSpec:
     def schedule_on_v1_in(self, release: EngineRelease) -> ScheduleOnV1 | None:
         """What `release`'s Model Runner V1 does with a Dynamic SD schedule for this method."""
         return self.schedule_on_v1.get(release.label)
+
+    def v1_refusal_in(self, release: EngineRelease) -> tuple[str, SourceLine] | None:
+        """vLLM's own message when `release`'s Model Runner V1 refuses this method, and its line."""
+        line = self.v1_refusal.get(release.label)
+        if line is None:
+            return None
+        feature = re.search(r'append\((f?)"([^"]+)"\)', line.text)
+        return f"Model Runner V1 does not support: {feature.group(2) if feature else line.text}", line
 
     def supports(self, accelerator: str) -> bool:
         return accelerator in self.accelerators
@@ -181,11 +194,18 @@ def method_problems(spec: MethodSpec) -> list[str]:
     found += [f"simulator profile: {problem}" for problem in spec.simulator.problems(drafts=spec.speculates)]
     labels = [release.label for release in RELEASES]
     for field_name, by_release in (("vllm_method_by_release", spec.vllm_method_by_release),
-                                   ("schedule_on_v1", spec.schedule_on_v1)):
+                                   ("schedule_on_v1", spec.schedule_on_v1), ("v1_refusal", spec.v1_refusal)):
         found += [f"{field_name} names unknown engine release {label!r}; known: {labels}"
                   for label in by_release if label not in labels]
     if not spec.speculates and spec.schedule_on_v1:
         found.append("a method that does not draft has no schedule: leave schedule_on_v1 empty")
+    for release in RELEASES:
+        knows = (vllm_name := spec.vllm_method_on(release)) is not None and release.has_method(vllm_name)
+        if spec.runs_on == ("v2",) and knows and release.label not in spec.v1_refusal:
+            found.append(f"runs on Model Runner V2 only: cite where {release.label}'s V1 refuses it "
+                         f"(v1_refusal[{release.label!r}])")
+    if "v1" in spec.runs_on and spec.v1_refusal:
+        found.append("v1_refusal is for a method Model Runner V1 refuses: this one runs on V1")
     for name in spec.accelerators:
         if name not in ACCELERATORS:
             continue
@@ -194,6 +214,10 @@ def method_problems(spec: MethodSpec) -> list[str]:
         vllm_name = spec.vllm_method_on(release)
         if vllm_name is not None and not release.has_method(vllm_name):
             found.append(f"claims accelerator {name}, whose engine {release.label} has no method {vllm_name!r}")
+        evidence = spec.accelerators[name].evidence
+        if evidence.kind == "source" and evidence != read_from(release):
+            found.append(f"the {name} cell rests on {evidence}, but {name} runs {release.label}: "
+                         f"read_from({release.label})")
         if not set(spec.runs_on) & set(accelerator.model_runners):
             found.append(f"claims accelerator {name}, which runs model runner {'/'.join(accelerator.model_runners)} "
                          f"only, but the method runs on {'/'.join(spec.runs_on)}")

@@ -39,6 +39,8 @@ def cited_lines() -> list[tuple[str, EngineRelease, SourceLine]]:
             declared = method.schedule_on_v1_in(release)
             if declared is not None:
                 found.append((f"{method.name} schedule_on_v1 {release.label}", release, declared.source))
+            if (refused := method.v1_refusal_in(release)) is not None:
+                found.append((f"{method.name} v1_refusal {release.label}", release, refused[1]))
     for accelerator in ACCELERATORS.values():
         found.append((f"{accelerator.name} model runner", accelerator.engine, accelerator.model_runner_source))
         for refused in accelerator.refused_values:
@@ -166,6 +168,21 @@ def test_model_runner_limits_of_each_method_are_vllms(release):
     assert natively & catalogue == {m.vllm_method_on(release) for m in all_methods() if m.native_parallel_drafting}
     assert set(release.v1_only_fields) == {"parallel_drafting", "use_heterogeneous_vocab"}
     assert set(release.v1_only_fields) <= set(ADVANCED_FIELDS)
+
+
+@BY_RELEASE
+def test_a_v1_refusal_quotes_what_vllm_raises(release):
+    """Admission quotes vLLM's own message for a method V1 refuses: the feature its unsupported list
+    names, in the words _validate_v1_model_runner raises it with."""
+    v1 = function_source(CONFIG, "_get_v1_model_runner_unsupported_features", release)
+    raises = function_source(CONFIG, "_validate_v1_model_runner", release)
+    assert 'f"Model Runner V1 does not support: {\', \'.join(unsupported)}"' in raises
+    refused = [(method, found) for method in all_methods() if (found := method.v1_refusal_in(release)) is not None]
+    assert refused, "dspark at least: V1 refuses it in both releases"
+    for method, (message, line) in refused:
+        feature = message.removeprefix("Model Runner V1 does not support: ")
+        assert f'unsupported.append("{feature}")' in v1, (method.name, line)
+        assert f'self.speculative_config.method == "{method.vllm_method_on(release)}"' in v1
 
 
 def test_the_default_model_runner_of_each_accelerator():

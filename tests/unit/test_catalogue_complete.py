@@ -182,7 +182,8 @@ def test_the_simulator_plays_every_method_on_every_workload(method):
         assert len(engine.profile(workload).prefix_probs(k)) == k
 
 
-@pytest.mark.parametrize(("package", "helpers"), [(catalogue, set()), (accelerators, {"model", "registry"})],
+@pytest.mark.parametrize(("package", "helpers"),
+                         [(catalogue, set()), (accelerators, {"model", "registry", "evidence"})],
                          ids=["methods", "accelerators"])
 def test_every_module_in_a_room_directory_is_registered(package, helpers):
     """A module missing from MODULES would never register: its method or accelerator would silently not exist."""

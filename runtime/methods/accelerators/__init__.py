@@ -10,9 +10,10 @@ are all derived from this registry.
 import importlib
 
 from specinfer.runtime.methods.accelerators.model import (
-    PLAIN,
+    EVIDENCE_MEANING,
     Accelerator,
     AcceleratorSupport,
+    Evidence,
     ModelRunner,
     PodDefaults,
     RefusedValue,
@@ -31,6 +32,6 @@ for _module in MODULES:
     importlib.import_module(f"{__name__}.{_module}")
 
 __all__ = [
-    "ACCELERATORS", "MODULES", "PLAIN", "Accelerator", "AcceleratorSupport", "ModelRunner", "PodDefaults",
-    "RefusedValue", "UnknownAcceleratorError", "get_accelerator", "register_accelerator",
+    "ACCELERATORS", "EVIDENCE_MEANING", "MODULES", "Accelerator", "AcceleratorSupport", "Evidence", "ModelRunner",
+    "PodDefaults", "RefusedValue", "UnknownAcceleratorError", "get_accelerator", "register_accelerator",
 ]

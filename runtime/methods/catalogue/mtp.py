@@ -6,7 +6,8 @@ MTP layer count reuses layers (acceptance drops) and must be a multiple of it
 the model's config.json, which admission cannot read, so a wrong K surfaces when vLLM starts.
 """
 
-from specinfer.runtime.methods.accelerators import PLAIN, AcceleratorSupport
+from specinfer.runtime.methods.accelerators import AcceleratorSupport
+from specinfer.runtime.methods.accelerators.evidence import ASCEND_GUIDE, CPU_SOURCE, GPU_SOURCE
 from specinfer.runtime.methods.engines import (
     BASE_PROPOSER_TAKES_K_CPU_0_32_0,
     V1_SCHEDULE_GATE_0_33_0,
@@ -29,11 +30,12 @@ MTP = register(MethodSpec(
     k_default=1,
     summary="target's built-in MTP layers; K above the layer count reuses layers",
     accelerators={
-        "nvidia": PLAIN,
+        "nvidia": AcceleratorSupport(GPU_SOURCE),
         "amd": AcceleratorSupport(
+            GPU_SOURCE,
             caveats=("K > 1 fails on some AITER attention paths (vllm#28222); start with K = 1",)),
-        "ascend": PLAIN,
-        "cpu": AcceleratorSupport(caveats=("MTP models are large MoE models; CPU serving is impractical",)),
+        "ascend": AcceleratorSupport(ASCEND_GUIDE),
+        "cpu": AcceleratorSupport(CPU_SOURCE),
     },
     schedule_on_v1={  # Model Runner V1 with a Dynamic SD schedule: the drafter takes the per-step K
         VLLM_0_33_0.label: ScheduleOnV1("honoured", V1_SCHEDULE_GATE_0_33_0),

