@@ -34,5 +34,6 @@ def engine_env() -> dict[str, str]:
 def tiny_models(tmp_path_factory, engine_env) -> Path:
     """DIR with target/, draft-same/ and draft-other/ written by `specinfer models make`."""
     root = tmp_path_factory.mktemp("models") / "tiny"
-    subprocess.run([SPECINFER, "models", "make", str(root)], check=True, timeout=300)
+    # the seed-method drafters are not served by these tests yet: not built here (issue 23)
+    subprocess.run([SPECINFER, "models", "make", str(root), "--no-drafters"], check=True, timeout=300)
     return root

@@ -7,6 +7,9 @@
     DIR/draft-same/    the target's exact weights: a draft that is always right (acceptance ~1)
     DIR/draft-other/   the same shape and tokenizer, other random weights (acceptance ~0)
 
+and, unless `--no-drafters`, the seed-method drafters of drafters.py (EAGLE, EAGLE-3, DFlash heads and
+two MiMo targets carrying an MTP layer), random and hand-set variants, from a cache.
+
 The writing runs inside the engine environment (torch, transformers and tokenizers live there,
 not in the project's venv): `make_models` is that code, `main` its entry point.
 """
@@ -99,11 +102,19 @@ def make_models(root: Path, shape: TinyLlama = TinyLlama()) -> dict[str, Path]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m specinfer.dev.cpu_engine.models DIR`, run by the engine environment's interpreter."""
+    """`python -m specinfer.dev.cpu_engine.models DIR [--no-drafters]`, run by the engine environment's
+    interpreter."""
     args = sys.argv[1:] if argv is None else argv
+    drafters = "--no-drafters" not in args
+    args = [arg for arg in args if arg != "--no-drafters"]
     if len(args) != 1:
-        sys.exit("usage: python -m specinfer.dev.cpu_engine.models DIR")
-    for name, folder in make_models(Path(args[0])).items():
+        sys.exit("usage: python -m specinfer.dev.cpu_engine.models DIR [--no-drafters]")
+    folders = make_models(Path(args[0]))
+    if drafters:
+        from specinfer.dev.cpu_engine.drafters import cached_drafters
+
+        folders.update(cached_drafters(Path(args[0]), folders[TARGET], train_tokenizer()))
+    for name, folder in folders.items():
         print(f"{name}: {folder}")
 
 

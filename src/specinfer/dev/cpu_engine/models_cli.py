@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -18,8 +19,13 @@ def models() -> None:
 
 @models.command("make")
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
-def make_command(directory: Path) -> None:
-    """Write DIR/target, DIR/draft-same (the target's weights) and DIR/draft-other (other weights)."""
+@click.option("--drafters/--no-drafters", default=True, show_default=True,
+              help="Also write the seed-method drafters: eagle-, eagle3-, dflash-random, eagle- and eagle3-bigram "
+              "(EAGLE heads), mtp-target-random and -bigram (MiMo targets with an MTP layer). Built once per machine "
+              "into the cache (the engine runs twice, ~1-3 minutes), then copied.")
+def make_command(directory: Path, drafters: bool) -> None:
+    """Write DIR/target, DIR/draft-same (the target's weights) and DIR/draft-other (other weights), and the
+    seed methods' tiny drafters (docs/development.md, "Seed-method drafters")."""
     from specinfer.dev.cpu_engine.overlay import engine_process_env
 
     try:
@@ -30,6 +36,44 @@ def make_command(directory: Path) -> None:
     # One tokenizer-training thread: the merges, and so the files, are the same every run.
     env.update({"RAYON_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONHASHSEED": "0"})
     directory = directory.resolve()
-    result = subprocess.run([str(Path(env["VIRTUAL_ENV"]) / "bin" / "python"), "-m", "specinfer.dev.cpu_engine.models",
-                             str(directory)], env=env, cwd=directory.parent if directory.parent.exists() else "/")
+    argv = [str(Path(env["VIRTUAL_ENV"]) / "bin" / "python"), "-m", "specinfer.dev.cpu_engine.models", str(directory),
+            *([] if drafters else ["--no-drafters"])]
+    result = subprocess.run(argv, env=env, cwd=directory.parent if directory.parent.exists() else "/")
     sys.exit(result.returncode)
+
+
+# (method, drafter folder or None, target folder) for each drafter `make` writes
+MEASURED = (("eagle", "eagle-random", "target"), ("eagle", "eagle-bigram", "target"),
+            ("eagle3", "eagle3-random", "target"), ("eagle3", "eagle3-bigram", "target"),
+            ("dflash", "dflash-random", "target"), ("mtp", None, "mtp-target-random"),
+            ("mtp", None, "mtp-target-bigram"))
+
+
+@models.command("measure")
+@click.argument("directory", type=click.Path(file_okay=False, exists=True, path_type=Path))
+def measure_command(directory: Path) -> None:
+    """Serve DIR's seed-method drafters on the real engine, one engine each (20-120 s a start), and print
+    vLLM's own counters: drafts, accepted tokens per position (K=3), first-position acceptance."""
+    from specinfer.dev.cpu_engine.overlay import engine_process_env
+
+    try:
+        env = engine_process_env()
+    except EngineNotInstalled as error:
+        click.echo(f"specinfer models: {error}", err=True)
+        sys.exit(1)
+    env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    python = str(Path(env["VIRTUAL_ENV"]) / "bin" / "python")
+    failed = 0
+    for method, drafter, target in MEASURED:
+        argv = [python, "-m", "specinfer.dev.cpu_engine.acceptance", method,
+                str(directory / drafter) if drafter else "-", str(directory / target)]
+        result = subprocess.run(argv, env=env, capture_output=True, text=True)
+        if result.returncode != 0:
+            failed += 1
+            click.echo(f"{method:<7} {drafter or target}: the engine failed:\n{result.stderr[-1500:]}", err=True)
+            continue
+        figures = json.loads(result.stdout.strip().splitlines()[-1])
+        click.echo(f"{method:<7} {drafter or target:<18} drafts {figures['drafts']:>4.0f}, accepted per position "
+                   f"{[round(a) for a in figures['acceptedPerPosition']]}, first position "
+                   f"{figures['firstPositionAcceptance']}")
+    sys.exit(1 if failed else 0)

@@ -1,0 +1,35 @@
+"""`python -m specinfer.dev.cpu_engine.greedy TARGET OUT`: the engine's own greedy paths of a target.
+
+Runs vLLM (in the engine environment) on the drafter tables' prompts and writes, per prompt, the
+last prompt token and the 128 generated ones as JSON: what the tiny drafters (drafters.py) learn
+from. The engine, not a transformers forward: the two disagree on 30% of a random model's greedy
+tokens, and a drafter must predict what the engine generates.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def engine_paths(target: Path) -> list[list[int]]:
+    from vllm import LLM, SamplingParams
+
+    from specinfer.dev.cpu_engine.drafters import NEW_TOKENS, table_prompts
+
+    llm = LLM(model=str(target), max_num_seqs=16, max_model_len=2048, enforce_eager=True, seed=0)
+    outputs = llm.generate(table_prompts(), SamplingParams(temperature=0, max_tokens=NEW_TOKENS, ignore_eos=True),
+                           use_tqdm=False)
+    return [[output.prompt_token_ids[-1], *output.outputs[0].token_ids] for output in outputs]
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        sys.exit("usage: python -m specinfer.dev.cpu_engine.greedy TARGET OUT")
+    Path(args[1]).write_text(json.dumps(engine_paths(Path(args[0]))))
+
+
+if __name__ == "__main__":
+    main()
