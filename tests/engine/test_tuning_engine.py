@@ -460,8 +460,14 @@ def high_load_story(setup: Setup) -> dict:
 
 def test_the_crossover_live(setup):
     """Under low load the tuner programs a schedule that drafts at small batch sizes and less at large
-    ones; under high load it decides again from what it measures there, stops drafting at the
-    high-load batch size, and keeps serving.
+    ones; under high load it decides again from what it measures there -- a change at the high-load
+    batch size, on a window of that load -- and keeps serving.
+
+    Which config it lands on at batch 64 is the engine's to say, not the test's: the low-load schedule's
+    K=2 there earns 0.64x of no speculation, while K=4 (one drafter pass amortised over more tokens)
+    and speculation off are within each other's noise on these cores (K=4 measured 0.98x in one run;
+    the policy then kept it, in another it switched off). That it earns at least about what no
+    speculation does is test_goodput_at_high_load_is_at_least_no_speculations.
 
     Why not K = 0 ranges at low load: in vLLM a schedule's K = 0 step still runs the drafter's first
     pass (llm_base_proposer.py), and with the target as its own draft that pass is as long as a
@@ -480,14 +486,15 @@ def test_the_crossover_live(setup):
     story = high_load_story(setup)
     assert not story["failed"], story["failed"][:3]
     assert condition(story["tuned"], "Ready").get("status") == "True"
-    assert (applied_k_at(story["tuned"], HIGH) or 0) == 0, \
-        f"still drafting at batch {HIGH} after deciding under high load:\n{decisions(story['tuned'])}"
     # Issue 25: no change on a window that straddles the ramp from 1 to 64 requests (a mean batch in
     # between): the policy waits for a window of the new load, and acts on what it measured there.
     means = [float(m.group(1)) for d in tuning(story["tuned"]).get("history") or []
              if d["action"] not in ("keep", "recommend") and (parse_rfc3339(d.get("time")) or 0) > story["since"]
              and (m := re.search(r"\(mean ([0-9.]+)\)", d.get("reason") or ""))]
     assert all(mean >= HIGH / 2 for mean in means), f"a change decided mid-ramp:\n{decisions(story['tuned'])}"
+    # ... and it does act there: what the low-load schedule drafts at batch 64 (K=2: 0.64x of no
+    # speculation) is changed, on a window of the high load
+    assert means, f"no change under high load:\n{decisions(story['tuned'])}"
 
 
 def test_goodput_at_high_load_is_at_least_no_speculations(setup):

@@ -67,7 +67,8 @@ def measure_command(directory: Path) -> None:
     for method, drafter, target in MEASURED:
         argv = [python, "-m", "specinfer.dev.cpu_engine.acceptance", method,
                 str(directory / drafter) if drafter else "-", str(directory / target)]
-        result = subprocess.run(argv, env=env, capture_output=True, text=True)
+        # not from the checkout: its operator/ folder would shadow the standard library's module
+        result = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=directory)
         if result.returncode != 0:
             failed += 1
             click.echo(f"{method:<7} {drafter or target}: the engine failed:\n{result.stderr[-1500:]}", err=True)
