@@ -30,7 +30,7 @@ def test_one_token_cannot_tell_what_two_tokens_can():
     assert accuracy(one, PATHS) < 1.0
 
 
-def test_scores_are_positive_so_unseen_tokens_never_win():
+def test_scores_are_positive_and_a_token_never_seen_drafts_nothing():
     for row in log_scores(PATHS, 0, by_frequency(PATHS)).values():
         assert min(row.values()) == 1.0
     assert predict([log_scores(PATHS, 0, by_frequency(PATHS))], [99]) is None  # a token the table never saw

@@ -35,7 +35,10 @@ MTP = register(MethodSpec(
             GPU_SOURCE,
             caveats=("K > 1 fails on some AITER attention paths (vllm#28222); start with K = 1",)),
         "ascend": AcceleratorSupport(ASCEND_GUIDE),
-        "cpu": AcceleratorSupport(CPU_SOURCE),
+        "cpu": AcceleratorSupport(CPU_SOURCE, caveats=(
+            "the target must carry its MTP layers (num_nextn_predict_layers); published MTP targets are large "
+            "MoE models, so on CPU only small ones are practical (`specinfer models make` writes two tiny MiMo "
+            "targets to try the path)",)),
     },
     schedule_on_v1={  # Model Runner V1 with a Dynamic SD schedule: the drafter takes the per-step K
         VLLM_0_33_0.label: ScheduleOnV1("honoured", V1_SCHEDULE_GATE_0_33_0),

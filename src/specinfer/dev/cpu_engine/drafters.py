@@ -19,7 +19,10 @@ variants of each model drafter:
   whose queries and keys are constant vectors, so that under rotary embeddings each position
   attends to itself only (its values subtract the incoming hidden state). Its own lm_head adds the
   two codes' scores, naive Bayes over the two tokens: log P(next | token) + log P(next | token
-  before) - log P(next).
+  before) - log P(next). Only the first draft position is right about "the token before": at later
+  positions the value replaces the new-token code but the second code still names the token before
+  the last verified one (the value's width leaves no room to move the old code across), so position
+  2 drafts on a stale pair -- one reason its acceptance drops.
 
 DFlash (a block drafter that fills masked positions in one non-causal pass) has only the random
 variant: a hand-set one would need attention to the previous position inside the block.
@@ -54,8 +57,9 @@ DRAFTERS = (EAGLE_RANDOM, EAGLE_BIGRAM, EAGLE3_RANDOM, EAGLE3_BIGRAM, DFLASH_RAN
 DRAFTER_SEED = 2024
 MIMO_SEED = 5678
 NEW_TOKENS = 128  # greedy tokens per prompt when building the tables
-OUTPUT_GAIN = 8.0  # logit of the successor (the rest stay near 0)
-SELF_ATTENTION_GAIN = 6.0  # query/key size: the score at distance 0 leads distance 1 by ~40 nats
+OUTPUT_GAIN = 8.0  # scale of the heads' output logits (EAGLE-3's own lm_head: 8 x the table's score)
+SELF_ATTENTION_GAIN = 6.0  # query/key size: after the 1/sqrt(head_dim) scale, distance 0 leads distance 1 by
+# ~5 nats (~99% of the weight on the current position)
 
 
 def table_prompts() -> list[str]:
@@ -91,8 +95,8 @@ def by_frequency(paths: Paths) -> list[int]:
 
 def log_scores(paths: Paths, lag: int, vocabulary: Sequence[int]) -> dict[int, dict[int, float]]:
     """token -> {next: log P(next | token `lag` before it)}, smoothed, minus log P(next) for lag > 0
-    (naive Bayes: the second token's evidence), shifted so that each row's lowest score is 0 (a row's
-    shift moves every candidate alike; unseen tokens' logits stay 0, below every seen one)."""
+    (naive Bayes: the second token's evidence), shifted so that each row's lowest score is 1 (a row's
+    shift moves every candidate alike; tokens outside the row keep logit 0, below every one in it)."""
     prior = collections.Counter(token for path in paths for token in path[1:])
     total = sum(prior.values())
     table = {}
@@ -124,7 +128,7 @@ def accuracy(scores: Sequence[dict[int, dict[int, float]]], paths: Paths) -> flo
 
 
 def _codes(torch, tokens: Sequence[int], dims: int, generator):
-    """Orthonormal codes (rows) for `tokens`, at most `dims` of them."""
+    """Orthonormal codes (columns of a random orthogonal matrix) for the first `dims` of `tokens`."""
     basis, _ = torch.linalg.qr(torch.randn(dims, dims, generator=generator, dtype=torch.float64))
     return {token: basis[:, index] for index, token in enumerate(tokens[:dims])}
 
@@ -140,7 +144,9 @@ def _random(torch, shapes: dict[str, tuple[int, ...]], generator) -> dict[str, A
 
 
 def _bf16(tensors: dict[str, Any]) -> dict[str, Any]:
-    return {name: tensor.to(dtype=__import__("torch").bfloat16).contiguous() for name, tensor in tensors.items()}
+    import torch
+
+    return {name: tensor.to(dtype=torch.bfloat16).contiguous() for name, tensor in tensors.items()}
 
 
 # --- EAGLE (vllm/model_executor/models/llama_eagle.py): fc([embed; hidden]) -> one Llama layer without
@@ -196,6 +202,8 @@ def eagle3_bigram(torch, shapes, paths: Paths, target_embed, head_dim: int, head
     to the beacon the code of the token before it (fc, from the target's embedding output)."""
     h = shapes["norm.weight"][0]
     new_dims = kv_heads * head_dim  # the values' width
+    if h != 2 * new_dims or head_dim % 2 or heads % kv_heads:
+        raise ValueError("the hand-set EAGLE-3 head needs hidden = 2 x KV width, an even head_dim, grouped heads")
     beacon = h - 1  # one embedding dimension, equal for every token: the constant queries and keys
     before_dims = beacon - new_dims
     tensors = {name: torch.zeros(shape, dtype=torch.float64) for name, shape in shapes.items()}
@@ -386,9 +394,12 @@ def describe(log: Callable[[str], None], name: str, paths: Paths) -> None:
 
 def _cache_key(target_folder: Path) -> str:
     """What the drafters follow from: this code, the engine that generated the paths, the target's weights."""
+    import torch
+    import transformers
     import vllm
 
-    digest = hashlib.sha256(vllm.__version__.encode())
+    # torch and transformers draw the random weights (MiMo's base), vLLM generates the paths
+    digest = hashlib.sha256(f"{vllm.__version__} {torch.__version__} {transformers.__version__}".encode())
     for path in (Path(__file__), Path(__file__).with_name("greedy.py"), Path(__file__).with_name("models.py"),
                  target_folder / "model.safetensors"):
         digest.update(path.read_bytes())
@@ -397,7 +408,7 @@ def _cache_key(target_folder: Path) -> str:
 
 def engine_paths_of(folder: Path) -> Paths:
     """The engine's greedy paths of the target in `folder` (greedy.py, in a process of its own)."""
-    out = folder.parent / f".{folder.name}.paths.json"
+    out = folder.parent / f".{folder.name}.{os.getpid()}.paths.json"
     env = {"VLLM_CPU_KVCACHE_SPACE": "1", **os.environ}
     subprocess.run([sys.executable, "-m", "specinfer.dev.cpu_engine.greedy", str(folder), str(out)], check=True,
                    env=env, stdout=subprocess.DEVNULL)
@@ -414,11 +425,17 @@ def cached_drafters(root: Path, target_folder: Path, tokenizer, log: Callable[[s
     if not (cache / ".complete").exists():
         log(f"building the seed-method drafters into {cache} (runs the engine twice, once per machine)")
         building = base / f".{cache.name}.{os.getpid()}"
-        shutil.rmtree(building, ignore_errors=True)
-        make_drafters(building, target_folder, tokenizer, engine_paths_of, log)
-        (building / ".complete").write_text("")
-        shutil.rmtree(cache, ignore_errors=True)
-        building.rename(cache)
+        try:
+            make_drafters(building, target_folder, tokenizer, engine_paths_of, log)
+            (building / ".complete").write_text("")
+            shutil.rmtree(cache, ignore_errors=True)  # an incomplete one: a complete one is never removed
+            try:
+                building.rename(cache)
+            except OSError:  # another build finished first: theirs is as good
+                if not (cache / ".complete").exists():
+                    raise
+        finally:
+            shutil.rmtree(building, ignore_errors=True)
     folders = {}
     for name in DRAFTERS:
         folders[name] = root / name

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import click
 
+from specinfer.dev.cpu_engine import drafters
 from specinfer.dev.cpu_engine.environment import EngineNotInstalled
+from specinfer.dev.cpu_engine.models import TARGET
 
 
 @click.group("models")
@@ -43,10 +45,10 @@ def make_command(directory: Path, drafters: bool) -> None:
 
 
 # (method, drafter folder or None, target folder) for each drafter `make` writes
-MEASURED = (("eagle", "eagle-random", "target"), ("eagle", "eagle-bigram", "target"),
-            ("eagle3", "eagle3-random", "target"), ("eagle3", "eagle3-bigram", "target"),
-            ("dflash", "dflash-random", "target"), ("mtp", None, "mtp-target-random"),
-            ("mtp", None, "mtp-target-bigram"))
+MEASURED = (("eagle", drafters.EAGLE_RANDOM, TARGET), ("eagle", drafters.EAGLE_BIGRAM, TARGET),
+            ("eagle3", drafters.EAGLE3_RANDOM, TARGET), ("eagle3", drafters.EAGLE3_BIGRAM, TARGET),
+            ("dflash", drafters.DFLASH_RANDOM, TARGET), ("mtp", None, drafters.MTP_RANDOM),
+            ("mtp", None, drafters.MTP_BIGRAM))
 
 
 @models.command("measure")
@@ -60,6 +62,12 @@ def measure_command(directory: Path) -> None:
         env = engine_process_env()
     except EngineNotInstalled as error:
         click.echo(f"specinfer models: {error}", err=True)
+        sys.exit(1)
+    missing = [name for _, drafter, target in MEASURED for name in (drafter, target)
+               if name and not (directory / name).is_dir()]
+    if missing:
+        click.echo(f"specinfer models: {directory} has no {', '.join(sorted(set(missing)))}: run `specinfer models "
+                   f"make {directory}` first (without --no-drafters)", err=True)
         sys.exit(1)
     env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     python = str(Path(env["VIRTUAL_ENV"]) / "bin" / "python")
