@@ -57,7 +57,9 @@ def tiny_models(log=print) -> Path:
     partial = root.with_name(f"tiny.partial-{os.getpid()}")
     shutil.rmtree(partial, ignore_errors=True)
     log(f"      specinfer models make {root} (once, ~20 s)")
-    result = subprocess.run([specinfer_executable(), "models", "make", str(partial)], capture_output=True, text=True)
+    # the demo serves the draft-model pair only: the seed-method drafters are not built for it
+    result = subprocess.run([specinfer_executable(), "models", "make", str(partial), "--no-drafters"],
+                            capture_output=True, text=True)
     if result.returncode != 0:
         shutil.rmtree(partial, ignore_errors=True)
         raise RuntimeError(f"specinfer models make failed: {result.stderr.strip()[-2000:]}")
