@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from specinfer.api import API_VERSION, KIND, InvalidSpecError, SpeculativeInferenceSpec, parse_spec
+from specinfer.api.auto import selected_candidate, serving_spec
 from specinfer.api.calibration import (
     CALIBRATION_KIND,
     SpeculativeInferenceCalibrationSpec,
@@ -181,7 +182,7 @@ class CalibrationController:
             return _Halt("TargetNotFound", f"spec.targetRef.name: SpeculativeInference {target_name} not found in "
                          f"namespace {namespace}: create it or fix the name")
         try:
-            target_spec = parse_spec(target.get("spec") or {})
+            target_spec = serving_spec(parse_spec(target.get("spec") or {}), selected_candidate(target.get("status")))
         except InvalidSpecError as error:
             return _Halt("TargetInvalid", f"spec.targetRef.name: SpeculativeInference {target_name} has an invalid "
                          f"spec ({error}); fix it first")

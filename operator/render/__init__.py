@@ -19,6 +19,7 @@ from specinfer.api import (
     parse_spec,
     speculation_of,
 )
+from specinfer.api.auto import applied_for, is_auto, selected_candidate, serving_spec
 from specinfer.api.live import live_envelope, ranges_of, startup_spec
 from specinfer.api.parse import data_parallel_size
 from specinfer.api.status import EffectiveConfig, LiveScheduleStatus, ScheduleEntry
@@ -107,8 +108,11 @@ def render(resource: Mapping[str, Any], config: OperatorConfig, *, podmonitor: b
     """
     meta = dict(resource.get("metadata") or {})
     check_name(meta.get("name", ""))
-    spec = parse_spec(resource.get("spec") or {})
+    written = parse_spec(resource.get("spec") or {})
+    spec = serving_spec(written, selected_candidate(resource.get("status")))  # method auto: the candidate serving
     applied = applied_tuning(resource)
+    if is_auto(written):
+        applied = applied_for(spec, applied)
     try:
         merged = effective_spec(spec, applied)
     except (ValueError, InvalidSpecError) as error:  # pydantic ValidationError is a ValueError

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from specinfer.api import InvalidSpecError, SpeculativeInferenceSpec, effective_speculation, parse_spec
+from specinfer.api.auto import selected_candidate, serving_spec
 from specinfer.api.live import live_envelope
 from specinfer.api.parse import data_parallel_size
 from specinfer.api.status import Condition, SpeculativeInferenceStatus, StepCostSource, TuningStatus
@@ -65,7 +66,9 @@ def read_target(resource: Mapping[str, Any]) -> ResourceTarget:
     meta = resource.get("metadata") or {}
     raw_spec = resource.get("spec") or {}
     try:
-        spec: SpeculativeInferenceSpec | None = parse_spec(raw_spec)
+        # method auto: the candidate that serves (status.selection), tuned within its method
+        spec: SpeculativeInferenceSpec | None = serving_spec(parse_spec(raw_spec),
+                                                             selected_candidate(resource.get("status")))
     except (InvalidSpecError, ValueError):
         spec = None
     mode: str

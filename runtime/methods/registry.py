@@ -68,6 +68,8 @@ class MethodSpec:
     no_draft_reason: str | None = None
     # spec.speculation.promptLookup (the n-gram window: vLLM prompt_lookup_min/max) applies
     takes_prompt_lookup: bool = False
+    # Python packages the stock vLLM images lack (the method fails to start without them)
+    needs_packages: tuple[str, ...] = ()
     # method-specific `speculation.advanced` fields (advanced.py marks them) this method takes
     advanced_fields: tuple[str, ...] = ()
     # vLLM model runners that can run it: V2 lacks suffix, V1 lacks dspark (tests/contract/ checks both)

@@ -43,6 +43,7 @@ SUFFIX = register(MethodSpec(
     },
     advanced_fields=("suffix_decoding_max_tree_depth", "suffix_decoding_max_cached_requests",
                      "suffix_decoding_max_spec_factor", "suffix_decoding_min_token_prob"),
+    needs_packages=("arctic-inference",),
     runs_on=("v1",),
     schedule_on_v1={
         # suffix is not among the drafters 0.33.0 keeps a schedule for: a warning, then a static K

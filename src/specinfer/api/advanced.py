@@ -17,7 +17,7 @@ from specinfer.runtime.methods import methods_taking
 from specinfer.runtime.methods.advanced import ADVANCED_FIELDS, RESERVED_FIELDS, AdvancedField
 
 if TYPE_CHECKING:
-    from specinfer.api.speculation import Speculation
+    from specinfer.api.speculation import FixedSpeculation
 
 
 def _annotation(spec: AdvancedField) -> tuple[Any, Any]:
@@ -69,7 +69,7 @@ Advanced = create_model(
 )
 
 
-def _only_for(key: str, methods: tuple[str, ...]) -> Callable[[Speculation], bool]:
+def _only_for(key: str, methods: tuple[str, ...]) -> Callable[[FixedSpeculation], bool]:
     return lambda s: s.advanced is None or getattr(s.advanced, key) is None or s.method in methods
 
 

@@ -21,7 +21,10 @@ from pydantic import Field
 
 from specinfer.api.base import ApiModel, ConfigKey, DnsSubdomain, Rule, ShortText, StatusModel, Text
 from specinfer.api.catalogue_rules import cel_method_is
-from specinfer.api.speculation import K_CEILING, MethodName, Speculation
+from specinfer.api.speculation import BASELINE as BASELINE  # re-exported: the calibration names its candidates
+from specinfer.api.speculation import CONFIGURED as CONFIGURED
+from specinfer.api.speculation import K_CEILING, FixedSpeculation, MethodName
+from specinfer.api.speculation import CandidateName as CandidateName
 from specinfer.api.status import Condition, Timestamp
 from specinfer.runtime.methods import get_method, methods_without_drafts
 
@@ -30,15 +33,13 @@ CALIBRATION_PLURAL = "speculativeinferencecalibrations"
 CALIBRATION_SINGULAR = "speculativeinferencecalibration"
 CALIBRATION_SHORT_NAMES = ("sical",)
 
-# Names the operator gives the two candidates every calibration measures.
-CONFIGURED = "configured"  # the target's own method
-BASELINE = "none"  # no speculation
+# CONFIGURED (the target's own method) and BASELINE (no speculation) name the two candidates every
+# calibration measures (src/specinfer/api/speculation.py).
 MAX_CANDIDATES = 6  # besides the two above: each is an engine start per K on the target's accelerators
 MAX_BATCH_SIZES = 8
 MAX_KS = 8
 MAX_POINTS = MAX_BATCH_SIZES * MAX_KS  # per candidate: one engine (Job) per K, one point per batch size
 MAX_BATCH_SIZE = 4096
-CandidateName = Annotated[str, Field(min_length=1, max_length=20, pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$")]
 DnsLabel = Annotated[str, Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")]
 Phase = Literal["Pending", "Running", "Succeeded", "Failed"]
 
@@ -56,7 +57,7 @@ class Candidate(ApiModel):
     name: CandidateName | None = None
     """Short name for Jobs, status and the comparison (lowercase letters, digits, '-'); default: the method
     name in lowercase. Two candidates with the same method need names. `configured` is reserved."""
-    speculation: Speculation
+    speculation: FixedSpeculation
     """The speculation to measure, as in a SpeculativeInference's spec.speculation (schedule and K aside:
     the calibration measures every K of numSpeculativeTokens)."""
     num_speculative_tokens: list[Annotated[int, Field(ge=1, le=K_CEILING)]] | None = Field(

@@ -17,7 +17,6 @@ from specinfer.api.base import Rule
 from specinfer.runtime.methods import (
     ACCELERATORS,
     all_methods,
-    get_method,
     methods_without_drafts,
 )
 from specinfer.runtime.methods.advanced import ADVANCED_FIELDS
@@ -26,10 +25,10 @@ from specinfer.runtime.methods.engines import RELEASES, EngineRelease
 
 if TYPE_CHECKING:  # the models import these rules
     from specinfer.api.spec import SpeculativeInferenceSpec
-    from specinfer.api.speculation import Speculation
+    from specinfer.api.speculation import FixedSpeculation
 
 # The Python twins of the CEL rules below, one factory per kind of rule (a loop's values bound as arguments).
-SpeculationCheck = Callable[["Speculation"], bool]
+SpeculationCheck = Callable[["FixedSpeculation"], bool]
 SpecCheck = Callable[["SpeculativeInferenceSpec"], bool]
 
 
@@ -98,7 +97,7 @@ def only_with_drafts_rule(key: str) -> Rule:
         cel=f"!has(self.{key}) || {cel_method_is_not(silent)}",
         message=f"spec.speculation.{key} has no effect with method {_names(silent)}: remove it or choose a "
         "speculative method",
-        check=lambda s: getattr(s, key) is None or get_method(s.method).speculates,
+        check=lambda s: getattr(s, key) is None or s.method not in silent,  # names, as CEL: `auto` passes
         field=key,
     )
 
@@ -109,7 +108,7 @@ def prompt_lookup_rule() -> Rule:
     return Rule(
         cel=f"!has(self.promptLookup) || {cel_method_is(takers)}",
         message=f"spec.speculation.promptLookup applies only to method {_names(takers)}: remove it",
-        check=lambda s: s.prompt_lookup is None or get_method(s.method).takes_prompt_lookup,
+        check=lambda s: s.prompt_lookup is None or s.method in takers,
         field="promptLookup",
     )
 
@@ -250,6 +249,30 @@ def method_support_rules() -> list[Rule]:
     return rules
 
 
+def _no_candidate_of(method: str, accelerators: tuple[str, ...]) -> SpecCheck:
+    return lambda s: s.speculation.candidates is None or s.hardware.accelerator not in accelerators \
+        or all(c.method != method for c in s.speculation.candidates)
+
+
+def candidate_support_rules() -> list[Rule]:
+    """`method: auto` may only choose between methods the accelerator runs: each candidate is refused by name."""
+    rules = []
+    for method in all_methods():
+        unsupported = [name for name in ACCELERATORS if not method.supports(name)]
+        if not unsupported:
+            continue
+        why = "; ".join(f"{name}: {why_not_offered(method, ACCELERATORS[name])}" for name in unsupported)
+        rules.append(Rule(
+            cel=f"!has(self.speculation.candidates) || !({_on(unsupported)}) || "
+            f"self.speculation.candidates.all(c, c.method != '{method.name}')",
+            message=f"spec.speculation.candidates: method {method.name} is not supported on spec.hardware.accelerator "
+            f"{_names(unsupported)} ({why}): remove that candidate (specinfer methods lists what runs where)",
+            check=_no_candidate_of(method.name, tuple(unsupported)),
+            field="speculation.candidates",
+        ))
+    return rules
+
+
 def k_cap_rules() -> list[Rule]:
     """Every accelerator that caps K (its `max_k`) caps the spec's K and the tuner's maximum."""
     rules = []
@@ -371,6 +394,7 @@ def accelerator_rules() -> list[Rule]:
     """Spec-level rules: method x accelerator support, K caps, engine releases, engine truth."""
     return [
         *method_support_rules(),
+        *candidate_support_rules(),
         *k_cap_rules(),
         *tuning_bound_rules(),
         *engine_release_rules(),

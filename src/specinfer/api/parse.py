@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from specinfer.api.auto import candidate_raw_spec, is_auto
 from specinfer.api.resource import RuntimeConfig, SpeculativeInference
 from specinfer.api.spec import SpeculativeInferenceSpec
 from specinfer.runtime.methods import get_accelerator, get_method
@@ -82,8 +83,28 @@ def data_parallel_size(extra_args: list[str] | None) -> int:
     return 1
 
 
+def _candidate_problems(spec: SpeculativeInferenceSpec) -> list[tuple[str, str]]:
+    """Method auto: each listed candidate must pass every check a fixed method passes, reported at its index."""
+    problems: list[tuple[str, str]] = []
+    for index, candidate in enumerate(spec.speculation.candidates or ()):
+        here = f"spec.speculation.candidates[{index}]"
+
+        def moved(path: str, message: str, here: str = here) -> tuple[str, str]:
+            return path.replace("spec.speculation", here, 1), message.replace("spec.speculation", here)
+
+        try:
+            fixed = SpeculativeInferenceSpec.model_validate(candidate_raw_spec(spec, candidate))
+        except ValidationError as error:
+            problems += [moved(path, message) for path, message in _from_validation_error(error, "spec").problems]
+            continue
+        problems += [moved(path, message) for path, message in semantic_problems(fixed)]
+    return problems
+
+
 def semantic_problems(spec: SpeculativeInferenceSpec) -> list[tuple[str, str]]:
     """Checks CEL cannot express; empty when the spec is sound."""
+    if is_auto(spec):
+        return _candidate_problems(spec)
     problems: list[tuple[str, str]] = []
     speculation, accelerator = spec.speculation, spec.hardware.accelerator
     method = get_method(speculation.method)

@@ -12,7 +12,7 @@ from specinfer.api.catalogue_rules import accelerator_rules, cel_method_is_not
 from specinfer.api.speculation import DraftModel, PromptLookup, ScheduleRange, Speculation
 from specinfer.api.tuning import Tuning
 from specinfer.api.workload import Hardware, Model, Runtime
-from specinfer.runtime.methods import get_method, methods_without_drafts
+from specinfer.runtime.methods import methods_without_drafts
 
 __all__ = ["DraftModel", "PromptLookup", "ScheduleRange", "Speculation", "SpeculativeInferenceSpec"]
 
@@ -48,7 +48,7 @@ class SpeculativeInferenceSpec(ApiModel):
             + cel_method_is_not(methods_without_drafts(), "self.speculation.method"),
             message="spec.tuning.mode auto needs a speculative method: set spec.speculation.method, "
             "or use tuning mode observe or off",
-            check=lambda s: s.tuning.mode != "auto" or get_method(s.speculation.method).speculates,
+            check=lambda s: s.tuning.mode != "auto" or s.speculation.method not in methods_without_drafts(),
             field="tuning.mode",
         ),
     )

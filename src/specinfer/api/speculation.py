@@ -1,8 +1,14 @@
-"""`spec.speculation`: method, draft model, draft length and the Dynamic SD schedule."""
+"""`spec.speculation`: method, draft model, draft length and the Dynamic SD schedule -- or `auto`.
+
+`FixedSpeculation` is one catalogue method with its settings (what a calibration candidate and each
+candidate of `method: auto` are); `Speculation` is what a SpeculativeInference takes: a fixed method,
+or `auto` with the candidates the operator measures and chooses between (docs/selection.md).
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, TypeAlias
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Literal, TypeAlias
 
 from pydantic import Field
 
@@ -10,6 +16,8 @@ from specinfer.api.advanced import Advanced
 from specinfer.api.base import ApiModel, ModelId, Rule, ShortText
 from specinfer.api.catalogue_rules import (
     advanced_key_rules,
+    cel_method_is,
+    cel_method_is_not,
     draft_model_description,
     draft_model_rules,
     fly_rules,
@@ -17,13 +25,18 @@ from specinfer.api.catalogue_rules import (
     only_with_drafts_rule,
     prompt_lookup_rule,
 )
-from specinfer.runtime.methods import METHOD_NAMES
+from specinfer.runtime.methods import METHOD_NAMES, methods_without_drafts
+
+# `method: auto`: not a catalogue method but a choice between candidates, made by measurement.
+AUTO = "auto"
 
 # The catalogue's method names, read when the module loads: a Literal to pydantic and the CRD, a str to mypy.
 if TYPE_CHECKING:
     MethodName: TypeAlias = str
+    SpeculationMethod: TypeAlias = str
 else:
     MethodName = Literal[METHOD_NAMES]
+    SpeculationMethod = Literal[(*METHOD_NAMES, AUTO)]
 
 # Hard ceiling on any draft length; per-method bounds are CEL rules from the catalogue.
 K_CEILING = 64
@@ -137,8 +150,9 @@ SCHEDULE_RULES = (
 )
 
 
-class Speculation(ApiModel):
-    """How tokens are drafted. Every value here is fixed while vLLM runs: changing it restarts the pods."""
+class FixedSpeculation(ApiModel):
+    """One catalogue method and its settings. Every value here is fixed while vLLM runs: changing it restarts
+    the pods."""
 
     method: MethodName
     """Speculative-decoding method; `specinfer methods` lists them with their hardware support."""
@@ -164,3 +178,115 @@ class Speculation(ApiModel):
         *advanced_key_rules(),
         *fly_rules(),
     )
+
+
+# -- method: auto --------------------------------------------------------------------------------
+
+MAX_AUTO_CANDIDATES = 6  # each is one engine start (a calibration Job) per comparison
+DEFAULT_RESELECT_INTERVAL_SECONDS = 6 * 3600
+CandidateName = Annotated[str, Field(min_length=1, max_length=20, pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$")]
+# Candidate names a comparison reserves: the method in force and no speculation (the baseline).
+CONFIGURED = "configured"
+BASELINE = "none"
+Initial = Literal["none", "first"]
+_SILENT = methods_without_drafts()
+
+
+class AutoCandidate(FixedSpeculation):
+    """One method `auto` may choose, with its settings as `method` of a fixed speculation takes them."""
+
+    name: CandidateName | None = None
+    """Short name for status, Events and the comparison (lowercase letters, digits, '-'); default: the method
+    name in lowercase. Two candidates with the same method need names."""
+
+    rules = (
+        *FixedSpeculation.rules,
+        Rule(
+            cel=f"!has(self.name) || self.name != '{CONFIGURED}'",
+            message=f"spec.speculation.candidates[].name {CONFIGURED} is reserved for the method in force: "
+            "choose another name",
+            check=lambda c: c.name != CONFIGURED,
+            field="name",
+        ),
+        Rule(
+            cel=f"!has(self.name) || self.name != '{BASELINE}' || " + cel_method_is(_SILENT),
+            message=f"spec.speculation.candidates[].name {BASELINE} is reserved for no speculation: choose another "
+            "name",
+            check=lambda c: c.name != BASELINE or c.method in _SILENT,
+            field="name",
+        ),
+        Rule(
+            cel="!has(self.schedule)",
+            message="spec.speculation.candidates[].schedule: candidates are compared at one draft length each "
+            "(numSpeculativeTokens); the tuner finds the winner's schedule: remove it",
+            check=lambda c: c.schedule is None,
+            field="schedule",
+        ),
+    )
+
+    def display_name(self) -> str:
+        return self.name or self.method.lower()
+
+
+def _auto_fields_unset(s: FixedSpeculation) -> bool:
+    return all(getattr(s, key) is None
+               for key in ("draft_model", "num_speculative_tokens", "schedule", "prompt_lookup", "advanced"))
+
+
+def _only_with_auto(attr: str) -> Callable[[FixedSpeculation], bool]:
+    return lambda s: getattr(s, attr) is None or s.method == AUTO
+
+
+AUTO_RULES = (
+    Rule(
+        cel=f"self.method != '{AUTO}' || (!has(self.draftModel) && !has(self.numSpeculativeTokens) && "
+        "!has(self.schedule) && !has(self.promptLookup) && !has(self.advanced))",
+        message="spec.speculation: with method auto, draftModel, numSpeculativeTokens, schedule, promptLookup and "
+        "advanced belong to each of spec.speculation.candidates[]: move them there",
+        check=lambda s: s.method != AUTO or _auto_fields_unset(s),
+    ),
+    *(Rule(
+        cel=f"!has(self.{key}) || self.method == '{AUTO}'",
+        message=f"spec.speculation.{key} applies only to method auto: remove it or set spec.speculation.method: auto",
+        check=_only_with_auto(attr),
+        field=key,
+    ) for key, attr in (("candidates", "candidates"), ("initial", "initial"),
+                        ("reselectIntervalSeconds", "reselect_interval_seconds"))),
+    Rule(
+        cel="!has(self.candidates) || self.candidates.exists(c, " + cel_method_is_not(_SILENT, "c.method") + ")",
+        message="spec.speculation.candidates needs at least one speculative method (no speculation is always "
+        "measured as the baseline): add one, or set spec.speculation.method: none",
+        check=lambda s: s.candidates is None or any(c.method not in _SILENT for c in s.candidates),
+        field="candidates",
+    ),
+    Rule(
+        cel="!has(self.candidates) || self.candidates.all(a, self.candidates.exists_one(b, "
+        "(has(b.name) ? b.name : b.method.lowerAscii()) == (has(a.name) ? a.name : a.method.lowerAscii())))",
+        message="spec.speculation.candidates: two candidates have the same name (a candidate without a name is "
+        "named after its method): give them distinct names",
+        check=lambda s: s.candidates is None
+        or len({c.display_name() for c in s.candidates}) == len(s.candidates),
+        field="candidates",
+    ),
+)
+
+
+class Speculation(FixedSpeculation):
+    """How tokens are drafted: one method with its settings, or `auto`, which measures candidates on this
+    resource's engine and serves the fastest (docs/selection.md). Changing any value restarts the pods."""
+
+    method: SpeculationMethod
+    """Speculative-decoding method (`specinfer methods` lists them with their hardware support), or auto: the
+    operator compares the candidates by a calibration on this resource's engine and serves the winner."""
+    candidates: list[AutoCandidate] | None = Field(default=None, min_length=1, max_length=MAX_AUTO_CANDIDATES)
+    """Method auto only: the methods to choose between, each as a fixed speculation (no speculation is always
+    compared too). Default: the catalogue's drafters that need no weights (n-gram and suffix where the
+    accelerator runs them), because a model drafter must match the target and only you know which does."""
+    initial: Initial | None = None
+    """Method auto only: what serves until the first comparison has a winner. none (default): no speculation,
+    which never slows the server and needs no draft weights; first: the first candidate."""
+    reselect_interval_seconds: int | None = Field(default=None, ge=600, le=7 * 24 * 3600)
+    """Method auto only: the least time between two comparisons (default 21600, 6 hours); a new one starts
+    when the acceptance or the batch sizes move outside what the last one measured."""
+
+    rules = (*FixedSpeculation.rules, *AUTO_RULES)

@@ -13,7 +13,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field
 
 from specinfer.api.base import MAX_TEXT, Name, ShortText, StatusModel, Text
-from specinfer.api.speculation import K_CEILING, MAX_SCHEDULE_RANGES, MethodName
+from specinfer.api.speculation import K_CEILING, MAX_SCHEDULE_RANGES, CandidateName, MethodName
 
 ConditionType = Literal["Ready", "Progressing", "Degraded", "Tuned", "TuningDegraded", "Complete", "Failed"]
 ConditionStatus = Literal["True", "False", "Unknown"]
@@ -265,6 +265,51 @@ class CalibrationSummary(StatusModel):
     Never applied automatically."""
 
 
+SelectionPhase = Literal["Measuring", "Chosen", "Failed"]
+MAX_SELECTION_HISTORY = 10
+
+
+class SelectionChoice(StatusModel):
+    """One comparison's outcome for method auto."""
+
+    time: Timestamp
+    """When it was decided."""
+    candidate: CandidateName
+    """The candidate chosen."""
+    method: MethodName
+    """Its method."""
+    num_speculative_tokens: int | None = Field(default=None, ge=0, le=K_CEILING)
+    """The draft length it was measured and starts at (0: no speculation)."""
+    calibration: Name | None = None
+    """The SpeculativeInferenceCalibration that compared the candidates."""
+    reason: Text
+    """Why, e.g. `ngram beat none by 21% at batch sizes 1-8 on the measured prompts`."""
+
+
+class SelectionStatus(StatusModel):
+    """Method auto: which candidate serves, why, and the comparison behind it (docs/selection.md)."""
+
+    candidate: CandidateName | None = None
+    """The candidate that serves; unset: spec.speculation.initial serves until a comparison has a winner."""
+    method: MethodName | None = None
+    """Its method (also status.effective.method and the printer's Method column once the pods run it)."""
+    phase: SelectionPhase | None = None
+    """Measuring (a comparison runs), Chosen (a winner serves) or Failed (the last comparison failed; what
+    serves keeps serving and the comparison is retried with backoff)."""
+    calibration: Name | None = None
+    """The comparison running, or the last one."""
+    message: Text | None = None
+    """What happens now, or why the last comparison failed (which candidate, and why)."""
+    attempts: int = Field(default=0, ge=0)
+    """Comparisons that failed in a row (sets the backoff; 0 after a success)."""
+    not_before: Timestamp | None = None
+    """No new comparison starts before this time (spec.speculation.reselectIntervalSeconds, or the backoff)."""
+    measured_batch_sizes: list[Annotated[int, Field(ge=1)]] | None = Field(default=None, max_length=16)
+    """The batch sizes the last comparison measured: traffic well outside them starts a new one."""
+    history: list[SelectionChoice] | None = Field(default=None, max_length=MAX_SELECTION_HISTORY)
+    """Recent choices, newest first."""
+
+
 class SpeculativeInferenceStatus(StatusModel):
     """Observed state, written only by the operator."""
 
@@ -295,4 +340,6 @@ class SpeculativeInferenceStatus(StatusModel):
     calibration: CalibrationSummary | None = None
     """The latest successful SpeculativeInferenceCalibration: the measured step-cost table and the method
     comparison (docs/calibration.md)."""
+    selection: SelectionStatus | None = None
+    """Method auto: the candidate that serves and the comparisons that chose it (docs/selection.md)."""
 
