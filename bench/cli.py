@@ -13,6 +13,7 @@ BENCHMARKS: dict[str, str] = {
     "live-schedule": "specinfer.bench.live_schedule:live_schedule_command",
     "load": "specinfer.bench.load:load_command",
     "operator-scale": "specinfer.bench.operator_scale:operator_scale_command",
+    "selection": "specinfer.bench.selection:selection_command",
     "sim-capacity": "specinfer.bench.sim_capacity:sim_capacity_command",
     "telemetry-overhead": "specinfer.bench.telemetry_overhead:telemetry_overhead_command",
     "tuner": "specinfer.bench.tuner:tuner_command",

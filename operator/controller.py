@@ -19,6 +19,8 @@ from specinfer.operator.leadership import Leadership
 from specinfer.operator.reconciler import Reconciler
 from specinfer.operator.render.labels import CALIBRATION_LABEL, CHILD_SELECTOR
 from specinfer.operator.render.podmonitor import PODMONITOR_API_VERSION, PODMONITOR_CRD
+from specinfer.operator.selection.controller import FIELD_MANAGER as SELECTION_FIELD_MANAGER
+from specinfer.operator.selection.controller import SelectionController
 from specinfer.operator.store import Store, owner_key
 from specinfer.operator.workqueue import WorkQueue
 
@@ -58,6 +60,11 @@ class Controller:
                                                   events=EventRecorder(self.kube,
                                                                        field_manager=CALIBRATION_FIELD_MANAGER),
                                                   active=self.leadership.active)
+        # method auto: compares the candidates by calibrations and names the one to serve (docs/selection.md)
+        self.selection = SelectionController(kube=self.kube, store=self.store,
+                                             calibrations=self.calibrations.calibrations,
+                                             events=EventRecorder(self.kube, field_manager=SELECTION_FIELD_MANAGER),
+                                             active=self.leadership.active)
         self.resync_task: asyncio.Task | None = None
         self.stats_task: asyncio.Task | None = None
         self.leadership_task: asyncio.Task | None = None
@@ -93,6 +100,7 @@ class Controller:
         self.leadership_task = asyncio.create_task(self.leadership.run(), name="leadership")
         self.queue.start()
         self.calibrations.start()
+        self.selection.start()
         self.resync_task = asyncio.create_task(self._resync(), name="resync")
         self.stats_task = asyncio.create_task(self._stats(), name="stats")
         log.info("controller started: %d children cached, %d workers, resync every %.0fs",
@@ -129,6 +137,7 @@ class Controller:
                 task.cancel()
         await self.queue.stop()
         await self.calibrations.stop()
+        await self.selection.stop()
         self.kube.close()
 
     # ---- fed by kopf's watch events -------------------------------------------------
@@ -141,10 +150,15 @@ class Controller:
             self.store.drop_resource(key)
             return
         self.store.put_resource(body)
+        self.selection.on_resource_event(key)
         status = body.get("status") or {}
         new_work = (status.get("observedGeneration") != meta.get("generation")
                     or self.store.child("Deployment", key[0], key[1]) is None)
         self.queue.add(key, urgent=new_work)
+
+    def on_calibration_event(self, event: Mapping[str, Any]) -> None:
+        self.calibrations.on_event(event)
+        self.selection.on_calibration_event(event["object"])  # method auto's comparisons
 
     def on_child_event(self, event: Mapping[str, Any]) -> None:
         body = event["object"]

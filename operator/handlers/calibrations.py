@@ -17,4 +17,4 @@ from specinfer.api.calibration import CALIBRATION_PLURAL
 def register(registry: kopf.OperatorRegistry) -> None:
     @kopf.on.event(GROUP, VERSION, CALIBRATION_PLURAL, registry=registry)
     def calibration_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
-        memo.controller.calibrations.on_event(event)
+        memo.controller.on_calibration_event(event)

@@ -46,6 +46,7 @@ from specinfer.operator.tuner.target import (
     observed_applied,
     read_target,
     rollout_in_progress,
+    switched_method,
     tuning_input,
     with_engine_envelope,
 )
@@ -275,6 +276,10 @@ class TuningLoop:
         # A hold writes no policy state, so it keeps reporting the prior that state was learnt with: the
         # next decision must still see the change of prior and forget what the old one taught.
         held_cost = target.tuning_status.step_cost if stored_state(target) is not None else step_cost
+        switched = switched_method(target)
+        if switched is not None:
+            return Tick(mode, now, drop_applied=True, hold_reason=f"{switched}: tuning it from its own config",
+                        step_cost=held_cost)
         problem = applied_problem(target, tuning)
         if problem is not None:
             return Tick(mode, now, drop_applied=True, degraded=("AppliedConfigDropped", f"{problem}: dropped"),

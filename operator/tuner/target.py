@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from specinfer.api import InvalidSpecError, SpeculativeInferenceSpec, effective_speculation, parse_spec
-from specinfer.api.auto import selected_candidate, serving_spec
+from specinfer.api.auto import is_auto, selected_candidate, serving_spec
 from specinfer.api.live import live_envelope
 from specinfer.api.parse import data_parallel_size
 from specinfer.api.status import Condition, SpeculativeInferenceStatus, StepCostSource, TuningStatus
@@ -48,6 +48,7 @@ class ResourceTarget:
     spec: SpeculativeInferenceSpec | None  # None: the spec is invalid (the reconciler reports why)
     status: SpeculativeInferenceStatus
     status_problem: str | None = None  # the stored status does not read as our status model
+    auto: bool = False  # spec.speculation.method auto: `spec` is the candidate status.selection names
 
     @property
     def key(self) -> tuple[str, str]:
@@ -66,11 +67,12 @@ def read_target(resource: Mapping[str, Any]) -> ResourceTarget:
     meta = resource.get("metadata") or {}
     raw_spec = resource.get("spec") or {}
     try:
+        written = parse_spec(raw_spec)
         # method auto: the candidate that serves (status.selection), tuned within its method
-        spec: SpeculativeInferenceSpec | None = serving_spec(parse_spec(raw_spec),
-                                                             selected_candidate(resource.get("status")))
+        spec: SpeculativeInferenceSpec | None = serving_spec(written, selected_candidate(resource.get("status")))
+        auto = is_auto(written)
     except (InvalidSpecError, ValueError):
-        spec = None
+        spec, auto = None, False
     mode: str
     if spec is not None:
         mode, interval = spec.tuning.mode, float(spec.tuning.interval_seconds)
@@ -87,7 +89,8 @@ def read_target(resource: Mapping[str, Any]) -> ResourceTarget:
         status, problem = SpeculativeInferenceStatus(), f"the stored status does not read as a {error.title}: {error}"
     return ResourceTarget(namespace=meta.get("namespace", ""), name=meta.get("name", ""), uid=meta.get("uid"),
                           generation=meta.get("generation"), created=parse_rfc3339(meta.get("creationTimestamp")),
-                          mode=mode, interval_seconds=interval, spec=spec, status=status, status_problem=problem)
+                          mode=mode, interval_seconds=interval, spec=spec, status=status, status_problem=problem,
+                          auto=auto)
 
 
 def tuning_input(spec: SpeculativeInferenceSpec, defaults: PolicyDefaults | None = None) -> TuningInput:
@@ -229,6 +232,17 @@ def applied_config(target: ResourceTarget) -> DraftConfig | None:
     if applied.method not in (None, target.spec.speculation.method):
         return None
     return config_of(applied)
+
+
+def switched_method(target: ResourceTarget) -> str | None:
+    """Method auto chose another candidate: status.tuning.applied tuned the one before, and goes (no fault)."""
+    applied = target.tuning_status.applied
+    if not target.auto or applied is None or target.spec is None:
+        return None
+    if applied.method in (None, target.spec.speculation.method):
+        return None
+    return (f"method auto now serves {target.spec.speculation.method}: the config tuned for {applied.method} "
+            "no longer applies")
 
 
 def applied_problem(target: ResourceTarget, tuning: TuningInput) -> str | None:

@@ -109,3 +109,19 @@ def test_a_candidate_is_checked_as_a_fixed_method_at_its_index():
         parse_spec(bad)
     assert caught.value.field_path.startswith("spec.speculation.candidates[1]")
     assert "at most 15 on spec.hardware.accelerator ascend" in str(caught.value)
+
+
+def test_the_tuner_tunes_the_candidate_that_serves_and_lets_go_of_the_last_ones_config():
+    from specinfer.operator.tuner.target import read_target, switched_method
+
+    stale = auto_resource({"selection": {"candidate": "eagle3"},
+                           "tuning": {"applied": {"method": "ngram", "numSpeculativeTokens": 7}}})
+    target = read_target(stale)
+    assert target.auto and target.spec is not None and target.spec.speculation.method == "eagle3"
+    assert "now serves eagle3: the config tuned for ngram no longer applies" in (switched_method(target) or "")
+    fresh = auto_resource({"selection": {"candidate": "eagle3"},
+                           "tuning": {"applied": {"method": "eagle3", "numSpeculativeTokens": 4}}})
+    assert switched_method(read_target(fresh)) is None
+    fixed = copy.deepcopy(stale)
+    fixed["spec"]["speculation"] = {"method": "eagle3", "draftModel": {"name": EAGLE3_HEAD}}
+    assert switched_method(read_target(fixed)) is None  # a fixed method's mismatch is applied_problem's to report

@@ -192,6 +192,9 @@ def test_operator_can_never_write_a_spec(rendered, name):
     rules = rules_of(rendered[name], "Role") + rules_of(rendered[name], "ClusterRole")
     for verb in ("create", "update", "patch", "delete", "deletecollection"):
         assert not grants(rules, "specinfer.io", "speculativeinferences", verb), verb
+    # method auto creates its comparisons (docs/selection.md); an existing calibration's spec stays unwritable
+    assert grants(rules, "specinfer.io", "speculativeinferencecalibrations", "create")
+    for verb in ("update", "patch", "delete", "deletecollection"):
         assert not grants(rules, "specinfer.io", "speculativeinferencecalibrations", verb), verb
 
 

@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specinfer.api import InvalidSpecError, parse_spec
+from specinfer.api.auto import selected_candidate, serving_spec
 from specinfer.api.live import live_envelope
 from specinfer.operator.config import OperatorConfig
 from specinfer.operator.render import render
@@ -119,7 +120,8 @@ def check_render(resource: dict) -> None:
         return
     kinds = [manifest["kind"] for manifest in rendering.manifests]
     # a resource retuned in place has a second ConfigMap: its published schedule
-    in_place = live_envelope(parse_spec(resource["spec"])) is not None
+    serving = serving_spec(parse_spec(resource["spec"]), selected_candidate(resource.get("status")))  # method auto
+    in_place = live_envelope(serving) is not None
     expected = ["ConfigMap"] * (2 if in_place else 1) + ["Deployment", "Service", "PodMonitor"]
     assert kinds == expected, kinds
     assert rendering.config_hash

@@ -138,10 +138,12 @@ list/watch of Secrets.
   resources: ["pods"]
   verbs: ["get", "list", "watch"{{ if .Values.rbac.nudgePods }}, "patch"{{ end }}]
 # Calibrations (docs/calibration.md): read the runs, write their status; one Job per measured engine,
-# created once and deleted only when a run fails (a finished Job goes by its TTL).
+# created once and deleted only when a run fails (a finished Job goes by its TTL). create: method
+# auto's comparisons, which the operator creates itself (docs/selection.md); never patch or update,
+# so no calibration's spec can be written once it exists.
 - apiGroups: ["specinfer.io"]
   resources: ["speculativeinferencecalibrations"]
-  verbs: ["get", "list", "watch"]
+  verbs: ["get", "list", "watch", "create"]
 - apiGroups: ["specinfer.io"]
   resources: ["speculativeinferencecalibrations/status"]
   verbs: ["get", "patch"]

@@ -25,6 +25,7 @@ from specinfer.api.catalogue_rules import (
     only_with_drafts_rule,
     prompt_lookup_rule,
 )
+from specinfer.api.load import Load, Prompts
 from specinfer.runtime.methods import METHOD_NAMES, methods_without_drafts
 
 # `method: auto`: not a catalogue method but a choice between candidates, made by measurement.
@@ -251,7 +252,7 @@ AUTO_RULES = (
         check=_only_with_auto(attr),
         field=key,
     ) for key, attr in (("candidates", "candidates"), ("initial", "initial"),
-                        ("reselectIntervalSeconds", "reselect_interval_seconds"))),
+                        ("reselectIntervalSeconds", "reselect_interval_seconds"), ("comparison", "comparison"))),
     Rule(
         cel="!has(self.candidates) || self.candidates.exists(c, " + cel_method_is_not(_SILENT, "c.method") + ")",
         message="spec.speculation.candidates needs at least one speculative method (no speculation is always "
@@ -271,6 +272,29 @@ AUTO_RULES = (
 )
 
 
+class Comparison(ApiModel):
+    """Method auto: how the candidates are compared -- the SpeculativeInferenceCalibration the operator runs."""
+
+    batch_sizes: list[Annotated[int, Field(ge=1, le=4096)]] | None = Field(default=None, min_length=1, max_length=8)
+    """Batch sizes to compare at, ascending; default 1, 4 and 16, plus the power of two at the traffic's mean
+    batch size when a new comparison starts because the traffic runs larger batches."""
+    prompts: Prompts | None = None
+    """Your prompts (a ConfigMap key in this namespace); default: the load generator's synthetic prompts.
+    Acceptance -- and so the winner -- depends on them: give prompts like your traffic's."""
+    load: Load | None = None
+    """Load per measured point (defaults as a calibration's spec.load)."""
+
+    rules = (
+        Rule(
+            cel="!has(self.batchSizes) || (self.batchSizes.all(b, self.batchSizes.exists_one(c, c == b)) && "
+            "self.batchSizes.isSorted())",
+            message="spec.speculation.comparison.batchSizes must be ascending and list each batch size once",
+            check=lambda c: c.batch_sizes is None or c.batch_sizes == sorted(set(c.batch_sizes)),
+            field="batchSizes",
+        ),
+    )
+
+
 class Speculation(FixedSpeculation):
     """How tokens are drafted: one method with its settings, or `auto`, which measures candidates on this
     resource's engine and serves the fastest (docs/selection.md). Changing any value restarts the pods."""
@@ -285,6 +309,8 @@ class Speculation(FixedSpeculation):
     initial: Initial | None = None
     """Method auto only: what serves until the first comparison has a winner. none (default): no speculation,
     which never slows the server and needs no draft weights; first: the first candidate."""
+    comparison: Comparison | None = None
+    """Method auto only: the batch sizes, prompts and load the candidates are compared with."""
     reselect_interval_seconds: int | None = Field(default=None, ge=600, le=7 * 24 * 3600)
     """Method auto only: the least time between two comparisons (default 21600, 6 hours); a new one starts
     when the acceptance or the batch sizes move outside what the last one measured."""

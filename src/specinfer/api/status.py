@@ -304,8 +304,16 @@ class SelectionStatus(StatusModel):
     """Comparisons that failed in a row (sets the backoff; 0 after a success)."""
     not_before: Timestamp | None = None
     """No new comparison starts before this time (spec.speculation.reselectIntervalSeconds, or the backoff)."""
+    comparisons: int = Field(default=0, ge=0)
+    """Comparisons started so far (numbers their SpeculativeInferenceCalibrations: <name>-select-<n>)."""
     measured_batch_sizes: list[Annotated[int, Field(ge=1)]] | None = Field(default=None, max_length=16)
     """The batch sizes the last comparison measured: traffic well outside them starts a new one."""
+    measured_acceptance: float | None = Field(default=None, ge=0, le=1)
+    """The serving candidate's acceptance (mean over positions) in the last comparison: a sustained move
+    away from it starts a new one."""
+    shift_since: Timestamp | None = None
+    """Since when the traffic looks unlike what the last comparison measured (a new one starts once it
+    has lasted five minutes and the interval allows)."""
     history: list[SelectionChoice] | None = Field(default=None, max_length=MAX_SELECTION_HISTORY)
     """Recent choices, newest first."""
 

@@ -1,0 +1,184 @@
+"""Method auto, the I/O: one pass per resource reads the cache, runs policy.step, and applies what it says.
+
+It creates the comparisons (SpeculativeInferenceCalibrations owned by the resource, run by the
+calibration controller like any other) and writes only `status.selection`, by server-side apply
+under its own field manager; rendering serves the candidate that field names, so a choice is a
+rollout like any other change of method. It never writes spec.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from pydantic import ValidationError
+
+from specinfer.api import API_VERSION, KIND, InvalidSpecError, parse_spec
+from specinfer.api.auto import is_auto
+from specinfer.api.calibration import CALIBRATION_KIND, CALIBRATION_PLURAL
+from specinfer.api.resource import GROUP, VERSION
+from specinfer.api.status import MetricsStatus, SelectionStatus
+from specinfer.operator.errors import ApiError, TemporaryError
+from specinfer.operator.events import EventRecorder
+from specinfer.operator.kube import Kube, server_side_apply
+from specinfer.operator.render.labels import MANAGED_BY, MANAGED_BY_LABEL
+from specinfer.operator.selection.policy import World, refused, step
+from specinfer.operator.store import Cache, Key, Store
+from specinfer.operator.workqueue import WorkQueue
+
+log = logging.getLogger("specinfer.operator.selection")
+FIELD_MANAGER = "specinfer-selection"
+SELECTION_LABEL = "specinfer.io/selection"  # on a comparison: the resource it compares candidates for
+MEASURING_RESYNC_SECONDS = 60.0  # a running comparison is looked at this often even without events
+IDLE_RESYNC_SECONDS = 300.0      # a chosen method: traffic shifts and the interval are checked this often
+
+
+def _busy(status: Mapping[str, Any]) -> str | None:
+    """A rollout, or the tuner verifying its last change: no comparison starts then (its result would
+    compare engines while the resource's own load is in flux, and a switch would cut the verification)."""
+    for condition in status.get("conditions") or []:
+        if isinstance(condition, Mapping) and condition.get("type") == "Progressing" \
+                and condition.get("status") == "True":
+            return "a rollout is in progress"
+    raw = (status.get("tuning") or {}).get("policyState") if isinstance(status.get("tuning"), Mapping) else None
+    try:
+        state = json.loads(raw) if isinstance(raw, str) else None
+    except ValueError:
+        state = None
+    if isinstance(state, Mapping) and state.get("pending"):
+        return "the tuner is verifying its last change"
+    return None
+
+
+def _model(model: type[SelectionStatus] | type[MetricsStatus], raw: Any) -> Any:
+    try:
+        return model.model_validate(raw) if isinstance(raw, Mapping) else None
+    except ValidationError:
+        return None
+
+
+def comparison_manifest(resource: Mapping[str, Any], name: str, spec: Any) -> dict[str, Any]:
+    meta = resource["metadata"]
+    return {
+        "apiVersion": API_VERSION, "kind": CALIBRATION_KIND,
+        "metadata": {
+            "name": name, "namespace": meta.get("namespace"),
+            "labels": {MANAGED_BY_LABEL: MANAGED_BY, SELECTION_LABEL: meta["name"]},
+            # deleted with the resource (garbage collection); the calibration controller runs it
+            "ownerReferences": [{"apiVersion": API_VERSION, "kind": KIND, "name": meta["name"], "uid": meta["uid"],
+                                 "controller": False, "blockOwnerDeletion": False}],
+        },
+        "spec": spec.to_json(),
+    }
+
+
+class SelectionController:
+    def __init__(self, *, kube: Kube, store: Store, calibrations: Cache, events: EventRecorder,
+                 active: Callable[[], bool] = lambda: True, clock: Callable[[], float] = time.time) -> None:
+        self.kube, self.store, self.calibrations, self.events = kube, store, calibrations, events
+        self.active, self.clock = active, clock
+        self.queue: WorkQueue[Key] = WorkQueue(self.reconcile, workers=1)
+        self._due: dict[Key, float] = {}  # the next timed pass per resource (one timer each, not one per pass)
+
+    def on_resource_event(self, key: Key) -> None:
+        resource = self.store.resources.get(key)
+        if resource is not None and ((resource.get("spec") or {}).get("speculation") or {}).get("method") == "auto":
+            self.queue.add(key)
+
+    def on_calibration_event(self, body: Mapping[str, Any]) -> None:
+        meta = body.get("metadata") or {}
+        owner = (meta.get("labels") or {}).get(SELECTION_LABEL)
+        if owner:
+            self.queue.add((meta.get("namespace", ""), owner))
+
+    def start(self) -> None:
+        self.queue.start()
+
+    async def stop(self) -> None:
+        await self.queue.stop()
+
+    async def _comparison(self, namespace: str, name: str | None) -> dict[str, Any] | None:
+        if not name:
+            return None
+        cached = self.calibrations.get((namespace, name))
+        if cached is not None:
+            return cached
+        # not cached (yet): after an operator restart the resource's events can come before the calibrations'
+        found = await self.kube.get(f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{CALIBRATION_PLURAL}/{name}")
+        if found is not None:
+            self.calibrations.put(found)
+        return found
+
+    async def reconcile(self, key: Key) -> None:
+        resource = self.store.resources.get(key)
+        if resource is None or (resource.get("metadata") or {}).get("deletionTimestamp"):
+            return
+        try:
+            spec = parse_spec(resource.get("spec") or {})
+        except InvalidSpecError:
+            return  # the reconciler reports it (Ready=False, InvalidSpec)
+        if not is_auto(spec):
+            return
+        if not self.active():
+            raise TemporaryError("standby: another operator replica acts", delay=MEASURING_RESYNC_SECONDS)
+        namespace, name = key
+        status = resource.get("status") or {}
+        selection = _model(SelectionStatus, status.get("selection")) or SelectionStatus()
+        world = World(name=name, spec=spec, selection=selection,
+                      calibration=await self._comparison(namespace, selection.calibration),
+                      metrics=_model(MetricsStatus, status.get("metrics")), busy=_busy(status), now=self.clock())
+        result = step(world)
+        if result.create is not None:
+            comparison, comparison_spec = result.create
+            problem = await self._create(resource, comparison_manifest(resource, comparison, comparison_spec))
+            if problem is not None:
+                started = result.selection  # Measuring, with the comparison's name and number
+                result = refused(replace(world, selection=started), problem)
+        if result.selection != selection:
+            await self._write(resource, result.selection)
+        if result.event is not None:
+            type_, reason, message = result.event
+            await self.events.record(resource, type_=type_, reason=reason, message=message)
+        measuring = result.selection.phase == "Measuring"
+        self._look_again(key, MEASURING_RESYNC_SECONDS if measuring else IDLE_RESYNC_SECONDS)
+
+    def _look_again(self, key: Key, delay: float) -> None:
+        now = time.monotonic()
+        if self._due.get(key, float("inf")) <= now + delay and self._due.get(key, 0.0) > now:
+            return  # a pass is already due sooner
+        self._due[key] = now + delay
+        self.queue.add_after(key, delay)
+
+    async def _create(self, resource: Mapping[str, Any], manifest: dict[str, Any]) -> str | None:
+        """Create the comparison; why the API server refused it (quota, an admission policy, no RBAC), or None.
+        A transient error (throttling, a conflict, the server away) is raised and retried by the queue."""
+        try:  # POST, never an apply: the operator may create a comparison, never write an existing spec
+            created = await self.kube.create(manifest, field_manager=FIELD_MANAGER)
+        except ApiError as error:
+            meta = manifest["metadata"]
+            if error.status == 409:  # created by an earlier pass whose status write failed: use it
+                found = await self._comparison(meta["namespace"], meta["name"])
+                if found is not None:
+                    return None
+            if error.retryable:
+                raise
+            log.warning("comparison %s refused: %s", manifest["metadata"]["name"], error)
+            return f"cannot create comparison {manifest['metadata']['name']}: HTTP {error.status} {error.message}"
+        created.setdefault("kind", CALIBRATION_KIND)
+        self.calibrations.put(created)
+        log.info("created comparison %s/%s", manifest["metadata"]["namespace"], manifest["metadata"]["name"])
+        return None
+
+    async def _write(self, resource: Mapping[str, Any], selection: SelectionStatus) -> None:
+        meta = resource["metadata"]
+        body = {"apiVersion": API_VERSION, "kind": KIND,
+                "metadata": {"name": meta["name"], "namespace": meta.get("namespace")},
+                "status": {"selection": selection.to_json()}}
+        written = await server_side_apply(self.kube, body, field_manager=FIELD_MANAGER, subresource="status")
+        if written:
+            written.setdefault("kind", KIND)
+            self.store.put_resource(written)

@@ -1,0 +1,131 @@
+"""Method auto's controller on plain data: a fake API records what it creates and writes; no cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+
+import pytest
+
+from specinfer.api.calibration import SpeculativeInferenceCalibrationSpec
+from specinfer.operator.config import OperatorConfig
+from specinfer.operator.errors import ApiError
+from specinfer.operator.render import render
+from specinfer.operator.selection.controller import FIELD_MANAGER, SELECTION_LABEL, SelectionController
+from specinfer.operator.store import Cache, Store
+from tests.crd_schema import assert_status_in_crd
+
+pytestmark = pytest.mark.unit
+
+RESOURCE = {
+    "apiVersion": "specinfer.io/v1alpha1", "kind": "SpeculativeInference",
+    "metadata": {"name": "llama", "namespace": "ml", "uid": "u-1", "generation": 1, "resourceVersion": "10"},
+    "spec": {"model": {"name": "m/x"}, "hardware": {"accelerator": "cpu"},
+             "speculation": {"method": "auto", "candidates": [{"method": "ngram", "numSpeculativeTokens": 3},
+                                                             {"method": "draftModel", "draftModel": {"name": "m/x"},
+                                                              "numSpeculativeTokens": 2}]}},
+}
+
+
+class FakeKube:
+    def __init__(self, refuse: int | None = None) -> None:
+        self.applied: list[tuple[dict, str]] = []
+        self.status_writes: list[dict] = []
+        self.refuse = refuse
+
+    async def create(self, manifest, *, field_manager):
+        if self.refuse:
+            raise ApiError(self.refuse, "PATCH", "/apis/specinfer.io", "forbidden: quota exceeded")
+        self.applied.append((copy.deepcopy(manifest), field_manager))
+        return {**copy.deepcopy(manifest), "metadata": {**manifest["metadata"], "uid": "c-1",
+                                                        "creationTimestamp": "2026-12-02T00:00:00Z"}}
+
+    async def request(self, method, path, *, body=None, content_type=None, query=None, verb=None):
+        assert method == "PATCH" and path.endswith("/status") and ("fieldManager", FIELD_MANAGER) in query
+        assert_status_in_crd("SpeculativeInference", body["status"])
+        self.status_writes.append(copy.deepcopy(body["status"]))
+        stored = copy.deepcopy(RESOURCE)
+        stored["status"] = body["status"]
+        return stored
+
+    async def get(self, path, **_):
+        return None
+
+
+class Events:
+    def __init__(self) -> None:
+        self.recorded: list[tuple[str, str, str]] = []
+
+    async def record(self, resource, *, type_, reason, message):
+        self.recorded.append((type_, reason, message))
+
+
+def controller(kube: FakeKube, resource: dict | None = None) -> tuple[SelectionController, Store, Cache, Events]:
+    store, cache, events = Store(), Cache(), Events()
+    store.put_resource(copy.deepcopy(resource or RESOURCE))
+    return SelectionController(kube=kube, store=store, calibrations=cache, events=events,
+                               clock=lambda: 1_800_000_000.0), store, cache, events
+
+
+def test_an_auto_resource_gets_a_comparison_and_a_measuring_status():
+    kube = FakeKube()
+    selection, store, cache, events = controller(kube)
+    asyncio.run(selection.reconcile(("ml", "llama")))
+    (manifest, manager), = kube.applied
+    assert manager == FIELD_MANAGER
+    assert manifest["kind"] == "SpeculativeInferenceCalibration" and manifest["metadata"]["name"] == "llama-select-1"
+    assert manifest["metadata"]["labels"][SELECTION_LABEL] == "llama"
+    assert manifest["metadata"]["ownerReferences"][0]["uid"] == "u-1"  # deleted with the resource
+    spec = SpeculativeInferenceCalibrationSpec.model_validate(manifest["spec"])  # what admission would take
+    assert [(c.name, c.num_speculative_tokens) for c in spec.candidates] == [("ngram", [3]), ("draftmodel", [2])]
+    assert ("ml", "llama-select-1") in cache
+    (status,) = kube.status_writes
+    assert status["selection"]["phase"] == "Measuring"
+    assert [reason for _, reason, _ in events.recorded] == ["SelectionStarted"]
+
+
+def test_a_finished_comparison_names_the_winner_and_the_pods_serve_it():
+    kube = FakeKube()
+    selection, store, cache, events = controller(kube)
+    asyncio.run(selection.reconcile(("ml", "llama")))
+    cache[("ml", "llama-select-1")]["status"] = {"phase": "Succeeded", "comparison": [
+        {"name": "ngram", "method": "ngram", "speedupVsNone": 1.10, "gainVsConfigured": 0.1},
+        {"name": "draftmodel", "method": "draftModel", "speedupVsNone": 1.60, "gainVsConfigured": 0.6},
+        {"name": "none", "method": "none", "speedupVsNone": 1.0, "gainVsConfigured": 0.0}]}
+    asyncio.run(selection.reconcile(("ml", "llama")))
+    chosen = kube.status_writes[-1]["selection"]
+    assert (chosen["candidate"], chosen["phase"]) == ("draftmodel", "Chosen")
+    assert events.recorded[-1][1] == "MethodSelected"
+    assert "draftModel beat ngram by 45%" in events.recorded[-1][2]
+    effective = render(store.resources[("ml", "llama")], OperatorConfig()).effective_status()
+    assert (effective.method, effective.num_speculative_tokens) == ("draftModel", 2)
+    assert len(kube.applied) == 1  # no second comparison
+
+
+def test_a_fixed_method_is_left_alone():
+    kube = FakeKube()
+    fixed = copy.deepcopy(RESOURCE)
+    fixed["spec"]["speculation"] = {"method": "ngram"}
+    selection, *_ = controller(kube, fixed)
+    asyncio.run(selection.reconcile(("ml", "llama")))
+    assert kube.applied == [] and kube.status_writes == []
+
+
+def test_a_refused_comparison_is_said_in_status_and_retried_with_backoff():
+    kube = FakeKube(refuse=403)
+    selection, store, cache, events = controller(kube)
+    asyncio.run(selection.reconcile(("ml", "llama")))
+    (status,) = kube.status_writes
+    assert status["selection"]["phase"] == "Failed" and status["selection"]["attempts"] == 1
+    message = status["selection"]["message"]
+    assert "cannot create comparison llama-select-1: HTTP 403 forbidden: quota exceeded" in message
+    assert "none keeps serving" in message
+    assert events.recorded[-1][:2] == ("Warning", "SelectionFailed")
+
+
+def test_a_transient_api_error_is_left_to_the_queue():
+    kube = FakeKube(refuse=429)
+    selection, *_ = controller(kube)
+    with pytest.raises(ApiError):
+        asyncio.run(selection.reconcile(("ml", "llama")))
+    assert kube.status_writes == []
