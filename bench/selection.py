@@ -23,11 +23,12 @@ from dataclasses import dataclass, field
 import click
 
 from specinfer.api import parse_spec
-from specinfer.api.auto import candidates_of, find_candidate
+from specinfer.api.auto import candidates_of
 from specinfer.api.calibration import SpeculativeInferenceCalibrationSpec
+from specinfer.api.speculation import AutoCandidate
 from specinfer.api.status import MetricsStatus, SelectionStatus
 from specinfer.api.timestamps import rfc3339
-from specinfer.operator.selection.policy import World, step
+from specinfer.operator.selection.policy import World, candidate_k, serving_candidate, step
 from specinfer.runtime.methods import cost_model, draft_scale, get_method
 from specinfer.runtime.sim.model import acceptance_profile
 
@@ -78,13 +79,6 @@ def goodput(preset: str, method: str, workload: str, batch: int, k: int | None) 
     return max(at(k) for k in K_RANGE) if k is None else at(k)
 
 
-def acceptance(method: str, workload: str, k: int) -> float | None:
-    """status.metrics.acceptanceRate: accepted / drafted tokens (the mean over positions)."""
-    if not get_method(method).speculates:
-        return None
-    return sum(acceptance_profile(method, workload).prefix_probs(k)) / k
-
-
 def comparison_seconds(spec: SpeculativeInferenceCalibrationSpec, preset: str, speculating_now: bool) -> float:
     """One engine per candidate and K (plus the one serving and no speculation), one after the other."""
     engines = sum(len(c.num_speculative_tokens or [1]) for c in spec.candidates) + 1 + int(speculating_now)
@@ -106,17 +100,8 @@ def measured_comparison(scenario: Scenario, calibration: SpeculativeInferenceCal
                                                                                    workload, b, 0)
                   for b in calibration.batch_sizes]
         speedup = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-        out.append({"name": name, "method": method, "speedupVsNone": round(speedup, 4), "gainVsConfigured": 0.0,
-                    "k": k})
+        out.append({"name": name, "method": method, "speedupVsNone": round(speedup, 4), "gainVsConfigured": 0.0})
     return out
-
-
-def measured_acceptance(comparison: list[dict], workload: str) -> list[dict]:
-    """The calibration's status.candidates[].acceptance: vLLM's per-position rates at the K measured."""
-    return [{"name": row["name"], "method": row["method"], "acceptance": [
-        {"numSpeculativeTokens": row["k"], "drafts": 1000,
-         "perPosition": acceptance_profile(row["method"], workload).prefix_probs(row["k"])}]}
-        for row in comparison if "k" in row]
 
 
 @dataclass
@@ -147,23 +132,26 @@ def run(scenario: Scenario) -> Run:
     selection, flight = SelectionStatus(), None
     result = Run()
     minute = 0
+    pods = serving_candidate(spec, selection)  # what the engine pods run (a rollout takes the reload time)
+    rollout: tuple[float, AutoCandidate] | None = None
     for phase in scenario.phases:
         for _ in range(phase.minutes):
             now = START + 60 * minute
-            serving = find_candidate(spec, selection.candidate) or candidates_of(spec)[-1]
-            if scenario.initial == "first" and selection.candidate is None:
-                serving = candidates_of(spec)[0]
-            method = serving.method
-            k = serving.num_speculative_tokens or get_method(method).default_k(accelerator)
-            metrics = MetricsStatus(mean_batch_size=float(phase.concurrency),
-                                    acceptance_rate=acceptance(method, phase.workload, k))
+            if rollout is not None and now >= rollout[0]:
+                pods, rollout = rollout[1], None
+            method = pods.method
+            k = pods.num_speculative_tokens or get_method(method).default_k(accelerator)
+            # the tuner's window: vLLM's per-position rates of the method the pods run, on the traffic now
+            metrics = MetricsStatus(mean_batch_size=float(phase.concurrency), sampled_at=rfc3339(now),
+                                    per_position_acceptance=acceptance_profile(method, phase.workload)
+                                    .prefix_probs(k) if get_method(method).speculates else None)
             if flight is not None and now >= flight.done_at and flight.body["status"]["phase"] == "Running":
-                comparison = measured_comparison(scenario, flight.spec, (serving.display_name(), method, k),
-                                                 flight.workload)
-                flight.body["status"] = {"phase": "Succeeded", "comparison": comparison,
-                                         "candidates": measured_acceptance(comparison, flight.workload)}
+                serving = serving_candidate(spec, selection)
+                own = (serving.display_name(), serving.method, candidate_k(serving, accelerator))
+                comparison = measured_comparison(scenario, flight.spec, own, flight.workload)
+                flight.body["status"] = {"phase": "Succeeded", "comparison": comparison}
             outcome = step(World(name="bench", spec=spec, selection=selection, metrics=metrics, now=now,
-                                 calibration=flight.body if flight is not None else None))
+                                 effective_method=method, calibration=flight.body if flight is not None else None))
             if outcome.create is not None:
                 name, calibration_spec = outcome.create
                 result.comparisons += 1
@@ -173,15 +161,18 @@ def run(scenario: Scenario) -> Run:
                                   {"metadata": {"name": name, "creationTimestamp": rfc3339(now)},
                                    "spec": {"batchSizes": calibration_spec.batch_sizes},
                                    "status": {"phase": "Running"}})
-            before = serving.display_name()
+            before = serving_candidate(spec, selection).display_name()
             selection = outcome.selection
-            if selection.candidate is not None and selection.candidate != before:
-                result.switches.append((minute, before, selection.candidate))
+            chosen = serving_candidate(spec, selection)
+            if chosen.display_name() != before:
+                result.switches.append((minute, before, chosen.display_name()))
+                # Surge: the old pod serves until the new one has loaded the model
+                rollout = (now + cost_model(scenario.cost_preset).restart_s, chosen)
             served = goodput(scenario.cost_preset, method, phase.workload, phase.concurrency, None)
             best = max(goodput(scenario.cost_preset, c.method, phase.workload, phase.concurrency, None)
                        for c in candidates_of(spec))
-            result.minutes.append({"minute": minute, "phase": phase.name, "serving": before, "goodput": served,
-                                   "oracle": best})
+            result.minutes.append({"minute": minute, "phase": phase.name, "serving": pods.display_name(),
+                                   "goodput": served, "oracle": best})
             minute += 1
     return result
 

@@ -54,11 +54,49 @@ def _busy(status: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _model(model: type[SelectionStatus] | type[MetricsStatus], raw: Any) -> Any:
+def _model(model: type[MetricsStatus], raw: Any) -> MetricsStatus | None:
     try:
         return model.model_validate(raw) if isinstance(raw, Mapping) else None
     except ValidationError:
         return None
+
+
+def read_selection(raw: Any) -> SelectionStatus:
+    """status.selection as stored -- read back from the API server, so untrusted: a field that does not
+    read (a history entry of an older release, a hand edit) is dropped, not the whole choice with it."""
+    if not isinstance(raw, Mapping):
+        return SelectionStatus()
+    kept: dict[str, Any] = {}
+    for key, value in raw.items():
+        try:
+            SelectionStatus.model_validate({key: value})
+        except ValidationError:
+            continue
+        kept[key] = value
+    try:
+        return SelectionStatus.model_validate(kept)
+    except ValidationError:
+        return SelectionStatus()
+
+
+def _engine_failing(status: Mapping[str, Any]) -> str | None:
+    """The engine pods fail to start or serve (the reconciler's Ready reason EngineFailing or RolloutFailed)."""
+    for condition in status.get("conditions") or []:
+        if isinstance(condition, Mapping) and condition.get("type") == "Ready" \
+                and condition.get("reason") in ("EngineFailing", "RolloutFailed"):
+            message = condition.get("message")
+            return str(message)[:512] if message else str(condition.get("reason"))
+    return None
+
+
+def _ours(calibration: Mapping[str, Any], resource: Mapping[str, Any]) -> bool:
+    """A comparison this resource created and that still runs (a finished one would decide with old figures)."""
+    meta = calibration.get("metadata") or {}
+    uid = (resource.get("metadata") or {}).get("uid")
+    labelled = (meta.get("labels") or {}).get(SELECTION_LABEL) == (resource.get("metadata") or {}).get("name")
+    owned = any(ref.get("uid") == uid for ref in meta.get("ownerReferences") or [] if isinstance(ref, Mapping))
+    phase = (calibration.get("status") or {}).get("phase")
+    return labelled and owned and phase not in ("Succeeded", "Failed")
 
 
 def comparison_manifest(resource: Mapping[str, Any], name: str, spec: Any) -> dict[str, Any]:
@@ -107,30 +145,37 @@ class SelectionController:
         cached = self.calibrations.get((namespace, name))
         if cached is not None:
             return cached
-        # not cached (yet): after an operator restart the resource's events can come before the calibrations'
-        found = await self.kube.get(f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{CALIBRATION_PLURAL}/{name}")
-        if found is not None:
-            self.calibrations.put(found)
+        # not cached (yet): after an operator restart the resource's events can come before the calibrations'.
+        # Not put into the shared cache: a late answer must not bring back an object the watch saw deleted.
+        found: dict[str, Any] | None = await self.kube.get(
+            f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{CALIBRATION_PLURAL}/{name}")
         return found
 
     async def reconcile(self, key: Key) -> None:
         resource = self.store.resources.get(key)
         if resource is None or (resource.get("metadata") or {}).get("deletionTimestamp"):
+            self._due.pop(key, None)
             return
         try:
             spec = parse_spec(resource.get("spec") or {})
         except InvalidSpecError:
             return  # the reconciler reports it (Ready=False, InvalidSpec)
         if not is_auto(spec):
+            self._due.pop(key, None)
             return
         if not self.active():
             raise TemporaryError("standby: another operator replica acts", delay=MEASURING_RESYNC_SECONDS)
         namespace, name = key
         status = resource.get("status") or {}
-        selection = _model(SelectionStatus, status.get("selection")) or SelectionStatus()
+        selection = read_selection(status.get("selection"))
+        measuring = selection.phase == "Measuring"
+        effective = status.get("effective")
+        method = effective.get("method") if isinstance(effective, Mapping) else None
         world = World(name=name, spec=spec, selection=selection,
-                      calibration=await self._comparison(namespace, selection.calibration),
-                      metrics=_model(MetricsStatus, status.get("metrics")), busy=_busy(status), now=self.clock())
+                      calibration=await self._comparison(namespace, selection.calibration) if measuring else None,
+                      metrics=_model(MetricsStatus, status.get("metrics")),
+                      effective_method=method if isinstance(method, str) else None,
+                      engine_failing=_engine_failing(status), busy=_busy(status), now=self.clock())
         result = step(world)
         if result.create is not None:
             comparison, comparison_spec = result.create
@@ -143,34 +188,39 @@ class SelectionController:
         if result.event is not None:
             type_, reason, message = result.event
             await self.events.record(resource, type_=type_, reason=reason, message=message)
-        measuring = result.selection.phase == "Measuring"
-        self._look_again(key, MEASURING_RESYNC_SECONDS if measuring else IDLE_RESYNC_SECONDS)
+        resync = MEASURING_RESYNC_SECONDS if result.selection.phase == "Measuring" else IDLE_RESYNC_SECONDS
+        soon = result.wake_at - world.now if result.wake_at is not None else resync
+        self._look_again(key, min(resync, max(1.0, soon)))
 
     def _look_again(self, key: Key, delay: float) -> None:
         now = time.monotonic()
-        if self._due.get(key, float("inf")) <= now + delay and self._due.get(key, 0.0) > now:
+        due = self._due.get(key)
+        if due is not None and now < due <= now + delay:
             return  # a pass is already due sooner
         self._due[key] = now + delay
         self.queue.add_after(key, delay)
 
     async def _create(self, resource: Mapping[str, Any], manifest: dict[str, Any]) -> str | None:
-        """Create the comparison; why the API server refused it (quota, an admission policy, no RBAC), or None.
-        A transient error (throttling, a conflict, the server away) is raised and retried by the queue."""
+        """Create the comparison; why it cannot be (the API server refused it: quota, an admission policy, no
+        RBAC; or the name is taken by something else), or None. A transient error (throttling, the API server
+        away) is raised and retried by the queue."""
+        meta = manifest["metadata"]
         try:  # POST, never an apply: the operator may create a comparison, never write an existing spec
             created = await self.kube.create(manifest, field_manager=FIELD_MANAGER)
         except ApiError as error:
-            meta = manifest["metadata"]
-            if error.status == 409:  # created by an earlier pass whose status write failed: use it
+            if error.status == 409:  # an earlier pass created it and its status write failed: use it if ours
                 found = await self._comparison(meta["namespace"], meta["name"])
-                if found is not None:
+                if found is not None and _ours(found, resource):
                     return None
+                return (f"cannot create comparison {meta['name']}: a SpeculativeInferenceCalibration of that name "
+                        "exists and is not this resource's running comparison (the next one takes the next number)")
             if error.retryable:
                 raise
-            log.warning("comparison %s refused: %s", manifest["metadata"]["name"], error)
-            return f"cannot create comparison {manifest['metadata']['name']}: HTTP {error.status} {error.message}"
+            log.warning("comparison %s refused: %s", meta["name"], error)
+            return f"cannot create comparison {meta['name']}: HTTP {error.status} {error.message}"
         created.setdefault("kind", CALIBRATION_KIND)
         self.calibrations.put(created)
-        log.info("created comparison %s/%s", manifest["metadata"]["namespace"], manifest["metadata"]["name"])
+        log.info("created comparison %s/%s", meta["namespace"], meta["name"])
         return None
 
     async def _write(self, resource: Mapping[str, Any], selection: SelectionStatus) -> None:

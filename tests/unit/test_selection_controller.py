@@ -11,7 +11,12 @@ from specinfer.api.calibration import SpeculativeInferenceCalibrationSpec
 from specinfer.operator.config import OperatorConfig
 from specinfer.operator.errors import ApiError
 from specinfer.operator.render import render
-from specinfer.operator.selection.controller import FIELD_MANAGER, SELECTION_LABEL, SelectionController
+from specinfer.operator.selection.controller import (
+    FIELD_MANAGER,
+    SELECTION_LABEL,
+    SelectionController,
+    read_selection,
+)
 from specinfer.operator.store import Cache, Store
 from tests.crd_schema import assert_status_in_crd
 
@@ -28,10 +33,11 @@ RESOURCE = {
 
 
 class FakeKube:
-    def __init__(self, refuse: int | None = None) -> None:
+    def __init__(self, refuse: int | None = None, existing: dict | None = None) -> None:
         self.applied: list[tuple[dict, str]] = []
         self.status_writes: list[dict] = []
         self.refuse = refuse
+        self.existing = existing  # what a GET of the comparison answers
 
     async def create(self, manifest, *, field_manager):
         if self.refuse:
@@ -49,7 +55,7 @@ class FakeKube:
         return stored
 
     async def get(self, path, **_):
-        return None
+        return copy.deepcopy(self.existing)
 
 
 class Events:
@@ -129,3 +135,32 @@ def test_a_transient_api_error_is_left_to_the_queue():
     with pytest.raises(ApiError):
         asyncio.run(selection.reconcile(("ml", "llama")))
     assert kube.status_writes == []
+
+
+def test_a_taken_name_is_adopted_only_when_it_is_this_resources_running_comparison():
+    ours = {"metadata": {"name": "llama-select-1", "labels": {SELECTION_LABEL: "llama"},
+                         "ownerReferences": [{"uid": "u-1", "kind": "SpeculativeInference", "name": "llama"}]},
+            "status": {"phase": "Running"}}
+    kube = FakeKube(refuse=409, existing=ours)
+    selection, *_ = controller(kube)
+    asyncio.run(selection.reconcile(("ml", "llama")))
+    assert kube.status_writes[-1]["selection"]["phase"] == "Measuring"
+    finished = {**ours, "status": {"phase": "Succeeded"}}  # an old run: its figures would decide at once
+    foreign = {**ours, "metadata": {**ours["metadata"], "labels": {}}}  # a user's calibration of that name
+    for taken in (finished, foreign):
+        kube = FakeKube(refuse=409, existing=taken)
+        selection, *_ = controller(kube)
+        asyncio.run(selection.reconcile(("ml", "llama")))
+        stored = kube.status_writes[-1]["selection"]
+        assert stored["phase"] == "Failed" and "exists and is not this resource's running comparison" in \
+            stored["message"]
+        assert stored["comparisons"] == 1  # the next attempt takes the next number
+
+
+def test_a_stored_selection_that_partly_does_not_read_keeps_its_choice():
+    stored = {"candidate": "draftmodel", "method": "draftModel", "phase": "Chosen", "comparisons": 4,
+              "history": [{"candidate": "x", "time": "t"}], "attempts": -3, "message": 7}
+    selection = read_selection(stored)
+    assert (selection.candidate, selection.phase, selection.comparisons) == ("draftmodel", "Chosen", 4)
+    assert selection.history is None and selection.attempts == 0 and selection.message is None
+    assert read_selection("garbage").candidate is None

@@ -11,6 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic import ValidationError
+
+from specinfer.api.errors import InvalidSpecError
 from specinfer.api.spec import SpeculativeInferenceSpec
 from specinfer.api.speculation import AUTO, BASELINE, AutoCandidate
 from specinfer.runtime.methods import all_methods, methods_without_drafts
@@ -65,7 +68,12 @@ def serving_spec(spec: SpeculativeInferenceSpec, selected: str | None) -> Specul
     if not is_auto(spec):
         return spec
     candidate = find_candidate(spec, selected) or initial_candidate(spec)
-    return SpeculativeInferenceSpec.model_validate(candidate_raw_spec(spec, candidate))
+    try:
+        return SpeculativeInferenceSpec.model_validate(candidate_raw_spec(spec, candidate))
+    except ValidationError as error:  # parse_spec checks every candidate: only a spec it never saw gets here
+        raise InvalidSpecError("spec.speculation.candidates",
+                               f"spec.speculation.candidates: candidate {candidate.display_name()} cannot serve: "
+                               f"{error.errors()[0]['msg']}") from None
 
 
 def selected_candidate(status: Mapping[str, Any] | None) -> str | None:

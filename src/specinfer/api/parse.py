@@ -13,29 +13,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from specinfer.api.auto import candidate_raw_spec, is_auto
+from specinfer.api.auto import candidate_raw_spec, default_candidates, is_auto
+from specinfer.api.errors import InvalidSpecError as InvalidSpecError  # re-exported: parse_spec's error
 from specinfer.api.resource import RuntimeConfig, SpeculativeInference
 from specinfer.api.spec import SpeculativeInferenceSpec
-from specinfer.runtime.methods import get_accelerator, get_method
+from specinfer.api.speculation import AutoCandidate
+from specinfer.runtime.methods import get_accelerator, get_method, methods_without_drafts
 from specinfer.runtime.methods.engine_truth import k_problems, schedule_support
-
-
-class InvalidSpecError(ValueError):
-    """A spec that cannot serve. `field_path` is e.g. "spec.speculation.draftModel"."""
-
-    def __init__(self, field_path: str, message: str, problems: list[tuple[str, str]] | None = None):
-        self.field_path = field_path
-        self.message = message
-        self.problems = problems or [(field_path, message)]
-        super().__init__(self._describe(field_path, message))
-
-    @staticmethod
-    def _describe(field_path: str, message: str) -> str:
-        return message if message.startswith(field_path) else f"{field_path}: {message}"
-
-    def describe_all(self) -> str:
-        """Every problem, one per line (for Events and `specinfer render`)."""
-        return "\n".join(self._describe(path, message) for path, message in self.problems)
 
 
 def _path(root: str, loc: tuple[Any, ...]) -> str:
@@ -84,10 +68,18 @@ def data_parallel_size(extra_args: list[str] | None) -> int:
 
 
 def _candidate_problems(spec: SpeculativeInferenceSpec) -> list[tuple[str, str]]:
-    """Method auto: each listed candidate must pass every check a fixed method passes, reported at its index."""
+    """Method auto: each candidate that may serve must pass every check a fixed method passes, reported at its
+    index (the defaults, when none are listed, under spec.speculation.candidates). No speculation is the
+    baseline whatever is listed: it is checked as the tuner would meet it (it has nothing to tune)."""
     problems: list[tuple[str, str]] = []
-    for index, candidate in enumerate(spec.speculation.candidates or ()):
-        here = f"spec.speculation.candidates[{index}]"
+    listed = spec.speculation.candidates
+    candidates: list[tuple[int | None, AutoCandidate]] = list(enumerate(listed)) if listed else \
+        [(None, c) for c in default_candidates(spec.hardware.accelerator)]
+    for index, candidate in candidates:
+        if candidate.method in methods_without_drafts():
+            continue
+        here = f"spec.speculation.candidates[{index}]" if index is not None else \
+            f"spec.speculation.candidates (the default candidate {candidate.method})"
 
         def moved(path: str, message: str, here: str = here) -> tuple[str, str]:
             return path.replace("spec.speculation", here, 1), message.replace("spec.speculation", here)

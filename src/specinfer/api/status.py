@@ -267,6 +267,7 @@ class CalibrationSummary(StatusModel):
 
 SelectionPhase = Literal["Measuring", "Chosen", "Failed"]
 MAX_SELECTION_HISTORY = 10
+MAX_ATTEMPTS = 10_000  # read back from the API server: bounded, so no arithmetic on it can blow up
 
 
 class SelectionChoice(StatusModel):
@@ -276,14 +277,23 @@ class SelectionChoice(StatusModel):
     """When it was decided."""
     candidate: CandidateName
     """The candidate chosen."""
-    method: MethodName
-    """Its method."""
+    method: ShortText
+    """Its method (plain text: a history entry outlives a method leaving the catalogue)."""
     num_speculative_tokens: int | None = Field(default=None, ge=0, le=K_CEILING)
     """The draft length it was measured and starts at (0: no speculation)."""
     calibration: Name | None = None
     """The SpeculativeInferenceCalibration that compared the candidates."""
     reason: Text
     """Why, e.g. `ngram beat none by 21% at batch sizes 1-8 on the measured prompts`."""
+
+
+class ExcludedCandidate(StatusModel):
+    """A candidate left out of comparisons until the spec changes: its engine failed there, or it failed serving."""
+
+    name: CandidateName
+    """The candidate."""
+    reason: Text
+    """Why."""
 
 
 class SelectionStatus(StatusModel):
@@ -298,19 +308,26 @@ class SelectionStatus(StatusModel):
     serves keeps serving and the comparison is retried with backoff)."""
     calibration: Name | None = None
     """The comparison running, or the last one."""
+    compared_with: CandidateName | None = None
+    """The candidate that served when the comparison started: the one it measured as `configured`."""
+    fingerprint: ShortText | None = None
+    """Digest of what the comparison compared (candidates, comparison settings, model, hardware, runtime): a
+    spec edit that changes it starts a new comparison."""
     message: Text | None = None
     """What happens now, or why the last comparison failed (which candidate, and why)."""
-    attempts: int = Field(default=0, ge=0)
+    attempts: int = Field(default=0, ge=0, le=MAX_ATTEMPTS)
     """Comparisons that failed in a row (sets the backoff; 0 after a success)."""
     not_before: Timestamp | None = None
     """No new comparison starts before this time (spec.speculation.reselectIntervalSeconds, or the backoff)."""
     comparisons: int = Field(default=0, ge=0)
     """Comparisons started so far (numbers their SpeculativeInferenceCalibrations: <name>-select-<n>)."""
+    excluded: list[ExcludedCandidate] | None = Field(default=None, max_length=8)
+    """Candidates left out until the spec changes (their engine failed in a comparison, or serving)."""
     measured_batch_sizes: list[Annotated[int, Field(ge=1)]] | None = Field(default=None, max_length=16)
     """The batch sizes the last comparison measured: traffic well outside them starts a new one."""
     measured_acceptance: float | None = Field(default=None, ge=0, le=1)
-    """The serving candidate's acceptance (mean over positions) in the last comparison: a sustained move
-    away from it starts a new one."""
+    """First-position acceptance of the serving candidate on the live traffic once it served (status.metrics,
+    which does not depend on K): a sustained relative move away from it starts a new comparison."""
     shift_since: Timestamp | None = None
     """Since when the traffic looks unlike what the last comparison measured (a new one starts once it
     has lasted five minutes and the interval allows)."""
