@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from specinfer.api.base import Rule
 from specinfer.runtime.methods import (
     ACCELERATORS,
+    MethodSpec,
     all_methods,
     methods_without_drafts,
 )
@@ -230,14 +231,21 @@ def fly_rules() -> list[Rule]:
     ]
 
 
-def method_support_rules() -> list[Rule]:
-    rules = []
+def _not_offered() -> list[tuple[MethodSpec, list[str], str]]:
+    """Each method some accelerator does not run: those accelerators, and why (from the engine's facts)."""
+    found = []
     for method in all_methods():
         unsupported = [name for name in ACCELERATORS if not method.supports(name)]
-        if not unsupported:
-            continue
+        if unsupported:
+            why = "; ".join(f"{name}: {why_not_offered(method, ACCELERATORS[name])}" for name in unsupported)
+            found.append((method, unsupported, why))
+    return found
+
+
+def method_support_rules() -> list[Rule]:
+    rules = []
+    for method, unsupported, why in _not_offered():
         supported = ", ".join(name for name in ACCELERATORS if method.supports(name))
-        why = "; ".join(f"{name}: {why_not_offered(method, ACCELERATORS[name])}" for name in unsupported)
         rules.append(Rule(
             cel=f"self.speculation.method != '{method.name}' || !({_on(unsupported)})",
             message=f"spec.speculation.method {method.name} is not supported on spec.hardware.accelerator "
@@ -257,11 +265,7 @@ def _no_candidate_of(method: str, accelerators: tuple[str, ...]) -> SpecCheck:
 def candidate_support_rules() -> list[Rule]:
     """`method: auto` may only choose between methods the accelerator runs: each candidate is refused by name."""
     rules = []
-    for method in all_methods():
-        unsupported = [name for name in ACCELERATORS if not method.supports(name)]
-        if not unsupported:
-            continue
-        why = "; ".join(f"{name}: {why_not_offered(method, ACCELERATORS[name])}" for name in unsupported)
+    for method, unsupported, why in _not_offered():
         rules.append(Rule(
             cel=f"!has(self.speculation.candidates) || !({_on(unsupported)}) || "
             f"self.speculation.candidates.all(c, c.method != '{method.name}')",
