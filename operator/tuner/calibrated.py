@@ -116,7 +116,8 @@ def fit_prior(cells: tuple[Cell, ...], cost_shape: CostShape) -> FittedPrior:
 def unusable(summary: CalibrationSummary, spec: SpeculativeInferenceSpec) -> str | None:
     """Why the calibration's table does not describe what runs now (None: it does)."""
     if summary.method != spec.speculation.method:
-        return (f"calibration {summary.name} measured method {summary.method}; spec.speculation.method is now "
+        # `spec` is what serves: with method auto, the candidate the selection chose, not the spec's own word
+        return (f"calibration {summary.name} measured method {summary.method}; the resource now serves "
                 f"{spec.speculation.method}: run a new calibration")
     if summary.fingerprint != target_fingerprint(spec):
         return (f"calibration {summary.name} is stale: spec.model, spec.hardware, spec.runtime or the drafter's "

@@ -1,13 +1,17 @@
-"""A calibration on the real vLLM CPU engine: measured step costs, a comparison, the tuner on the measured table.
+"""Calibrations on the real vLLM CPU engine: `method: auto` choosing by measurement, and a candidate that fails.
 
 Everything is real: the control plane, `specinfer operator`, the Job controller, the pod runner
 running each Job's pod (`specinfer calibrate --engine-config`, which starts `specinfer runtime` ->
 `vllm serve` in the engine environment, drives it with the load generator and reads vLLM's
-/metrics) and the serving pod of the target. The target serves ngram K=2 on the tiny models; the
-calibration measures it (as `configured`), draftModel with the always-right draft (draft-same)
-and no speculation. The always-right draft must measure acceptance 1 at every position -- the
-engine's own counters, not the config, say so. A second calibration whose candidate cannot start
-(its draft directory does not exist) fails with the engine's own words in its condition.
+/metrics) and the serving pods of the target. The target is `method: auto` over ngram K=2 and
+draftModel with the always-right draft (draft-same), `initial: none`: it serves no speculation at
+once, the operator's comparison (a calibration it owns) measures both candidates and no
+speculation, and the pods roll out to the winner while a closed loop of requests runs through the
+switch without a failure. The always-right draft must measure acceptance 1 at every position -- the
+engine's own counters, not the config, say so. Engines: the initial one, three measured, the
+winner's. A second calibration whose candidate cannot start (its draft directory does not exist)
+fails with the engine's own words in its condition. (That a calibrated table becomes the tuner's
+step-cost prior is tested on the simulator engine: tests/integration/test_calibration.py.)
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.engine.engine_client import ClosedLoop
 from tests.support import condition, namespaced_stack, wait_for
 
 pytestmark = pytest.mark.engine
@@ -53,6 +58,12 @@ def stack(cluster, prometheus, tmp_path_factory, engine_env):
         yield namespace_and_stack
 
 
+def endpoints(the_stack, name: str):
+    """The URLs a Service of `name` would route to now (pods come and go in a rollout)."""
+    return lambda: [f"http://127.0.0.1:{p.port}" for p in the_stack.runner.serving_pods()
+                    if p.labels.get("specinfer.io/name") == name]
+
+
 def get(cluster, namespace: str, kind: str, name: str) -> dict:
     return json.loads(cluster.kubectl("-n", namespace, "get", kind, name, "-o", "json").stdout)
 
@@ -74,61 +85,101 @@ def complete(url: str) -> dict:
         return json.loads(response.read())
 
 
-@pytest.mark.timeout(1200)  # ~3-4 minutes on a quiet machine; two cores shared with other suites can triple it
-def test_calibration_of_ngram_draft_model_and_none_reaches_status_and_the_tuner(stack, cluster, tiny_models):
+@pytest.mark.timeout(1500)  # ~5-6 minutes on a quiet machine; two cores shared with other suites can triple it
+def test_auto_measures_ngram_draft_model_and_none_and_switches_to_the_winner_serving_throughout(
+        stack, cluster, tiny_models):
     namespace, the_stack = stack
     started = time.monotonic()
+    ngram = {"method": "ngram", "numSpeculativeTokens": 2, "promptLookup": {"min": 2, "max": 4}}
+    draft = {"name": "draftmodel", "method": "draftModel", "numSpeculativeTokens": 2,
+             "draftModel": {"name": str(tiny_models / "draft-same")}}
     served = target(namespace, "tiny", tiny_models,
-                    {"method": "ngram", "numSpeculativeTokens": 2, "promptLookup": {"min": 2, "max": 4}})
-    draft = {"name": "draftmodel", "speculation": {"method": "draftModel",
-                                                   "draftModel": {"name": str(tiny_models / "draft-same")}}}
-    # the target starts serving while the calibration runs: its measurements never wait for it
-    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(
-        [served, calibration(namespace, "cal", "tiny", [draft], parallelism=2)]))
-    wait_for(lambda: condition(get(cluster, namespace, "si", "tiny"), "Ready").get("status") == "True",
-             timeout=900, interval=2, what="the target serving (its engine Ready)")
-    print(f"target serving {time.monotonic() - started:.0f} s after apply")
-    deployment = get(cluster, namespace, "deployment", "tiny")
-    serving_pod = next(p for p in the_stack.runner.serving_pods() if p.labels.get("specinfer.io/name") == "tiny")
+                    {"method": "auto", "candidates": [ngram, draft], "initial": "none",
+                     "comparison": {"batchSizes": [1, 4], "load": LOAD}})
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(served))
+    # what serves before the first measurement: `initial`, no speculation, from the first reconcile
+    first = wait_for(lambda: (r := get(cluster, namespace, "si", "tiny"))
+                     and condition(r, "Ready").get("status") == "True" and r,
+                     timeout=900, interval=2, what="the initial engine (no speculation) Ready")
+    print(f"initial engine serving {time.monotonic() - started:.0f} s after apply")
+    assert first["status"]["effective"]["method"] == "none"
+    generation = first["metadata"]["generation"]
+    (initial_pod,) = [p for p in the_stack.runner.serving_pods() if p.labels.get("specinfer.io/name") == "tiny"]
 
-    done = finished(cluster, namespace, "cal", timeout=1100 - (time.monotonic() - started))
-    print(f"calibration: {done['status'].get('progress')} engines in {time.monotonic() - started:.0f} s")
-    status = done["status"]
-    assert status["phase"] == "Succeeded", json.dumps(status, indent=1)[-4000:]
-    by_name = {c["name"]: c for c in status["candidates"]}
-    assert set(by_name) == {"configured", "draftmodel", "none"}
-    for candidate in by_name.values():
-        print(f"{candidate['name']}: " + "; ".join(
-            f"K={p['numSpeculativeTokens']} B={p['batchSize']}: step {1000 * p['stepSeconds']:.1f} ms, "
-            f"{p['tokensPerStep']:.2f} tokens/step, {p['tokensPerSecond']:.0f} tokens/s" for p in candidate["points"]))
-    (always_right,) = by_name["draftmodel"]["acceptance"]
-    assert always_right["drafts"] > 0 and always_right["perPosition"] == [1.0, 1.0]
-    assert all(p["tokensPerStep"] > 2.5 for p in by_name["draftmodel"]["points"])  # 1 + 2 accepted, every step
-    assert all(0.9 < p["tokensPerStep"] < 1.1 for p in by_name["none"]["points"])
-    assert {row["name"] for row in status["comparison"]} == set(by_name)
-    print(f"recommendation: {status['recommendation']['message']}")
+    def selection() -> dict:
+        return (get(cluster, namespace, "si", "tiny").get("status") or {}).get("selection") or {}
 
-    si = get(cluster, namespace, "si", "tiny")
-    table = si["status"]["calibration"]
-    assert table["name"] == "cal" and table["method"] == "ngram"
-    assert sorted({c["numSpeculativeTokens"] for c in table["stepCost"]}) == [0, 2] and len(table["stepCost"]) == 4
-    def step_cost() -> dict:
-        return ((get(cluster, namespace, "si", "tiny").get("status") or {}).get("tuning") or {}).get("stepCost") or {}
+    # the comparison measures on the resource's own engine configuration while the initial engine serves
+    chosen = wait_for(lambda: selection().get("phase") in ("Chosen", "Failed") and selection(),
+                      timeout=1200 - (time.monotonic() - started), interval=0.5, what="the comparison to choose",
+                      why=lambda: cluster.kubectl("-n", namespace, "get", "si,sical,jobs,pods", "-o", "wide").stdout)
+    decided = time.monotonic()
+    print(f"selection {chosen['phase']} {decided - started:.0f} s after apply: {chosen.get('message')}")
+    assert chosen["phase"] == "Chosen", json.dumps(chosen, indent=1)
+    # from here the pods roll out to the winner (Surge: the initial engine serves until the new one answers)
+    with ClosedLoop(endpoints(the_stack, "tiny"), "one two three one two three", concurrency=2, max_tokens=32,
+                    think_seconds=0.5) as load:
+        comparison = get(cluster, namespace, "sical", chosen["calibration"])
+        status = comparison["status"]
+        assert comparison["metadata"]["ownerReferences"][0]["name"] == "tiny"
+        assert status["phase"] == "Succeeded", json.dumps(status, indent=1)[-4000:]
+        by_name = {c["name"]: c for c in status["candidates"]}
+        assert set(by_name) == {"ngram", "draftmodel", "none"}
+        for candidate in by_name.values():
+            print(f"{candidate['name']}: " + "; ".join(
+                f"K={p['numSpeculativeTokens']} B={p['batchSize']}: step {1000 * p['stepSeconds']:.1f} ms, "
+                f"{p['tokensPerStep']:.2f} tokens/step, {p['tokensPerSecond']:.0f} tokens/s"
+                for p in candidate["points"]))
+        # the always-right draft accepts every position: the engine's own counters say so, not the config
+        (always_right,) = by_name["draftmodel"]["acceptance"]
+        assert always_right["drafts"] > 0 and always_right["perPosition"] == [1.0, 1.0]
+        assert all(p["tokensPerStep"] > 2.5 for p in by_name["draftmodel"]["points"])  # 1 + 2 accepted, every step
+        assert all(0.9 < p["tokensPerStep"] < 1.1 for p in by_name["none"]["points"])
+        speedups = {row["name"]: row["speedupVsNone"] for row in status["comparison"]}
+        fastest = max(speedups, key=speedups.get)
+        print(f"speedup over no speculation: {speedups}; chose {chosen['candidate']}")
+        # the winner the calibration measured, unless it beat what served (none) by less than the switch margin
+        assert chosen["candidate"] == fastest or speedups[fastest] < 1.03, (speedups, chosen)
+        method = chosen["method"]
+        switched = wait_for(lambda: (r := get(cluster, namespace, "si", "tiny"))
+                            and (r["status"].get("effective") or {}).get("method") == method
+                            and condition(r, "Ready").get("status") == "True"
+                            and condition(r, "Progressing").get("status") != "True"
+                            and initial_pod.uid not in {p.uid for p in the_stack.runner.serving_pods()} and r,
+                            timeout=600, interval=1, what=f"the pods to serve {method}",
+                            why=lambda: cluster.kubectl("-n", namespace, "get", "si,pods", "-o", "wide").stdout)
+        print(f"serving {method} {time.monotonic() - decided:.0f} s after the choice")
+        time.sleep(3)  # requests on the new engine alone
+    print(f"through the switch: {load.ok} completions, {len(load.failed)} failed, served by {dict(load.served_by)}")
+    assert not load.failed, load.failed[:3]
+    assert load.ok > 0 and len(load.served_by) >= (2 if method != "none" else 1)
+    assert switched["metadata"]["generation"] == generation  # the spec is never written
+    assert switched["spec"]["speculation"]["method"] == "auto"
+    assert method in cluster.kubectl("-n", namespace, "get", "si", "tiny").stdout  # the printer's Method column
+    if method != "none":
+        command = get(cluster, namespace, "deployment", "tiny")["spec"]["template"]["metadata"]["annotations"][
+            "specinfer.io/engine-command"]
+        assert "--speculative-config" in command, command  # the engine the pods now run speculates
+    events = json.loads(cluster.kubectl("-n", namespace, "get", "events", "-o", "json").stdout)["items"]
+    reasons = {e["reason"] for e in events if e["involvedObject"]["name"] == "tiny"}
+    assert "SelectionStarted" in reasons and reasons & {"MethodSelected", "MethodKept"}, reasons
 
-    used = wait_for(lambda: step_cost().get("source") == "calibration" and step_cost(), timeout=60, interval=1,
-                    what="the tuner to use the measured table (status.tuning.stepCost)", why=lambda: str(step_cost()))
-    print(f"status.tuning.stepCost: {used}")
-    assert used["calibration"] == "cal" and used["cells"] == 4 and used["fitError"] >= 0
+    # the comparison's table describes the engine it measured as the target's (none, then serving): the tuner
+    # says why it no longer uses it once another method serves
+    table = switched["status"]["calibration"]
+    assert table["name"] == chosen["calibration"] and table["method"] == "none"
+    if method != "none":
+        def step_cost() -> dict:
+            return ((get(cluster, namespace, "si", "tiny").get("status") or {}).get("tuning") or {}).get(
+                "stepCost") or {}
 
-    after = json.loads(cluster.kubectl("-n", namespace, "get", "deployment", "tiny", "--show-managed-fields", "-o",
-                                       "json").stdout)
-    assert after["metadata"]["generation"] == deployment["metadata"]["generation"] == 1
-    assert after["spec"]["template"] == deployment["spec"]["template"]
-    managers = {entry["manager"] for entry in after["metadata"]["managedFields"]}
-    assert "specinfer-calibration" not in managers, managers
-    still = [p for p in the_stack.runner.serving_pods() if p.labels.get("specinfer.io/name") == "tiny"]
-    assert [p.uid for p in still] == [serving_pod.uid]
-    assert complete(f"http://127.0.0.1:{serving_pod.port}")["usage"]["completion_tokens"] == 16
+        stale = wait_for(lambda: f"now serves {method}" in (step_cost().get("message") or "") and step_cost(),
+                         timeout=60, interval=1, what="the tuner to say why the table does not apply",
+                         why=lambda: str(step_cost()))
+        print(f"status.tuning.stepCost: {stale}")
+        assert stale["source"] != "calibration"
+    (pod,) = [p for p in the_stack.runner.serving_pods() if p.labels.get("specinfer.io/name") == "tiny"]
+    assert complete(f"http://127.0.0.1:{pod.port}")["usage"]["completion_tokens"] == 16
 
 
 def test_a_candidate_that_cannot_start_fails_the_run_naming_the_cause(stack, cluster, tiny_models):

@@ -105,7 +105,7 @@ def test_a_current_table_replaces_the_prior_and_says_so():
 
 @pytest.mark.parametrize(("changes", "words"), [
     ({"fingerprint": "0000000000000000"}, "calibration cal is stale: spec.model, spec.hardware, spec.runtime or"),
-    ({"method": "ngram"}, "calibration cal measured method ngram; spec.speculation.method is now eagle3"),
+    ({"method": "ngram"}, "calibration cal measured method ngram; the resource now serves eagle3"),
     ({"step_cost": [StepCostCell(batch_size=1, num_speculative_tokens=0, seconds=0.01)]}, "a fit needs 3"),
 ])
 def test_a_table_that_no_longer_applies_is_not_used_and_status_says_why(changes, words):
