@@ -74,6 +74,10 @@ STATIC_K = 2
 K_MAX = 4
 STATIC, TUNED, NONE = f"always-right draft, static K={STATIC_K}", "always-right draft, tuned", "no speculation"
 PROPAGATION_CHANGES = 20
+# Goodput at high load against no speculation (median of paired rounds): a config that still drafts must
+# earn it within two same-config engines' spread; a switched-off one is that config, so only a broken
+# engine (or a much larger spread than ever measured) fails it
+SPECULATING_BOUND, SAME_CONFIG_BOUND = 0.85, 0.75
 IN_FORCE_TIMEOUT = 30  # seconds from a published schedule to the engine running it (measured: ~1-3 s)
 # Schedules published by hand, in turn (consecutive ones differ), within the engine's K_MAX
 HAND_SCHEDULES = (
@@ -453,9 +457,9 @@ def high_load_story(setup: Setup) -> dict:
           f"{time.monotonic() - started:.0f} s: applied {tuning(tuned)['applied']}; the tuner's decisions:\n"
           f"{decisions(tuned)}")
     print("high load, alternating engines (the idle one waits):")
-    for _ in range(3):
-        setup.measure("crossover", HIGH, TUNED)
-        setup.measure("collapse", HIGH, NONE)
+    # each round's ratio is of two measurements seconds apart: the median of the rounds' ratios is not
+    # moved by one round that other work on the shared cores slowed
+    ratios = [setup.measure("crossover", HIGH, TUNED) / setup.measure("collapse", HIGH, NONE) for _ in range(3)]
     setup.measure("collapse", LOW, NONE)
     print("\nreal vLLM CPU engine, tiny models, generated tokens/s (vllm:generation_tokens_total):")
     for concurrency in (LOW, HIGH):
@@ -463,7 +467,8 @@ def high_load_story(setup: Setup) -> dict:
         for label in (NONE, STATIC, TUNED):
             rate = setup.mean(label, concurrency)
             print(f"  batch {concurrency:>2}  {label:<32} {rate:7.0f}  {rate / base:.2f}x")
-    return {"tuned": tuned, "failed": list(load.failed), "since": since}
+    print(f"  batch {HIGH} tuned / no speculation per round: {', '.join(f'{r:.2f}' for r in ratios)}")
+    return {"tuned": tuned, "failed": list(load.failed), "since": since, "ratios": ratios}
 
 
 def test_the_crossover_live(setup):
@@ -506,6 +511,18 @@ def test_the_crossover_live(setup):
 
 
 def test_goodput_at_high_load_is_at_least_no_speculations(setup):
-    high_load_story(setup)
-    # within the spread of two engines with the same config (15%)
-    assert setup.mean(TUNED, HIGH) >= 0.85 * setup.mean(NONE, HIGH)
+    """What the tuner runs under high load earns at least about what no speculation does.
+
+    Where it switched speculation off, the tuned engine runs the reference's own config, and the ratio
+    measures two engines of one config: on these two shared cores they differ by up to 16% (21% beside
+    other work; docs/development.md), so the bound is only that neither is broken. Where it still
+    drafts (K > 0 at this batch size, or a schedule whose K = 0 range still runs the drafter's first
+    pass), what it earns is the product's claim, within that spread."""
+    story = high_load_story(setup)
+    median = sorted(story["ratios"])[len(story["ratios"]) // 2]
+    effective = story["tuned"]["status"].get("effective") or {}
+    switched_off = effective.get("method") == "none"  # what the collapse story's reference runs
+    bound = SAME_CONFIG_BOUND if switched_off else SPECULATING_BOUND
+    config = "speculation off" if switched_off else tuning(story["tuned"])["applied"]
+    assert median >= bound, (f"tuned at batch {HIGH} ({config}): {median:.2f}x of no speculation (median of "
+                             f"{story['ratios']}), bound {bound}\n{decisions(story['tuned'])}")
