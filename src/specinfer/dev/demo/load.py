@@ -25,6 +25,17 @@ class Phase:
     name: str
     concurrency: int
     seconds: float
+    # Up to this many seconds more while the change the phase brought is still taking effect (the
+    # demo's `holding`: a rollout in progress), so the story shows its outcome under the load that
+    # caused it. A real engine starts in 1-2 minutes alone on two cores, and in 3-5 beside a peak.
+    hold_while: float = 0.0
+
+
+def phase_over(phase: Phase, elapsed: float, holding: bool) -> bool:
+    """A phase ends after its seconds, or, while `holding`, after at most `hold_while` more."""
+    if elapsed < phase.seconds:
+        return False
+    return not holding or elapsed >= phase.seconds + phase.hold_while
 
 
 @dataclass
@@ -48,8 +59,11 @@ QUICK_PHASES = (
 
 class PhasedLoad:
     def __init__(self, endpoints: Callable[[], list[str]], model: str, phases=DEFAULT_PHASES, *,
-                 prompt_tokens: int = 128, output_tokens: int = 128, seed: int = 0):
+                 prompt_tokens: int = 128, output_tokens: int = 128, seed: int = 0,
+                 holding: Callable[[], bool] = lambda: False, poll_s: float = 2.0):
         self.endpoints = endpoints
+        self.holding = holding  # blocking (it may ask the API server): called in a thread
+        self.poll_s = poll_s
         self.model = model
         self.phases = tuple(phases)
         self.config = LoadConfig(prompt_tokens=prompt_tokens, output_tokens=output_tokens, timeout_s=120)
@@ -84,14 +98,28 @@ class PhasedLoad:
                 if self._stop.is_set():
                     break
                 self.current = PhaseResults(phase, started=time.time())
-                deadline = time.monotonic() + phase.seconds
-                await asyncio.gather(*(self._worker(session, deadline) for _ in range(phase.concurrency)))
+                over = asyncio.Event()
+                await asyncio.gather(self._clock(phase, over),
+                                     *(self._worker(session, over) for _ in range(phase.concurrency)))
                 self.current.ended = time.time()
                 self.done.append(self.current)
             self.current = None
 
-    async def _worker(self, session: aiohttp.ClientSession, deadline: float) -> None:
-        while time.monotonic() < deadline and not self._stop.is_set():
+    async def _clock(self, phase: Phase, over: asyncio.Event) -> None:
+        started = time.monotonic()
+        while not self._stop.is_set():
+            elapsed = time.monotonic() - started
+            if elapsed < phase.seconds:
+                await asyncio.sleep(min(0.5, phase.seconds - elapsed))  # short: a stop() ends it promptly
+                continue
+            holding = elapsed < phase.seconds + phase.hold_while and await asyncio.to_thread(self.holding)
+            if phase_over(phase, elapsed, holding):
+                break
+            await asyncio.sleep(self.poll_s)
+        over.set()
+
+    async def _worker(self, session: aiohttp.ClientSession, over: asyncio.Event) -> None:
+        while not over.is_set() and not self._stop.is_set():
             url = self._pick()
             if url is None:
                 await asyncio.sleep(0.5)  # no pod serving yet (starting or rolling)

@@ -37,15 +37,17 @@ OPERATOR_CONFIG: dict[str, Any] = {"tuning": {"windowSeconds": 15, "tickSeconds"
 # The engine is retuned in place (tuning auto): the schedule the tuner programs at low load is in
 # force within seconds, so that phase only needs the tuner's windows. Speculation off at the peak is
 # still a rollout (a K = 0 step of a schedule runs the draft's first pass, as long as a plain step
-# here), and an engine start takes 1-3 minutes on two cores: the peak leaves room for one.
+# here). An engine starts in 1-2 minutes alone on two cores but took over 3.5 beside the peak's 64
+# requests (2026-12-02): the peak lasts until the rollout it brought has finished (at most 5 minutes
+# more), so the story shows speculation off under the load that called for it.
 PHASES = (
     Phase("low load", concurrency=1, seconds=120),
-    Phase("peak load", concurrency=MAX_BATCH, seconds=180),
-    Phase("low load again", concurrency=1, seconds=60),
+    Phase("peak load", concurrency=MAX_BATCH, seconds=180, hold_while=300),
+    Phase("low load again", concurrency=1, seconds=60, hold_while=300),
 )
 QUICK_PHASES = (
     Phase("low load", concurrency=1, seconds=90),
-    Phase("peak load", concurrency=MAX_BATCH, seconds=120),
+    Phase("peak load", concurrency=MAX_BATCH, seconds=120, hold_while=300),
 )
 
 

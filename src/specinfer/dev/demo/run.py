@@ -85,6 +85,7 @@ class Demo:
             self._wait_serving(stack, timeout=600 if self.real_engine else 180)
             self.log("[5/5] load phases; the tuner adapts (Ctrl-C stops and cleans up)")
             load = PhasedLoad(lambda: self._endpoints(stack), self._served_model(), self._phases(),
+                              holding=lambda: self._rolling_out(stack),
                               **({"prompt_tokens": 16} if self.real_engine else {}))
             load.start()
             self._watch(stack, prometheus, load)
@@ -155,6 +156,14 @@ class Demo:
                                check=False)
         return json.loads(result.stdout).get("status", {}) if result.returncode == 0 else {}
 
+    def _rolling_out(self, stack: Stack) -> bool:
+        """Whether a rollout is in progress (what a phase with `hold_while` waits out)."""
+        try:
+            conditions = self._status(stack).get("conditions") or []
+        except (ValueError, OSError):  # a failed read ends no phase early and holds none
+            return False
+        return any(c.get("type") == "Progressing" and c.get("reason") == "RolloutInProgress" for c in conditions)
+
     def _prometheus_value(self, prometheus: PrometheusServer, promql: str) -> float | None:
         try:
             result = prometheus.query(promql)
@@ -192,14 +201,14 @@ class Demo:
 
     def _summary(self, load: PhasedLoad) -> None:
         self.log("\nSummary")
-        self.log(f"  {'phase':<18}{'concurrency':>12}{'requests':>10}{'failed':>8}{'tokens/s':>10}"
+        self.log(f"  {'phase':<18}{'seconds':>8}{'concurrency':>12}{'requests':>10}{'failed':>8}{'tokens/s':>10}"
                  f"{'per-token p50':>15}{'p99':>9}")
         for done in load.done:
             ok = [r for r in done.results if r.ok]
             seconds = max(done.ended - done.started, 1e-9)
             tokens = sum(r.output_tokens for r in ok)
             per_token = [r.per_token_s for r in ok]
-            self.log(f"  {done.phase.name:<18}{done.phase.concurrency:>12}{len(ok):>10}"
+            self.log(f"  {done.phase.name:<18}{seconds:>8.0f}{done.phase.concurrency:>12}{len(ok):>10}"
                      f"{len(done.results) - len(ok):>8}{tokens / seconds:>10.0f}"
                      f"{percentile(per_token, 50) * 1000:>12.1f} ms{percentile(per_token, 99) * 1000:>6.1f} ms")
         history = (self.snapshots[-1].status.get("tuning") or {}).get("history") or [] if self.snapshots else []
