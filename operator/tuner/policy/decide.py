@@ -37,7 +37,7 @@ from .inputs import TuningInput, tuning_from_json
 from .lookahead import LOOKAHEAD, look_ahead
 from .observation import Observation, ObservationError, observation_problems, parse_observation, settling_problem
 from .restart import restart_cost_seconds
-from .state import PendingChange, PolicyState
+from .state import PendingChange, PolicyState, SpeculationSwitch
 from .support import supported_gain
 from .verification import calibrate, measured_noise, model_noise, update_noise, verify, window_noise
 
@@ -211,6 +211,8 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
     checks = [
         (candidate.guard, candidate.held_by),
         (guards.RECENTLY_REJECTED, guards.rejected_guard(st, candidate.dense, tuning.max_batch_size, now)),
+        (guards.REVERSAL, guards.reversal_guard(st, current, candidate.config, obs.batch_size_mean,
+                                                tuning.reject_hold_seconds, now)),
         (guards.COOLDOWN, guards.cooldown_guard(st, tuning, now) if rollout else None),
         (guards.RESTART_BUDGET, guards.budget_guard(st, tuning, now, reserve=1) if rollout else None),
         # The step times' noise measures predictions at today's batch sizes only, not the look-ahead's.
@@ -288,6 +290,8 @@ def _issue_change(obs: Observation, tuning: TuningInput, st: PolicyState, now: f
     st.collapsed_at = None
     st.collapsed_config = None
     st.record_change(now, in_place=path == "inPlace")
+    if best.off != current.off:  # speculation switched on or off: a rollout back here waits (reversal_guard)
+        st.switched = SpeculationSwitch(speculative=not best.off, batch_mean=obs.batch_size_mean, at=now)
     reason = (f"{current.describe()} -> {best.describe()} ({'in place' if path == 'inPlace' else 'rollout'}): "
               f"predicted goodput {candidate.gain:+.1%} at the observed batch sizes (mean {obs.batch_size_mean:.1f})"
               + candidate.note + ("; p99 latency SLO violated" if slo else ""))

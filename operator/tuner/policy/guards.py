@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import math
 
+from .config import DraftConfig
 from .inputs import TuningInput
 from .observation import Observation
-from .state import PolicyState
+from .state import LOAD_SHIFT, PolicyState
 
 # Guard names as they appear in decisions (`Decision.guard`).
 INVALID_TUNING = "invalidTuning"
@@ -29,6 +30,7 @@ VERIFYING = "verifying"
 NO_ACCEPTANCE_DATA = "noAcceptanceData"
 LOAD_MOVING = "loadMoving"
 UNMEASURED = "unmeasured"
+REVERSAL = "reversal"
 
 # The load moves when the newest stretch of the window ran at another batch size than the oldest:
 # by more than MOVING_SHARE of the mean and MOVING_REQUESTS requests (less is the wobble of a steady load).
@@ -158,6 +160,26 @@ def rejected_guard(state: PolicyState, candidate: list[int], max_batch_size: int
         if all(candidate[b] == rejected[b] for b in sizes if b < len(candidate)):
             return f"a config running the same K here was rolled back; retry hold ends in {entry.until - now:.0f}s"
     return None
+
+
+def reversal_guard(state: PolicyState, current: DraftConfig, candidate: DraftConfig, batch_mean: float,
+                   hold_seconds: float, now: float) -> str | None:
+    """A rollout that turns speculation back on (or off) at the load where the last one turned it off
+    (or on) waits for another load. Both were predictions of one model at one load; it cannot tell
+    which was wrong, and following it pays two restarts per flip (seen on the real CPU engine: off at
+    mean batch 50.5, on again at 34.5 four minutes later, measured -12.8%, rolled back). A change
+    measured worse is undone by its verification's rollback, not here; another load, or the hold's
+    end, lets the model decide again."""
+    last = state.switched
+    if last is None or now - last.at >= hold_seconds or candidate.off != last.speculative:
+        return None  # no switch back to where the last one came from
+    if candidate.off == current.off:
+        return None  # no switch at all: an in-place change, or a K change while drafting
+    if last.batch_mean > 0 and not 1 / LOAD_SHIFT <= batch_mean / last.batch_mean <= LOAD_SHIFT:
+        return None
+    turned, ago = ("on" if last.speculative else "off"), now - last.at
+    return (f"speculation was turned {turned} at this load (mean batch {last.batch_mean:.1f}) {ago:.0f}s ago: "
+            f"turning it back waits for another load (or {hold_seconds - ago:.0f}s)")
 
 
 def collapse_hold_guard(state: PolicyState, tuning: TuningInput, now: float) -> str | None:

@@ -54,6 +54,14 @@ class Rejection(_State):
     batch_sizes: list[int] = Field(default_factory=list, alias="batchSizes")
 
 
+class SpeculationSwitch(_State):
+    """The last rollout that turned speculation on or off: where (the load) and when."""
+
+    speculative: bool  # what it switched to
+    batch_mean: float
+    at: float
+
+
 class Calibration(_State):
     """Smoothed ratio of measured to modelled speed for `config`."""
 
@@ -74,6 +82,7 @@ class PolicyState(_State):
     collapsed_config: DraftConfig | None = None
     confirmations: int = 0
     rejected: list[Rejection] = Field(default_factory=list)
+    switched: SpeculationSwitch | None = None  # guards.reversal_guard
     calibration: Calibration | None = None
     # Window-to-window relative noise of step times (squared), measured against each cell's memory:
     # a property of the engine and the scrapes, kept across config changes. None until measured.

@@ -134,6 +134,7 @@ def verify(obs: Observation, tuning: TuningInput, st: PolicyState, model: Model,
         Rejection(config=pending.config, until=now + tuning.reject_hold_seconds,
                   batch_sizes=sorted({min(b, tuning.max_batch_size) for b, _ in distribution}))]
     st.record_change(now, in_place=pending.in_place)
+    st.switched = None  # a measured reversal: the rejection above holds the config it left
     return Decision(action="rollback", reason=reason, config=pending.previous, predicted_gain=round(-realised, 4),
                     path="inPlace" if pending.in_place else "rollout", signals=signals,
                     realised_gain=round(realised, 4), model=summary)
