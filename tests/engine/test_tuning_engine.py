@@ -429,6 +429,13 @@ def test_the_tuner_changes_the_draft_length_in_place_and_verifies_the_gain(setup
     assert not story["failed"], story["failed"][:3]
 
 
+def changes_since(resource: dict, since: float) -> list[float]:
+    """The mean batch size each change (not a hold) decided after `since` was decided at."""
+    return [float(m.group(1)) for d in tuning(resource).get("history") or []
+            if d["action"] not in ("keep", "recommend") and (parse_rfc3339(d.get("time")) or 0) > since
+            and (m := re.search(r"\(mean ([0-9.]+)\)", d.get("reason") or ""))]
+
+
 @once
 def high_load_story(setup: Setup) -> dict:
     """After the low-load change: high load until the tuner has decided under it and what it applied
@@ -439,16 +446,26 @@ def high_load_story(setup: Setup) -> dict:
     setup.measure("crossover", LOW, TUNED)
     started, since = time.monotonic(), time.time()
     with ClosedLoop(setup.endpoints("crossover"), PROMPT, concurrency=HIGH, max_tokens=128) as load:
+        window = OPERATOR_CONFIG["tuning"]["windowSeconds"]
+
         def decided_at_high_load(r: dict) -> bool:
             # a decision taken under this load, and what it applied rolled out. A hold below the
             # measurement noise is not one yet: the first windows of a new load carry the ramp's spread,
             # and the estimate narrows window by window (seen: 14.7% -> 8.7% in four, then `disable`
-            # +9.8% -- the test had measured the config before it, 0.78x of no speculation)
+            # +9.8% -- the test had measured the config before it, 0.78x of no speculation). Once a
+            # change taken under this load has rolled out and been judged, any hold is the decision
+            # (after a switch off the clients' own pace moves the batch mean: seen 20-47 at 64 clients)
             batch = ((r.get("status") or {}).get("metrics") or {}).get("meanBatchSize") or 0
             last = tuning(r).get("lastDecision") or {}
-            taken = (parse_rfc3339(last.get("time")) or 0) > since + OPERATOR_CONFIG["tuning"]["windowSeconds"]
-            return (batch >= HIGH / 2 and taken and rolled_out(r) and NOISE_HOLD not in (last.get("reason") or "")
-                    and condition(r, "Tuned").get("reason") not in SETTLING | NOT_YET_DECIDED)
+            reason = condition(r, "Tuned").get("reason")
+            if not rolled_out(r) or reason in SETTLING:
+                return False
+            judged = json.loads(tuning(r).get("policyState") or "{}").get("pending") is None
+            if judged and changes_since(r, since + window):
+                return True
+            taken = (parse_rfc3339(last.get("time")) or 0) > since + window
+            return (batch >= HIGH / 2 and taken and NOISE_HOLD not in (last.get("reason") or "")
+                    and reason not in NOT_YET_DECIDED)
 
         # up to two rollouts: a switch-off measured worse than K=4 is rolled back (seen: realised -22%)
         tuned = wait_for_resource(setup, "crossover", decided_at_high_load, timeout=2 * ROLLOUT_TIMEOUT,
@@ -501,9 +518,7 @@ def test_the_crossover_live(setup):
     assert condition(story["tuned"], "Ready").get("status") == "True"
     # Issue 25: no change on a window that straddles the ramp from 1 to 64 requests (a mean batch in
     # between): the policy waits for a window of the new load, and acts on what it measured there.
-    means = [float(m.group(1)) for d in tuning(story["tuned"]).get("history") or []
-             if d["action"] not in ("keep", "recommend") and (parse_rfc3339(d.get("time")) or 0) > story["since"]
-             and (m := re.search(r"\(mean ([0-9.]+)\)", d.get("reason") or ""))]
+    means = changes_since(story["tuned"], story["since"])
     assert all(mean >= HIGH / 2 for mean in means), f"a change decided mid-ramp:\n{decisions(story['tuned'])}"
     # ... and it does act there: what the low-load schedule drafts at batch 64 (K=2: 0.64x of no
     # speculation) is changed, on a window of the high load
