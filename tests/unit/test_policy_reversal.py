@@ -22,10 +22,12 @@ from pathlib import Path
 
 import pytest
 
+from specinfer.operator.tuner.loop import observe_mode_state
 from specinfer.operator.tuner.policy import guards
 from specinfer.operator.tuner.policy.config import DraftConfig
 from specinfer.operator.tuner.policy.decide import decide_json
-from specinfer.operator.tuner.policy.state import PolicyState, SpeculationSwitch
+from specinfer.operator.tuner.policy.state import PendingChange, PolicyState, SpeculationSwitch
+from specinfer.operator.tuner.policy.verification import forget_switch_on_rollback
 from specinfer.operator.tuner.recording import read_records, replay
 
 pytestmark = pytest.mark.unit
@@ -43,7 +45,7 @@ def test_the_switch_off_at_the_peak_is_remembered():
                                   switch_off["now"])
     assert decision["action"] == "disable", decision["reason"]
     assert state["switched"] == {"speculative": False, "batch_mean": pytest.approx(50.5, abs=0.1),
-                                 "at": switch_off["now"]}
+                                 "at": switch_off["now"], "settled_mean": None}
 
 
 def test_turning_it_back_on_at_the_same_peak_is_held():
@@ -62,14 +64,18 @@ def test_turning_it_back_on_at_the_same_peak_is_held():
     assert decision["recommendation"]["config"]["numSpeculativeTokens"] == 4  # what it would have done
 
 
-def state(speculative: bool, batch_mean: float = 50.0, at: float = 1000.0) -> PolicyState:
-    return PolicyState(switched=SpeculationSwitch(speculative=speculative, batch_mean=batch_mean, at=at))
+def state(speculative: bool, batch_mean: float = 50.0, at: float = 1000.0, settled: float | None = None) -> PolicyState:
+    return PolicyState(switched=SpeculationSwitch(speculative=speculative, batch_mean=batch_mean, at=at,
+                                                  settled_mean=settled))
 
 
 @pytest.mark.parametrize(("st", "current", "candidate", "batch_mean", "now", "held"), [
     (state(False), OFF, K4, 35.0, 1300.0, True),      # back on at the load where it went off
     (state(True), K4, OFF, 60.0, 1300.0, True),       # back off at the load where it went on
     (state(False), OFF, K4, 1.0, 1300.0, False),      # another load: the model decides again
+    # the switch moved the batch mean (the engine faster, the clients behind): 21 is still this load
+    (state(False, settled=38.5), OFF, K4, 21.0, 1300.0, True),
+    (state(False, settled=38.5), OFF, K4, 10.0, 1300.0, False),
     (state(False), OFF, K4, 120.0, 1300.0, False),
     (state(False), OFF, K4, 35.0, 1000.0 + HOLD, False),  # the hold has ended
     (state(True), K4, K2, 50.0, 1300.0, False),       # a K change while drafting is no switch
@@ -79,3 +85,17 @@ def state(speculative: bool, batch_mean: float = 50.0, at: float = 1000.0) -> Po
 def test_a_rollout_back_across_the_last_switch_waits_for_another_load(st, current, candidate, batch_mean, now, held):
     why = guards.reversal_guard(st, current, candidate, batch_mean, HOLD, now)
     assert (why is not None) is held, why
+
+
+def test_only_a_rollback_of_the_switch_itself_forgets_it():
+    """A rolled-back switch is held by its rejection; a rollback of a K change since keeps the memory."""
+    k_change = PendingChange(at=0.0, config=K4, previous=K2, predicted_gain=0.1, calibration=1.0)
+    switch = PendingChange(at=0.0, config=OFF, previous=K2, predicted_gain=0.1, calibration=1.0)
+    kept = forget_switch_on_rollback(state(True), k_change)
+    assert kept.switched is not None
+    assert forget_switch_on_rollback(state(False), switch).switched is None
+
+
+def test_observe_mode_remembers_no_switch():
+    """Nothing was applied in observe mode: a recommendation to switch back is never held by one."""
+    assert observe_mode_state(PolicyState(), state(False)).switched is None

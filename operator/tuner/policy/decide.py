@@ -97,7 +97,7 @@ def _keep(reason: str, guard: str | None, signals: Signals | str | None, **extra
 def _learn(obs: Observation, tuning: TuningInput,
            st: PolicyState) -> tuple[CostModel, AcceptanceEstimate | None, AcceptanceEstimate | None]:
     if st.method != tuning.method:  # a different drafter: nothing remembered applies
-        st.method, st.cost, st.acceptance = tuning.method, None, None
+        st.method, st.cost, st.acceptance, st.switched = tuning.method, None, None, None
     cost = CostModel.from_state(st.cost, tuning.cost_prior, tuning.cost_shape)
     cost.decay(COST_FORGET)
     scheduled = obs.applied.config.schedule or (tuning.in_place_max_k is not None and not obs.applied.config.off)
@@ -120,6 +120,11 @@ def _decide_on_valid(obs: Observation, tuning: TuningInput, st: PolicyState, now
         return _keep(short_of_samples, guards.INSUFFICIENT_SAMPLES, signals)
     cost, fresh, memory = _learn(obs, tuning, st)
     st.note_load(obs.batch_size_mean, now)
+    switched = st.switched
+    if (switched is not None and switched.settled_mean is None and obs.applied.config.off != switched.speculative
+            and obs.time - obs.applied.since <= 2 * obs.window_seconds):
+        # the switched config's first windows: what the switch did to the batch mean, not a new load
+        switched.settled_mean = obs.batch_size_mean
     if fresh is not None and fresh.biased:
         signals = "vllm-biased"
     protected = _protect(obs, tuning, st, now, signals, fresh, previous_window)
@@ -221,6 +226,8 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
     ]
     for name, why in checks:
         if why:
+            if name == guards.REVERSAL:  # evidence gathered at this load must not switch at the next one
+                st.confirmations, st.evidence = 0, 0.0
             return Decision(action="keep", reason=f"best is {candidate.config.describe()} ({candidate.gain:+.1%}) "
                             f"but {why}", guard=name, predicted_gain=round(candidate.gain, 4), **common)
     return _issue_change(obs, tuning, st, now, model, distribution, candidate, slo, common)
@@ -309,6 +316,7 @@ def _disable_after_collapse(obs: Observation, tuning: TuningInput, st: PolicySta
     if held:
         return _keep(f"{reason}; {held}", guards.RESTART_BUDGET, signals, degraded=degraded)
     st.collapsed_at, st.collapsed_config = now, obs.applied.config
+    st.switched = None  # measured, not predicted: the collapse hold governs what follows
     st.acceptance = None  # the broken drafter's numbers say nothing about a fixed one
     st.record_change(now)
     return Decision(action="disable", reason=reason + "; speculation off until the hold expires", config=OFF,

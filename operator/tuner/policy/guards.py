@@ -167,15 +167,17 @@ def reversal_guard(state: PolicyState, current: DraftConfig, candidate: DraftCon
     """A rollout that turns speculation back on (or off) at the load where the last one turned it off
     (or on) waits for another load. Both were predictions of one model at one load; it cannot tell
     which was wrong, and following it pays two restarts per flip (seen on the real CPU engine: off at
-    mean batch 50.5, on again at 34.5 four minutes later, measured -12.8%, rolled back). A change
-    measured worse is undone by its verification's rollback, not here; another load, or the hold's
-    end, lets the model decide again."""
+    mean batch 50.5, on again at 34.5 four minutes later, measured -12.8%, rolled back). "This load" is
+    within LOAD_SHIFT of the batch mean when the switch was decided or of the first window judged after
+    it. A change measured worse is undone by its verification's rollback, not here; another load, or
+    the hold's end, lets the model decide again."""
     last = state.switched
     if last is None or now - last.at >= hold_seconds or candidate.off != last.speculative:
         return None  # no switch back to where the last one came from
     if candidate.off == current.off:
         return None  # no switch at all: an in-place change, or a K change while drafting
-    if last.batch_mean > 0 and not 1 / LOAD_SHIFT <= batch_mean / last.batch_mean <= LOAD_SHIFT:
+    means = [m for m in (last.batch_mean, last.settled_mean) if m is not None and m > 0]
+    if means and not any(1 / LOAD_SHIFT <= batch_mean / m <= LOAD_SHIFT for m in means):
         return None
     turned, ago = ("on" if last.speculative else "off"), now - last.at
     return (f"speculation was turned {turned} at this load (mean batch {last.batch_mean:.1f}) {ago:.0f}s ago: "

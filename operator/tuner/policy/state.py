@@ -58,8 +58,11 @@ class SpeculationSwitch(_State):
     """The last rollout that turned speculation on or off: where (the load) and when."""
 
     speculative: bool  # what it switched to
-    batch_mean: float
+    batch_mean: float  # when deciding
     at: float
+    # the first judged window's under the new config: the switch itself moves the batch mean (an engine
+    # faster without drafting empties its batch; closed-loop clients on the same cores fall behind)
+    settled_mean: float | None = None
 
 
 class Calibration(_State):

@@ -21,7 +21,7 @@ from .decision import Decision, ModelSummary, Signals
 from .goodput import Distribution, Model, sequence_speed
 from .inputs import TuningInput
 from .observation import Observation
-from .state import DEFAULT_NOISE, LOAD_SHIFT, Calibration, PolicyState, Rejection
+from .state import DEFAULT_NOISE, LOAD_SHIFT, Calibration, PendingChange, PolicyState, Rejection
 
 CALIBRATION_WEIGHT = 0.3  # per window, for the measured/modelled speed ratio
 NOISE_WEIGHT = 0.3  # per window, for the measurement noise
@@ -134,7 +134,15 @@ def verify(obs: Observation, tuning: TuningInput, st: PolicyState, model: Model,
         Rejection(config=pending.config, until=now + tuning.reject_hold_seconds,
                   batch_sizes=sorted({min(b, tuning.max_batch_size) for b, _ in distribution}))]
     st.record_change(now, in_place=pending.in_place)
-    st.switched = None  # a measured reversal: the rejection above holds the config it left
+    forget_switch_on_rollback(st, pending)
     return Decision(action="rollback", reason=reason, config=pending.previous, predicted_gain=round(-realised, 4),
                     path="inPlace" if pending.in_place else "rollout", signals=signals,
                     realised_gain=round(realised, 4), model=summary)
+
+
+def forget_switch_on_rollback(st: PolicyState, rolled_back: PendingChange) -> PolicyState:
+    """A rolled-back switch on or off is held by its rejection: the reversal guard's memory of it goes.
+    A rollback of a K change made since keeps it."""
+    if rolled_back.config.off != rolled_back.previous.off:
+        st.switched = None
+    return st
