@@ -21,7 +21,7 @@ from specinfer.dev.cluster.paths import REPO_ROOT
 @click.option("--no-live", is_flag=True, help="Print periodic lines instead of redrawing the screen.")
 @click.option("--engine", type=click.Choice(["simulator", "vllm"]), default="simulator", show_default=True,
               help="vllm: the same story on the real vLLM CPU engine (tiny local models, made once; 8-12 "
-                   "minutes, a phase waits out the rollout it brought; --quick 5-8); --file does not apply.")
+                   "minutes, a phase waits out a rollout in progress; --quick 5-8); --file does not apply.")
 def demo(example: Path, out: Path, quick: bool, keep: bool, no_live: bool, engine: str) -> None:
     """Run the whole product locally, no GPU needed.
 

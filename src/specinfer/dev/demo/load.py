@@ -25,7 +25,7 @@ class Phase:
     name: str
     concurrency: int
     seconds: float
-    # Up to this many seconds more while the change the phase brought is still taking effect (the
+    # Up to this many seconds more while, when its time is up, a change is still taking effect (the
     # demo's `holding`: a rollout in progress), so the story shows its outcome under the load that
     # caused it. A real engine starts in 1-2 minutes alone on two cores, and in 3-5 beside a peak.
     hold_while: float = 0.0
@@ -112,11 +112,17 @@ class PhasedLoad:
             if elapsed < phase.seconds:
                 await asyncio.sleep(min(0.5, phase.seconds - elapsed))  # short: a stop() ends it promptly
                 continue
-            holding = elapsed < phase.seconds + phase.hold_while and await asyncio.to_thread(self.holding)
+            holding = elapsed < phase.seconds + phase.hold_while and await self._holding()
             if phase_over(phase, elapsed, holding):
                 break
             await asyncio.sleep(self.poll_s)
         over.set()
+
+    async def _holding(self) -> bool:
+        try:
+            return bool(await asyncio.to_thread(self.holding))
+        except Exception:  # noqa: BLE001 -- a failed check must not end the load: it holds nothing
+            return False
 
     async def _worker(self, session: aiohttp.ClientSession, over: asyncio.Event) -> None:
         while not over.is_set() and not self._stop.is_set():

@@ -38,8 +38,9 @@ OPERATOR_CONFIG: dict[str, Any] = {"tuning": {"windowSeconds": 15, "tickSeconds"
 # force within seconds, so that phase only needs the tuner's windows. Speculation off at the peak is
 # still a rollout (a K = 0 step of a schedule runs the draft's first pass, as long as a plain step
 # here). An engine starts in 1-2 minutes alone on two cores but took over 3.5 beside the peak's 64
-# requests (2026-12-02): the peak lasts until the rollout it brought has finished (at most 5 minutes
-# more), so the story shows speculation off under the load that called for it.
+# requests (2026-12-02): the peak (and the last phase) go on while a rollout is in progress when
+# their time is up (at most 5 minutes more), so the story shows speculation off under the load
+# that called for it.
 PHASES = (
     Phase("low load", concurrency=1, seconds=120),
     Phase("peak load", concurrency=MAX_BATCH, seconds=180, hold_while=300),
