@@ -141,34 +141,41 @@ def test_auto_measures_ngram_draft_model_and_none_and_switches_to_the_winner_ser
         # the winner the calibration measured, unless it beat what served (none) by less than the switch margin
         assert chosen["candidate"] == fastest or speedups[fastest] < 1.03, (speedups, chosen)
         method = chosen["method"]
-        switched = wait_for(lambda: (r := get(cluster, namespace, "si", "tiny"))
-                            and (r["status"].get("effective") or {}).get("method") == method
-                            and condition(r, "Ready").get("status") == "True"
-                            and condition(r, "Progressing").get("status") != "True"
-                            and initial_pod.uid not in {p.uid for p in the_stack.runner.serving_pods()} and r,
-                            timeout=600, interval=1, what=f"the pods to serve {method}",
+        # no speculation can win on two shared cores (ngram measured 0.93x of it once): then what serves is
+        # already the winner, and the initial engine must keep serving, not be restarted into itself
+        switches = method != "none"
+
+        def in_force():
+            r = get(cluster, namespace, "si", "tiny")
+            serving = {p.uid for p in the_stack.runner.serving_pods() if p.labels.get("specinfer.io/name") == "tiny"}
+            return (r and (r["status"].get("effective") or {}).get("method") == method
+                    and condition(r, "Ready").get("status") == "True"
+                    and condition(r, "Progressing").get("status") != "True"
+                    and (initial_pod.uid not in serving if switches else serving == {initial_pod.uid}) and r)
+
+        switched = wait_for(in_force, timeout=600, interval=1, what=f"the pods to serve {method}",
                             why=lambda: cluster.kubectl("-n", namespace, "get", "si,pods", "-o", "wide").stdout)
         print(f"serving {method} {time.monotonic() - decided:.0f} s after the choice")
         time.sleep(3)  # requests on the new engine alone
     print(f"through the switch: {load.ok} completions, {len(load.failed)} failed, served by {dict(load.served_by)}")
     assert not load.failed, load.failed[:3]
-    assert load.ok > 0 and len(load.served_by) >= (2 if method != "none" else 1)
+    assert load.ok > 0 and len(load.served_by) >= (2 if switches else 1)
     assert switched["metadata"]["generation"] == generation  # the spec is never written
     assert switched["spec"]["speculation"]["method"] == "auto"
     assert method in cluster.kubectl("-n", namespace, "get", "si", "tiny").stdout  # the printer's Method column
-    if method != "none":
+    if switches:
         command = get(cluster, namespace, "deployment", "tiny")["spec"]["template"]["metadata"]["annotations"][
             "specinfer.io/engine-command"]
         assert "--speculative-config" in command, command  # the engine the pods now run speculates
     events = json.loads(cluster.kubectl("-n", namespace, "get", "events", "-o", "json").stdout)["items"]
     reasons = {e["reason"] for e in events if e["involvedObject"]["name"] == "tiny"}
-    assert "SelectionStarted" in reasons and reasons & {"MethodSelected", "MethodKept"}, reasons
+    assert "SelectionStarted" in reasons and ("MethodSelected" if switches else "MethodKept") in reasons, reasons
 
     # the comparison's table describes the engine it measured as the target's (none, then serving): the tuner
     # says why it no longer uses it once another method serves
     table = switched["status"]["calibration"]
     assert table["name"] == chosen["calibration"] and table["method"] == "none"
-    if method != "none":
+    if switches:
         def step_cost() -> dict:
             return ((get(cluster, namespace, "si", "tiny").get("status") or {}).get("tuning") or {}).get(
                 "stepCost") or {}
