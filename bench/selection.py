@@ -142,7 +142,10 @@ def run(scenario: Scenario) -> Run:
             method = pods.method
             k = pods.num_speculative_tokens or get_method(method).default_k(accelerator)
             # the tuner's window: vLLM's per-position rates of the method the pods run, on the traffic now
+            # and the speed each request got, which a switch is verified by
+            live = goodput(scenario.cost_preset, method, phase.workload, phase.concurrency, None) / phase.concurrency
             metrics = MetricsStatus(mean_batch_size=float(phase.concurrency), sampled_at=rfc3339(now),
+                                    tokens_per_request_second=live,
                                     per_position_acceptance=acceptance_profile(method, phase.workload)
                                     .prefix_probs(k) if get_method(method).speculates else None)
             if flight is not None and now >= flight.done_at and flight.body["status"]["phase"] == "Running":

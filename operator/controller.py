@@ -64,7 +64,8 @@ class Controller:
         self.selection = SelectionController(kube=self.kube, store=self.store,
                                              calibrations=self.calibrations.calibrations,
                                              events=EventRecorder(self.kube, field_manager=SELECTION_FIELD_MANAGER),
-                                             active=self.leadership.active)
+                                             active=self.leadership.active,
+                                             window_seconds=config.tuning.window_seconds)
         self.resync_task: asyncio.Task | None = None
         self.stats_task: asyncio.Task | None = None
         self.leadership_task: asyncio.Task | None = None

@@ -37,13 +37,16 @@ MEASURING_RESYNC_SECONDS = 60.0  # a running comparison is looked at this often 
 IDLE_RESYNC_SECONDS = 300.0      # a chosen method: traffic shifts and the interval are checked this often
 
 
+def _rolling_out(status: Mapping[str, Any]) -> bool:
+    return any(isinstance(condition, Mapping) and condition.get("type") == "Progressing"
+               and condition.get("status") == "True" for condition in status.get("conditions") or [])
+
+
 def _busy(status: Mapping[str, Any]) -> str | None:
     """A rollout, or the tuner verifying its last change: no comparison starts then (its result would
     compare engines while the resource's own load is in flux, and a switch would cut the verification)."""
-    for condition in status.get("conditions") or []:
-        if isinstance(condition, Mapping) and condition.get("type") == "Progressing" \
-                and condition.get("status") == "True":
-            return "a rollout is in progress"
+    if _rolling_out(status):
+        return "a rollout is in progress"
     raw = (status.get("tuning") or {}).get("policyState") if isinstance(status.get("tuning"), Mapping) else None
     try:
         state = json.loads(raw) if isinstance(raw, str) else None
@@ -116,9 +119,11 @@ def comparison_manifest(resource: Mapping[str, Any], name: str, spec: Any) -> di
 
 class SelectionController:
     def __init__(self, *, kube: Kube, store: Store, calibrations: Cache, events: EventRecorder,
-                 active: Callable[[], bool] = lambda: True, clock: Callable[[], float] = time.time) -> None:
+                 active: Callable[[], bool] = lambda: True, clock: Callable[[], float] = time.time,
+                 window_seconds: float = 120.0) -> None:
         self.kube, self.store, self.calibrations, self.events = kube, store, calibrations, events
         self.active, self.clock = active, clock
+        self.window_seconds = window_seconds  # the tuner's: how far back a status.metrics window reaches
         self.queue: WorkQueue[Key] = WorkQueue(self.reconcile, workers=1)
         self._due: dict[Key, float] = {}  # the next timed pass per resource (one timer each, not one per pass)
 
@@ -175,7 +180,8 @@ class SelectionController:
                       calibration=await self._comparison(namespace, selection.calibration) if measuring else None,
                       metrics=_model(MetricsStatus, status.get("metrics")),
                       effective_method=method if isinstance(method, str) else None,
-                      engine_failing=_engine_failing(status), busy=_busy(status), now=self.clock())
+                      engine_failing=_engine_failing(status), busy=_busy(status),
+                      rolling_out=_rolling_out(status), window_seconds=self.window_seconds, now=self.clock())
         result = step(world)
         if result.create is not None:
             comparison, comparison_spec = result.create

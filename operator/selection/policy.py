@@ -58,6 +58,8 @@ from specinfer.api.status import (
     SelectionStatus,
 )
 from specinfer.api.timestamps import parse_rfc3339, rfc3339
+from specinfer.operator.selection import verification
+from specinfer.operator.selection.edit import replace_selection
 from specinfer.runtime.calibration.analysis import target_fingerprint
 from specinfer.runtime.methods import get_method
 
@@ -91,6 +93,8 @@ class World:
     effective_method: str | None = None      # status.effective.method: what the pods run
     engine_failing: str | None = None        # the pods' engine fails to start or serve (why)
     busy: str | None = None                  # why nothing may start now: a rollout, a verification
+    rolling_out: bool = False                # a rollout runs: the pods' metrics mix two configs
+    window_seconds: float = 0.0              # how far back a status.metrics window reaches (the tuner's)
     now: float = 0.0
 
 
@@ -136,8 +140,8 @@ def candidate_k(candidate: AutoCandidate, accelerator: str) -> int:
     return candidate.num_speculative_tokens or method.default_k(accelerator)
 
 
-def _excluded(selection: SelectionStatus) -> set[str]:
-    return {e.name for e in selection.excluded or ()}
+def _excluded(selection: SelectionStatus, now: float) -> set[str]:
+    return verification.excluded_now(selection, now)
 
 
 def batch_sizes_to_measure(spec: SpeculativeInferenceSpec, metrics: MetricsStatus | None) -> list[int]:
@@ -166,7 +170,7 @@ def comparison_spec(world: World) -> SpeculativeInferenceCalibrationSpec:
     calibration's `configured` (measured as the target's own method), no speculation its baseline."""
     spec, accelerator = world.spec, world.spec.hardware.accelerator
     serving = serving_candidate(spec, world.selection)
-    left_out = _excluded(world.selection) | {serving.display_name(), BASELINE}
+    left_out = _excluded(world.selection, world.now) | {serving.display_name(), BASELINE}
     others = [c for c in candidates_of(spec) if c.display_name() not in left_out and get_method(c.method).speculates]
     candidates = [Candidate(name=c.display_name(),
                             speculation=FixedSpeculation.model_validate(c.model_dump(exclude={"name"})),
@@ -204,6 +208,7 @@ class Choice:
     candidate: AutoCandidate
     k: int
     reason: str
+    predicted_gain: float | None = None  # over the candidate that served, as measured (None: it was not)
 
 
 def _label(name: str, method: str) -> str:
@@ -253,7 +258,8 @@ def choose(spec: SpeculativeInferenceSpec, serving: AutoCandidate, compared_with
         chosen, why = best, (f"{_label(best, methods[best])} beat {_label(runner_up, methods[runner_up])} "
                              f"by {gain:.0%}{over} {measured}")
     candidate = find_candidate(spec, chosen) or NO_SPECULATION
-    return Choice(candidate, candidate_k(candidate, spec.hardware.accelerator), why)
+    predicted = verification.predicted_gain(speedup, chosen, current)
+    return Choice(candidate, candidate_k(candidate, spec.hardware.accelerator), why, predicted)
 
 
 # -- the traffic, live --------------------------------------------------------------------------
@@ -293,13 +299,6 @@ def _shift(world: World, metrics: MetricsStatus) -> str | None:
 # -- steps --------------------------------------------------------------------------------------
 
 
-def replace_selection(selection: SelectionStatus, **fields: Any) -> SelectionStatus:
-    """`selection` with `fields`, validated (a message cut to what the CRD stores)."""
-    if isinstance(fields.get("message"), str):
-        fields["message"] = fields["message"][:MAX_TEXT]
-    return SelectionStatus.model_validate({**selection.model_dump(), **fields})
-
-
 def _interval(spec: SpeculativeInferenceSpec) -> float:
     return float(spec.speculation.reselect_interval_seconds or DEFAULT_RESELECT_INTERVAL_SECONDS)
 
@@ -319,7 +318,7 @@ def _start(world: World, why: str, *, fresh: bool = False) -> Step:
                f"{serving.display_name()} serves meanwhile")
     selection = replace_selection(selection, phase="Measuring", calibration=name, comparisons=number,
                                   compared_with=serving.display_name(), fingerprint=fingerprint(world.spec),
-                                  message=message, shift_since=None)
+                                  message=message, shift_since=None, baseline=None, verification=None)
     return Step(selection, create=(name, spec), event=("Normal", "SelectionStarted", message[:1024]))
 
 
@@ -332,18 +331,24 @@ def _measured(world: World, status: SpeculativeInferenceCalibrationStatus) -> St
     sizes = sizes or list(BATCH_SIZES)
     choice = choose(world.spec, serving, selection.compared_with, status.comparison or [], sizes)
     name = choice.candidate.display_name()
-    entry = SelectionChoice(time=rfc3339(world.now), candidate=name, method=choice.candidate.method,
-                            num_speculative_tokens=choice.k, calibration=selection.calibration,
-                            reason=choice.reason[:MAX_TEXT])
     switched = name != serving.display_name()
     message = f"switching to {name}: {choice.reason}" if switched else choice.reason
     not_before = world.now + _interval(world.spec)
+    # a switch is checked on the live traffic against what served meanwhile (verification.py)
+    checking = verification.start(
+        candidate=name, previous=serving.display_name(), predicted_gain=choice.predicted_gain,
+        predicted_accepted_length=verification.accepted_length(status, name, choice.k),
+        baseline=selection.baseline, now=world.now) if switched else None
+    entry = SelectionChoice(time=rfc3339(world.now), candidate=name, method=choice.candidate.method,
+                            num_speculative_tokens=choice.k, calibration=selection.calibration,
+                            reason=choice.reason[:MAX_TEXT],
+                            predicted_gain=checking.predicted_gain if checking is not None else None)
     updated = replace_selection(
         selection, candidate=name, method=choice.candidate.method, phase="Chosen", attempts=0, message=message,
         not_before=rfc3339(not_before), measured_batch_sizes=sizes,
         measured_acceptance=None,  # taken again on the live traffic once the choice serves
         history=[entry.model_dump(), *(h.model_dump() for h in selection.history or ())][:MAX_SELECTION_HISTORY],
-        shift_since=None)
+        shift_since=None, baseline=None, verification=checking)
     return Step(updated, event=("Normal", "MethodSelected" if switched else "MethodKept", message[:1024]),
                 wake_at=not_before)
 
@@ -394,7 +399,7 @@ def _engine_failed(world: World) -> Step | None:
                f"and {failing} is left out of comparisons until the spec changes")
     updated = replace_selection(world.selection, candidate=fallback.display_name(), method=fallback.method,
                                 excluded=[e.model_dump() for e in excluded.values()][:8], message=message,
-                                measured_acceptance=None, shift_since=None)
+                                measured_acceptance=None, shift_since=None, verification=None)
     return Step(updated, event=("Warning", "SelectionRolledBack", message[:1024]))
 
 
@@ -422,7 +427,11 @@ def _measuring(world: World) -> Step:
     progress = _progress(status) if status is not None else ""
     base = (selection.message or "").split(" [", 1)[0]
     message = f"{base} [{progress}]" if progress else base
-    updated = selection if message == selection.message else replace_selection(selection, message=message)
+    # what serves meanwhile is measured live: the baseline a switch is verified against
+    baseline = selection.baseline if world.rolling_out else verification.fold_baseline(selection.baseline,
+                                                                                       _fresh_metrics(world))
+    updated = selection if message == selection.message and baseline == selection.baseline \
+        else replace_selection(selection, message=message, baseline=baseline)
     return Step(updated, wake_at=deadline)
 
 
@@ -486,7 +495,19 @@ def step(world: World) -> Step:
                     fresh=True)
     if selection.phase == "Failed":
         return _due(world, "retrying the comparison")
+    if selection.verification is not None:
+        return _verify(world)
     return _watch_traffic(world)
+
+
+def _verify(world: World) -> Step:
+    """The last switch, checked on the live traffic (no comparison starts meanwhile)."""
+    serving = serving_candidate(world.spec, world.selection)
+    alone = world.effective_method == serving.method and not world.rolling_out
+    verdict = verification.verify(world.selection, world.spec, metrics=_fresh_metrics(world), serving_alone=alone,
+                                  interval_seconds=_interval(world.spec), window_seconds=world.window_seconds,
+                                  now=world.now)
+    return Step(verdict.selection, event=verdict.event, wake_at=verdict.wake_at)
 
 
 __all__ = ["World", "Step", "step", "refused", "choose", "candidate_k", "comparison_spec", "comparison_name",

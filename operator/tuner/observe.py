@@ -217,7 +217,8 @@ def _ratio(numerator: float | None, denominator: float | None) -> float | None:
 
 def _metrics_status(*, accepted: list[float], drafts: float, draft_tokens: float | None,
                     drafts_per_position: list[float] | None, generated: float, window_seconds: float,
-                    mean_batch: float, per_token: float | None, ttft: float | None, now: float) -> MetricsStatus:
+                    mean_batch: float, request_step_seconds: float, per_token: float | None, ttft: float | None,
+                    now: float) -> MetricsStatus:
     def r(value: float | None, digits: int = 4) -> float | None:
         return None if value is None or not math.isfinite(value) or value < 0 else round(value, digits)
 
@@ -236,6 +237,7 @@ def _metrics_status(*, accepted: list[float], drafts: float, draft_tokens: float
         p99_time_to_first_token_seconds=r(ttft, 5),
         mean_batch_size=r(mean_batch, 2),
         tokens_per_second=r(generated / window_seconds, 2) if window_seconds > 0 else None,
+        tokens_per_request_second=r(_ratio(generated, request_step_seconds), 3),
         sampled_at=rfc3339(now),
     )
 
@@ -306,6 +308,6 @@ def _observe(target: Target, series: Mapping[str, Samples], *, labels: LabelMapp
     ))
     metrics = _metrics_status(accepted=accepted, drafts=drafts, draft_tokens=_total(series.get("draftTokens")),
                               drafts_per_position=drafts_per_position, generated=generated,
-                              window_seconds=window_seconds, mean_batch=mean_batch, per_token=per_token,
-                              ttft=ttft, now=now)
+                              window_seconds=window_seconds, mean_batch=mean_batch,
+                              request_step_seconds=step_seconds, per_token=per_token, ttft=ttft, now=now)
     return Observed(observation, None, metrics, "specinfer" if plugin else "vllm")

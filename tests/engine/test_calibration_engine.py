@@ -157,6 +157,30 @@ def test_auto_measures_ngram_draft_model_and_none_and_switches_to_the_winner_ser
                             why=lambda: cluster.kubectl("-n", namespace, "get", "si,pods", "-o", "wide").stdout)
         print(f"serving {method} {time.monotonic() - decided:.0f} s after the choice")
         time.sleep(3)  # requests on the new engine alone
+        if switches:
+            # the switch is verified on the live traffic, as every tuner change is: realised against predicted
+            # gain (no traffic ran before the switch, so against the comparison's prediction corrected by the
+            # acceptance measured live), kept or rolled back -- either is the product's call, never silence
+            def judged():
+                s = selection()
+                entries = [h for h in s.get("history") or [] if h.get("verdict")]
+                return not s.get("verification") and entries and (s, entries[0])
+
+            verified, entry = wait_for(judged, timeout=300, interval=1, what=f"the switch to {method} verified",
+                                       why=lambda: json.dumps(selection(), indent=1)[-3000:])
+            print(f"verification: {entry['verdict']}, predicted {entry.get('predictedGain')}, realised "
+                  f"{entry.get('realisedGain')}: {verified.get('message')}")
+            assert entry["candidate"] == chosen["candidate"] and entry.get("predictedGain") is not None
+            assert entry["verdict"] in ("Verified", "RolledBack"), entry  # live windows judged it
+            assert entry.get("realisedGain") is not None
+            if entry["verdict"] == "RolledBack":  # back to what served (none), and served through that rollout too
+                assert verified["candidate"] == "none" and chosen["candidate"] in {
+                    e["name"] for e in verified.get("excluded") or []}
+                method, switches = "none", False
+                switched = wait_for(lambda: (r := get(cluster, namespace, "si", "tiny"))
+                                    and (r["status"].get("effective") or {}).get("method") == "none"
+                                    and condition(r, "Progressing").get("status") != "True" and r,
+                                    timeout=600, interval=1, what="the rollback to no speculation")
     print(f"through the switch: {load.ok} completions, {len(load.failed)} failed, served by {dict(load.served_by)}")
     assert not load.failed, load.failed[:3]
     assert load.ok > 0 and len(load.served_by) >= (2 if switches else 1)
@@ -169,7 +193,8 @@ def test_auto_measures_ngram_draft_model_and_none_and_switches_to_the_winner_ser
         assert "--speculative-config" in command, command  # the engine the pods now run speculates
     events = json.loads(cluster.kubectl("-n", namespace, "get", "events", "-o", "json").stdout)["items"]
     reasons = {e["reason"] for e in events if e["involvedObject"]["name"] == "tiny"}
-    assert "SelectionStarted" in reasons and ("MethodSelected" if switches else "MethodKept") in reasons, reasons
+    assert "SelectionStarted" in reasons and ("MethodSelected" if chosen["method"] != "none" else "MethodKept") \
+        in reasons, reasons
 
     # the comparison's table describes the engine it measured as the target's (none, then serving): the tuner
     # says why it no longer uses it once another method serves

@@ -108,6 +108,34 @@ def test_a_finished_comparison_names_the_winner_and_the_pods_serve_it():
     assert len(kube.applied) == 1  # no second comparison
 
 
+def test_the_serving_candidates_live_windows_become_the_baseline_a_switch_is_verified_against():
+    kube = FakeKube()
+    selection, store, cache, events = controller(kube)
+    asyncio.run(selection.reconcile(("ml", "llama")))
+    cache[("ml", "llama-select-1")]["metadata"]["creationTimestamp"] = "2027-01-15T07:55:00Z"  # running, in time
+
+    def window(speed: float, at: str, rolling: bool) -> None:
+        stored = store.resources[("ml", "llama")]
+        stored["status"] = {**stored["status"], "effective": {"method": "none", "numSpeculativeTokens": 0},
+                            "metrics": {"tokensPerRequestSecond": speed, "meanBatchSize": 4.0, "sampledAt": at},
+                            "conditions": [{"type": "Progressing", "status": "True" if rolling else "False"}]}
+        asyncio.run(selection.reconcile(("ml", "llama")))
+
+    window(5.0, "2027-01-15T07:59:00Z", rolling=True)  # a rollout's window mixes two configs
+    assert "baseline" not in (store.resources[("ml", "llama")]["status"]["selection"])
+    window(20.0, "2027-01-15T07:59:30Z", rolling=False)
+    assert store.resources[("ml", "llama")]["status"]["selection"]["baseline"]["tokensPerRequestSecond"] == 20.0
+    cache[("ml", "llama-select-1")]["status"] = {"phase": "Succeeded", "comparison": [
+        {"name": "ngram", "method": "ngram", "speedupVsNone": 1.30, "gainVsConfigured": 0.3},
+        {"name": "none", "method": "none", "speedupVsNone": 1.0, "gainVsConfigured": 0.0}]}
+    asyncio.run(selection.reconcile(("ml", "llama")))
+    chosen = kube.status_writes[-1]["selection"]
+    assert chosen["candidate"] == "ngram" and "baseline" not in chosen
+    assert chosen["verification"]["baseline"]["tokensPerRequestSecond"] == 20.0
+    assert chosen["verification"]["previous"] == "none"
+    assert chosen["history"][0]["predictedGain"] == pytest.approx(0.3)
+
+
 def test_a_fixed_method_is_left_alone():
     kube = FakeKube()
     fixed = copy.deepcopy(RESOURCE)

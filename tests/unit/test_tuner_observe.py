@@ -85,6 +85,9 @@ def test_observation_from_vllm_series_is_valid_and_recovers_acceptance():
     assert metrics.acceptance_rate == pytest.approx((0.8 + 0.6 + 0.45) / 3, abs=1e-4)
     assert metrics.mean_accepted_length == pytest.approx(2.85)
     assert metrics.tokens_per_second == pytest.approx(5000 * 2.85 / WINDOW, rel=1e-3)
+    # per running request: generated tokens over the summed inter-token time (method auto's live speed)
+    assert metrics.tokens_per_request_second == pytest.approx(obs.measured_speed, rel=1e-3)
+    assert metrics.tokens_per_request_second > 0
     other = observe(target("b"), indexed[("ns", "b")], labels=LABELS, now=NOW, window_seconds=WINDOW)
     assert other.observation.batch_size_mean == pytest.approx(40.0)
 

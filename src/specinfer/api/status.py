@@ -216,6 +216,9 @@ class MetricsStatus(StatusModel):
     """Mean running requests."""
     tokens_per_second: float | None = Field(default=None, ge=0)
     """Generated tokens per second across replicas."""
+    tokens_per_request_second: float | None = Field(default=None, ge=0)
+    """Tokens each running request got per second of its decoding (generated tokens / the sum of their
+    inter-token times): the engine's speed at the load it ran, whatever the method."""
     sampled_at: Timestamp | None = None
     """When the metrics were read."""
 
@@ -266,6 +269,7 @@ class CalibrationSummary(StatusModel):
 
 
 SelectionPhase = Literal["Measuring", "Chosen", "Failed"]
+SwitchVerdict = Literal["Verified", "RolledBack", "Unverified"]
 MAX_SELECTION_HISTORY = 10
 MAX_ATTEMPTS = 10_000  # read back from the API server: bounded, so no arithmetic on it can blow up
 
@@ -285,15 +289,65 @@ class SelectionChoice(StatusModel):
     """The SpeculativeInferenceCalibration that compared the candidates."""
     reason: Text
     """Why, e.g. `ngram beat none by 21% at batch sizes 1-8 on the measured prompts`."""
+    predicted_gain: float | None = Field(default=None, ge=-1, le=1000)
+    """A switch: its goodput over the candidate that served, as the comparison measured it (0.21 = +21%)."""
+    realised_gain: float | None = Field(default=None, ge=-1, le=1000)
+    """A switch: the same, measured on the live traffic once it served (unset until verified)."""
+    verdict: SwitchVerdict | None = None
+    """A switch: Verified (kept), RolledBack (it measured worse than what served before), or Unverified (no
+    live measurement could judge it)."""
 
 
 class ExcludedCandidate(StatusModel):
-    """A candidate left out of comparisons until the spec changes: its engine failed there, or it failed serving."""
+    """A candidate left out of comparisons: its engine failed there or serving (until the spec changes), or it
+    measured worse on the live traffic than what it replaced (until `until`)."""
 
     name: CandidateName
     """The candidate."""
     reason: Text
     """Why."""
+    until: Timestamp | None = None
+    """Left out until then; unset: until the spec changes."""
+
+
+class LiveSpeed(StatusModel):
+    """The serving candidate's speed on the live traffic (status.metrics windows, averaged)."""
+
+    tokens_per_request_second: float = Field(gt=0)
+    """status.metrics.tokensPerRequestSecond, averaged over the windows."""
+    mean_batch_size: float = Field(ge=0)
+    """The load it was measured at."""
+    windows: int = Field(ge=1, le=MAX_ATTEMPTS)
+    """Tuner windows averaged."""
+    sampled_at: Timestamp
+    """The last window's time (a window is counted once)."""
+
+
+class SwitchVerification(StatusModel):
+    """A method switch being verified: the live speed of the candidate switched to against what served before."""
+
+    candidate: CandidateName
+    """The candidate switched to."""
+    previous: CandidateName
+    """The candidate it replaced: what a rollback returns to."""
+    predicted_gain: float | None = Field(default=None, ge=-1, le=1000)
+    """What the comparison measured: goodput over the previous candidate, minus 1 (unset: it was not measured)."""
+    predicted_accepted_length: float | None = Field(default=None, ge=1, le=K_CEILING + 1)
+    """Tokens per step the comparison measured for the candidate (speculating candidates)."""
+    baseline: LiveSpeed | None = None
+    """The previous candidate's live speed before the switch (unset: it served no traffic meanwhile)."""
+    chosen_at: Timestamp
+    """When the switch was chosen."""
+    serving_since: Timestamp | None = None
+    """When the pods first ran the candidate alone (no rollout in progress)."""
+    speeds: list[Annotated[float, Field(ge=0)]] = Field(default_factory=list, max_length=8)
+    """status.metrics.tokensPerRequestSecond of each window since it served alone."""
+    batch_sizes: list[Annotated[float, Field(ge=0)]] = Field(default_factory=list, max_length=8)
+    """status.metrics.meanBatchSize of the same windows."""
+    accepted_lengths: list[Annotated[float, Field(ge=0)]] = Field(default_factory=list, max_length=8)
+    """status.metrics.meanAcceptedLength of the same windows (speculating candidates)."""
+    last_sampled_at: Timestamp | None = None
+    """The last window counted."""
 
 
 class SelectionStatus(StatusModel):
@@ -333,6 +387,10 @@ class SelectionStatus(StatusModel):
     has lasted five minutes and the interval allows)."""
     history: list[SelectionChoice] | None = Field(default=None, max_length=MAX_SELECTION_HISTORY)
     """Recent choices, newest first."""
+    baseline: LiveSpeed | None = None
+    """While a comparison runs: the serving candidate's live speed, what a switch is verified against."""
+    verification: SwitchVerification | None = None
+    """The last switch, while it is verified on the live traffic (no comparison starts meanwhile)."""
 
 
 class SpeculativeInferenceStatus(StatusModel):
