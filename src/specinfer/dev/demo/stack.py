@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 from specinfer.dev.cluster import processes
@@ -60,8 +61,18 @@ class Stack:
 
     def install_crds(self) -> None:
         self.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_DIR))
-        self.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                     "crd/speculativeinferences.specinfer.io", "crd/speculativeinferencecalibrations.specinfer.io")
+        # A CRD just created has no status.conditions yet, and `kubectl wait` then fails at once
+        # (".status.conditions accessor error: <nil>") instead of waiting: ask again until it can wait.
+        deadline = time.monotonic() + 60
+        while True:
+            result = self.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                                  "crd/speculativeinferences.specinfer.io",
+                                  "crd/speculativeinferencecalibrations.specinfer.io", check=False)
+            if result.returncode == 0:
+                return
+            if "accessor error" not in result.stderr or time.monotonic() > deadline:
+                raise RuntimeError(f"kubectl wait for the CRDs: {result.stderr.strip()}")
+            time.sleep(0.5)
 
     # -- operator ---------------------------------------------------------------------------
     def operator_argv(self) -> list[str]:
