@@ -19,6 +19,7 @@ ASCEND_GUIDE = platform_docs(
 POD_ENGINE_TEST = "tests/engine/test_pod_engine.py"
 CALIBRATION_ENGINE_TEST = "tests/engine/test_calibration_engine.py"
 TUNING_ENGINE_TEST = "tests/engine/test_tuning_engine.py"
+SEED_METHODS_ENGINE_TEST = "tests/engine/test_seed_methods.py"  # eagle, eagle3, mtp, dflash with tiny drafters
 
 __all__ = ["ASCEND_GUIDE", "CALIBRATION_ENGINE_TEST", "CPU_SOURCE", "GPU_SOURCE", "POD_ENGINE_TEST",
-           "TUNING_ENGINE_TEST", "Evidence", "ran_here"]
+           "SEED_METHODS_ENGINE_TEST", "TUNING_ENGINE_TEST", "Evidence", "ran_here"]

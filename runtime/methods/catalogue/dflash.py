@@ -1,7 +1,12 @@
 """`dflash`: block-diffusion drafter; one non-causal pass drafts the whole block."""
 
 from specinfer.runtime.methods.accelerators import AcceleratorSupport
-from specinfer.runtime.methods.accelerators.evidence import ASCEND_GUIDE, CPU_SOURCE, GPU_SOURCE
+from specinfer.runtime.methods.accelerators.evidence import (
+    ASCEND_GUIDE,
+    GPU_SOURCE,
+    SEED_METHODS_ENGINE_TEST,
+    ran_here,
+)
 from specinfer.runtime.methods.engines import (
     BASE_PROPOSER_TAKES_K_CPU_0_32_0,
     V1_SCHEDULE_GATE_0_33_0,
@@ -39,7 +44,8 @@ DFLASH = register(MethodSpec(
         "nvidia": AcceleratorSupport(GPU_SOURCE),
         "amd": ROCM_PIN,
         "ascend": AcceleratorSupport(ASCEND_GUIDE),
-        "cpu": AcceleratorSupport(CPU_SOURCE),  # the CPU attention backend has the non-causal attention it needs
+        # the CPU attention backend has the non-causal attention it needs
+        "cpu": AcceleratorSupport(ran_here(SEED_METHODS_ENGINE_TEST)),
     },
     schedule_on_v1={  # Model Runner V1 with a Dynamic SD schedule: the drafter takes the per-step K
         VLLM_0_33_0.label: ScheduleOnV1("honoured", V1_SCHEDULE_GATE_0_33_0),

@@ -7,7 +7,12 @@ the model's config.json, which admission cannot read, so a wrong K surfaces when
 """
 
 from specinfer.runtime.methods.accelerators import AcceleratorSupport
-from specinfer.runtime.methods.accelerators.evidence import ASCEND_GUIDE, CPU_SOURCE, GPU_SOURCE
+from specinfer.runtime.methods.accelerators.evidence import (
+    ASCEND_GUIDE,
+    GPU_SOURCE,
+    SEED_METHODS_ENGINE_TEST,
+    ran_here,
+)
 from specinfer.runtime.methods.engines import (
     BASE_PROPOSER_TAKES_K_CPU_0_32_0,
     V1_SCHEDULE_GATE_0_33_0,
@@ -35,7 +40,7 @@ MTP = register(MethodSpec(
             GPU_SOURCE,
             caveats=("K > 1 fails on some AITER attention paths (vllm#28222); start with K = 1",)),
         "ascend": AcceleratorSupport(ASCEND_GUIDE),
-        "cpu": AcceleratorSupport(CPU_SOURCE, caveats=(
+        "cpu": AcceleratorSupport(ran_here(SEED_METHODS_ENGINE_TEST), caveats=(
             "the target must carry its MTP layers (num_nextn_predict_layers); published MTP targets are large "
             "MoE models, so on CPU only small ones are practical (`specinfer models make` writes two tiny MiMo "
             "targets to try the path)",)),

@@ -1,0 +1,219 @@
+"""The seed methods on the real vLLM CPU engine, through the operator: EAGLE, EAGLE-3, MTP and DFlash (issue 23).
+
+Everything is real: the local control plane, `specinfer operator` (the demo's short tuning clocks),
+Debian's Prometheus, and the pod runner running `specinfer runtime` -> `vllm serve` with the tiny
+drafters of `specinfer models make` (docs/development.md, "Seed-method drafters"): toys that run
+vLLM's real loaders and drafting code, not quality drafters. Four resources start side by side, one
+engine each, and every test of the module shares them:
+
+  tiny-eagle3  eagle3 with the hand-set EAGLE-3 head (eagle3-bigram), K=3 and a Dynamic SD schedule
+               (K=3 alone, K=1 from two requests on), tuning observe;
+  tiny-eagle   eagle with the hand-set EAGLE head (eagle-bigram), K=2, tuning observe;
+  tiny-mtp     mtp on a MiMo target carrying its own MTP layer (mtp-target-bigram), K=1, tuning observe;
+  tiny-dflash  dflash with a random drafter (dflash-random: acceptance 0), tuning auto: a real
+               collapse, which the tuner must answer by switching speculation off (a rollout) while
+               completions keep being served.
+
+What each shows: it serves completions through the runner's serving endpoints with the method in
+vLLM's own argv; vLLM's spec-decode counters and the plugin's series are scraped by Prometheus and
+agree; status.metrics reports the acceptance per position the engine measured; the schedule in the
+spec is in force in the engine's own counters (EAGLE-3).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from specinfer.dev.demo.real_engine import OPERATOR_CONFIG
+from specinfer.dev.demo.stack import Stack
+from tests.engine.engine_client import ClosedLoop, Metrics, complete, minus, per_position, rounds, settled
+from tests.support import condition, wait_for
+
+pytestmark = [pytest.mark.engine, pytest.mark.timeout(1200)]
+
+STARTUP_TIMEOUT = 600  # four engines starting at once on two shared cores
+ROLLOUT_TIMEOUT = 420
+# prompts of the demo's kind (the load generator's five words), not the ones the drafters' tables were built on
+PROMPTS = [" ".join(random.Random(seed).choice(("alpha", "beta", "gamma", "delta", "omega")) for _ in range(24))
+           for seed in range(100, 108)]
+SCHEDULE = [{"minBatchSize": 1, "maxBatchSize": 1, "numSpeculativeTokens": 3},
+            {"minBatchSize": 2, "maxBatchSize": 64, "numSpeculativeTokens": 1}]
+ACCEPTED = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+DRAFTS = "vllm:spec_decode_num_drafts_total"
+DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
+PLUGIN_DRAFTS = "specinfer:spec_decode_num_draft_tokens_per_pos_total"
+PLUGIN_ACCEPTED = "specinfer:spec_decode_num_accepted_tokens_per_pos_total"
+
+
+def resource(namespace: str, name: str, models: Path, speculation: dict, *, target: str = "target",
+             mode: str = "observe", k_max: int = 4) -> dict:
+    return {"apiVersion": "specinfer.io/v1alpha1", "kind": "SpeculativeInference",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"model": {"name": str(models / target), "servedModelName": "tiny"},
+                     "speculation": speculation, "hardware": {"accelerator": "cpu"},
+                     "runtime": {"engine": "vllm", "extraArgs": ["--shutdown-timeout", "20"],
+                                 "env": [{"name": "VLLM_CPU_KVCACHE_SPACE", "value": "1"},
+                                         {"name": "VLLM_LOG_STATS_INTERVAL", "value": "1"}]},
+                     "tuning": {"mode": mode, "intervalSeconds": 5, "minSamples": 100, "minNumSpeculativeTokens": 0,
+                                "maxNumSpeculativeTokens": k_max, "maxRestartsPerHour": 10}}}
+
+
+def wanted(namespace: str, models: Path) -> dict[str, dict]:
+    return {
+        "tiny-eagle3": resource(namespace, "tiny-eagle3", models, {
+            "method": "eagle3", "draftModel": {"name": str(models / "eagle3-bigram")}, "numSpeculativeTokens": 3,
+            "schedule": SCHEDULE}),
+        "tiny-eagle": resource(namespace, "tiny-eagle", models, {
+            "method": "eagle", "draftModel": {"name": str(models / "eagle-bigram")}, "numSpeculativeTokens": 2}),
+        "tiny-mtp": resource(namespace, "tiny-mtp", models, {"method": "mtp", "numSpeculativeTokens": 1},
+                             target="mtp-target-bigram"),
+        "tiny-dflash": resource(namespace, "tiny-dflash", models, {
+            "method": "dflash", "draftModel": {"name": str(models / "dflash-random")}, "numSpeculativeTokens": 3},
+            mode="auto"),
+    }
+
+
+class Seeds:
+    def __init__(self, cluster, namespace: str, stack: Stack, prometheus):
+        self.cluster, self.namespace, self.stack, self.prometheus = cluster, namespace, stack, prometheus
+
+    def si(self, name: str) -> dict:
+        result = self.cluster.kubectl("-n", self.namespace, "get", "si", name, "-o", "json", check=False)
+        return json.loads(result.stdout) if result.returncode == 0 else {}
+
+    def pods(self, name: str) -> list:
+        return [p for p in self.stack.runner.serving_pods() if p.labels.get("specinfer.io/name") == name]
+
+    def url(self, name: str) -> str:
+        (pod,) = self.pods(name)
+        return f"http://127.0.0.1:{pod.port}"
+
+    def pod_logs(self) -> str:
+        return "\n".join(f"--- {pod.name}:\n" + (Path(pod.record.log).read_text()[-2500:] if pod.record else "")
+                         for pod in self.stack.runner.pods.values())
+
+
+@pytest.fixture(scope="module")
+def seeds(cluster, prometheus, tmp_path_factory, engine_env, tiny_models):
+    namespace = f"seeds-{uuid.uuid4().hex[:6]}"
+    cluster.kubectl("create", "namespace", namespace)
+    workdir = tmp_path_factory.mktemp("seed-methods")
+    config = workdir / "operator.yaml"
+    config.write_text(yaml.safe_dump(OPERATOR_CONFIG))
+    stack = Stack(cluster.kubeconfig, prometheus, workdir, namespaces=(namespace,),
+                  operator_args=("--standalone", "-n", namespace, "--config", str(config)), log=print)
+    stack.start()
+    state = Seeds(cluster, namespace, stack, prometheus)
+    try:
+        started = time.monotonic()
+        resources = wanted(namespace, tiny_models)
+        cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(list(resources.values())))
+        wait_for(lambda: all(state.pods(name) for name in resources), timeout=STARTUP_TIMEOUT, interval=2,
+                 what="the four seed-method engines serving", why=state.pod_logs)
+        print(f"eagle3, eagle, mtp and dflash engines ready {time.monotonic() - started:.0f} s after apply")
+        yield state
+    finally:
+        stack.stop()
+        cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+
+
+def test_each_seed_method_serves_and_reports_the_acceptance_the_engine_measured(seeds):
+    first_position: dict[str, float] = {}
+    for name, method, k in (("tiny-eagle3", "eagle3", 3), ("tiny-eagle", "eagle", 2), ("tiny-mtp", "mtp", 1)):
+        url = seeds.url(name)
+        log = Path(seeds.pods(name)[0].record.log).read_text()
+        argv = next((line for line in log.splitlines() if line.startswith("specinfer runtime: exec vllm serve")), "")
+        assert f'"method":"{method}"' in argv, log[-2000:]  # the method in vLLM's own argv
+        before = settled(url, (ACCEPTED, DRAFTS))
+        for prompt in PROMPTS:
+            answer = complete(url, prompt, max_tokens=32)
+            assert answer["model"] == "tiny" and answer["usage"]["completion_tokens"] == 32, answer
+        after = settled(url, (ACCEPTED, DRAFTS))
+        drafts = after.total(DRAFTS) - before.total(DRAFTS)
+        accepted = minus(per_position(after, ACCEPTED), per_position(before, ACCEPTED))
+        print(f"{name}: {drafts:.0f} drafts, accepted per position {accepted} (vLLM's counters)")
+        assert drafts > 0 and len(accepted) == k
+        first_position[name] = accepted[0] / drafts
+        # status.metrics: the tuner's window (15 s here) of the same counters, read back from Prometheus
+        metrics = wait_for(lambda name=name, k=k: _reported(seeds, name, k), timeout=120, interval=1,
+                           what=f"{name}: status.metrics.perPositionAcceptance",
+                           why=lambda name=name: json.dumps((seeds.si(name).get("status") or {}).get("metrics")))
+        print(f"{name}: status.metrics {metrics}")
+        assert seeds.si(name)["status"]["effective"]["method"] == method
+        # what status reports is what the engine counted (the window covers most of these requests)
+        assert abs(metrics["perPositionAcceptance"][0] - first_position[name]) <= 0.1, (metrics, first_position)
+    # The hand-set heads' acceptance depends on the prompt: on these 24-word prompts 2026-12-03 measured
+    # eagle3 0.12, eagle 0.05, mtp 0.01 at position 0 (a repeated prompt in the schedule test: 0.66;
+    # `specinfer models measure`'s 8 held-out prompts: 0.735). Not asserted: the heads are toys.
+    print(f"first-position acceptance on the engine: {first_position}")
+
+
+def _reported(seeds: Seeds, name: str, k: int) -> dict | None:
+    metrics = (seeds.si(name).get("status") or {}).get("metrics") or {}
+    rates = metrics.get("perPositionAcceptance")
+    return metrics if rates and len(rates) == k and rates[0] > 0 else None
+
+
+def test_the_eagle3_schedule_in_the_spec_is_in_force_in_the_engines_counters(seeds):
+    url = seeds.url("tiny-eagle3")
+    names = (ACCEPTED, DRAFTS, PLUGIN_DRAFTS)
+    before = settled(url, names)
+    rounds(url, PROMPTS[0], concurrency=1, count=3, max_tokens=32)
+    alone = settled(url, names)
+    rounds(url, PROMPTS[1], concurrency=8, count=2, max_tokens=32)
+    busy = settled(url, names)
+
+    def k_per_step(after: Metrics, then: Metrics) -> float:
+        return (after.total(DRAFT_TOKENS) - then.total(DRAFT_TOKENS)) / (after.total(DRAFTS) - then.total(DRAFTS))
+
+    print(f"eagle3 draft tokens per request-step: batch 1 {k_per_step(alone, before):.2f}, "
+          f"batch 8 {k_per_step(busy, alone):.2f}")
+    assert k_per_step(alone, before) == pytest.approx(3.0, rel=0.05)  # K=3 alone
+    assert k_per_step(busy, alone) < 1.3  # K=1 from two requests on (a request alone at a round's tail: K=3)
+    # the plugin's per-position series over the same window: its draft tokens sum to vLLM's, its
+    # accepted tokens equal vLLM's
+    plugin = minus(per_position(busy, PLUGIN_DRAFTS), per_position(before, PLUGIN_DRAFTS))
+    vllm_accepted = minus(per_position(busy, ACCEPTED), per_position(before, ACCEPTED))
+    plugin_accepted = minus(per_position(busy, PLUGIN_ACCEPTED), per_position(before, PLUGIN_ACCEPTED))
+    print(f"plugin drafts per position {plugin}, accepted {plugin_accepted}; vLLM accepted {vllm_accepted}")
+    assert sum(plugin) == busy.total(DRAFT_TOKENS) - before.total(DRAFT_TOKENS)
+    assert plugin_accepted == vllm_accepted
+    assert plugin[0] > plugin[1]  # the schedule drafted fewer positions at batch 8
+
+
+def test_a_random_dflash_drafter_collapses_and_the_tuner_switches_speculation_off_serving_throughout(seeds):
+    first = {pod.name for pod in seeds.pods("tiny-dflash")}
+    started = time.monotonic()
+
+    def endpoints():
+        return [f"http://127.0.0.1:{p.port}" for p in seeds.pods("tiny-dflash")]
+
+    def tuning() -> str:
+        return json.dumps((seeds.si("tiny-dflash").get("status") or {}).get("tuning"))[-3000:]
+
+    with ClosedLoop(endpoints, PROMPTS[2], concurrency=2, max_tokens=48, think_seconds=0.5) as load:
+        collapsed = wait_for(lambda: (r := seeds.si("tiny-dflash"))
+                             and condition(r, "TuningDegraded").get("status") == "True" and r,
+                             timeout=300, interval=1, what="tiny-dflash: TuningDegraded", why=tuning)
+        print(f"collapse {time.monotonic() - started:.0f} s after load: {condition(collapsed, 'TuningDegraded')}")
+        rolled = wait_for(lambda: (r := seeds.si("tiny-dflash")) and r["status"]["effective"]["method"] == "none"
+                          and condition(r, "Progressing").get("status") != "True"
+                          and seeds.pods("tiny-dflash") and not {p.name for p in seeds.pods("tiny-dflash")} & first
+                          and r, timeout=ROLLOUT_TIMEOUT, interval=1, what="tiny-dflash: rolled to no speculation",
+                          why=seeds.pod_logs)
+        time.sleep(3)  # requests on the new engine alone
+    metrics = collapsed["status"].get("metrics") or {}
+    print(f"acceptance per position {metrics.get('perPositionAcceptance')}; rolled "
+          f"{time.monotonic() - started:.0f} s after load; served {load.ok}, failed {len(load.failed)}")
+    assert condition(collapsed, "TuningDegraded")["reason"] == "AcceptanceCollapsed"
+    assert (metrics.get("perPositionAcceptance") or [1.0])[0] < 0.05  # from vLLM's own counters
+    assert ((rolled["status"].get("tuning") or {}).get("applied") or {}).get("path") == "rollout"
+    assert not load.failed, load.failed[:3]
+    assert load.ok > 0
