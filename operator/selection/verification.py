@@ -33,6 +33,7 @@ from specinfer.api.calibration import SpeculativeInferenceCalibrationStatus
 from specinfer.api.spec import SpeculativeInferenceSpec
 from specinfer.api.speculation import K_CEILING
 from specinfer.api.status import (
+    MAX_ATTEMPTS,
     MAX_SELECTION_HISTORY,
     ExcludedCandidate,
     LiveSpeed,
@@ -84,7 +85,7 @@ def fold_baseline(baseline: LiveSpeed | None, metrics: MetricsStatus | None) -> 
     previous, now = parse_rfc3339(baseline.sampled_at), _sampled(metrics)
     if previous is not None and now is not None and now <= previous:
         return baseline
-    n = min(baseline.windows, 10_000)
+    n = min(baseline.windows, MAX_ATTEMPTS - 1)  # read back from the API server: bounded
     return LiveSpeed(tokens_per_request_second=(baseline.tokens_per_request_second * n + speed) / (n + 1),
                      mean_batch_size=(baseline.mean_batch_size * n + batch) / (n + 1), windows=n + 1,
                      sampled_at=metrics.sampled_at)
@@ -119,7 +120,8 @@ def _spread(values: Sequence[float]) -> float:
 
 def _judge(v: SwitchVerification) -> tuple[float, float, str] | None:
     """(realised gain, margin, how it was measured), or None when nothing live can judge the switch."""
-    speed, batch = statistics.fmean(v.speeds), statistics.fmean(v.batch_sizes)
+    # the lists are read back from the API server: a hand edit may leave them of different lengths
+    speed, batch = statistics.fmean(v.speeds), statistics.fmean(v.batch_sizes) if v.batch_sizes else 0.0
     base = v.baseline
     if base is not None and base.tokens_per_request_second > 0 and base.mean_batch_size > 0 and batch > 0 \
             and 1 / BASELINE_LOAD_SHIFT <= batch / base.mean_batch_size <= BASELINE_LOAD_SHIFT:

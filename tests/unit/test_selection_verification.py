@@ -224,3 +224,13 @@ def test_a_spec_edit_while_verifying_compares_afresh():
     edited = parse_spec({**RAW, "speculation": {**RAW["speculation"], "candidates": fewer}})
     result = step(World(name="llama", spec=edited, selection=selection, calibration=None, now=NOW + 100))
     assert result.create is not None and result.selection.verification is None
+
+
+def test_a_stored_baseline_at_its_bound_still_folds_a_window():
+    from specinfer.api.status import MAX_ATTEMPTS, LiveSpeed
+    from specinfer.operator.selection.verification import fold_baseline
+
+    full = LiveSpeed(tokens_per_request_second=20.0, mean_batch_size=4.0, windows=MAX_ATTEMPTS,
+                     sampled_at=rfc3339(NOW - 60))
+    folded = fold_baseline(full, window(30.0, at=NOW))
+    assert folded is not None and folded.windows == MAX_ATTEMPTS and 20.0 < folded.tokens_per_request_second < 20.1
