@@ -158,7 +158,8 @@ def test_each_seed_method_serves_and_reports_the_acceptance_the_engine_measured(
 def _reported(seeds: Seeds, name: str, k: int) -> dict | None:
     metrics = (seeds.si(name).get("status") or {}).get("metrics") or {}
     rates = metrics.get("perPositionAcceptance")
-    return metrics if rates and len(rates) == k and rates[0] > 0 else None
+    # a window that counted drafts (a toy head may accept none of them on some prompts: 0 is a measurement)
+    return metrics if rates and len(rates) == k and metrics.get("meanAcceptedLength") else None
 
 
 def test_the_eagle3_schedule_in_the_spec_is_in_force_in_the_engines_counters(seeds):
