@@ -10,7 +10,10 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 
 def wait_for(predicate: Callable[[], Any], *, timeout: float, what: str, interval: float = 0.3,
@@ -42,14 +45,20 @@ def condition(resource: Mapping[str, Any] | None, type_: str) -> dict:
 
 
 @contextmanager
-def namespaced_stack(cluster, prometheus, folder, prefix: str):
-    """A fresh namespace and an operator stack watching only it; both gone afterwards."""
+def namespaced_stack(cluster, prometheus, folder, prefix: str, operator_config: dict | None = None):
+    """A fresh namespace and an operator stack watching only it (with `operator_config` as its --config, if
+    given); both gone afterwards."""
     from specinfer.dev.demo.stack import Stack
 
     namespace = f"{prefix}-{uuid.uuid4().hex[:6]}"
     cluster.kubectl("create", "namespace", namespace)
+    options: tuple[str, ...] = ()
+    if operator_config is not None:
+        config = Path(folder) / "operator.yaml"
+        config.write_text(yaml.safe_dump(operator_config))
+        options = ("--config", str(config))
     stack = Stack(cluster.kubeconfig, prometheus, folder, namespaces=(namespace,),
-                  operator_args=("--standalone", "-n", namespace), log=print)
+                  operator_args=("--standalone", "-n", namespace, *options), log=print)
     stack.start()
     try:
         yield namespace, stack

@@ -140,10 +140,6 @@ def candidate_k(candidate: AutoCandidate, accelerator: str) -> int:
     return candidate.num_speculative_tokens or method.default_k(accelerator)
 
 
-def _excluded(selection: SelectionStatus, now: float) -> set[str]:
-    return verification.excluded_now(selection, now)
-
-
 def batch_sizes_to_measure(spec: SpeculativeInferenceSpec, metrics: MetricsStatus | None) -> list[int]:
     """spec.speculation.comparison.batchSizes (default 1, 4, 16) and, when the traffic runs outside them,
     the power of two nearest its mean on that side (taking the place of the far end when 8 are listed)."""
@@ -170,7 +166,7 @@ def comparison_spec(world: World) -> SpeculativeInferenceCalibrationSpec:
     calibration's `configured` (measured as the target's own method), no speculation its baseline."""
     spec, accelerator = world.spec, world.spec.hardware.accelerator
     serving = serving_candidate(spec, world.selection)
-    left_out = _excluded(world.selection, world.now) | {serving.display_name(), BASELINE}
+    left_out = verification.excluded_now(world.selection, world.now) | {serving.display_name(), BASELINE}
     others = [c for c in candidates_of(spec) if c.display_name() not in left_out and get_method(c.method).speculates]
     candidates = [Candidate(name=c.display_name(),
                             speculation=FixedSpeculation.model_validate(c.model_dump(exclude={"name"})),

@@ -192,7 +192,7 @@ def verify(selection: SelectionStatus, spec: SpeculativeInferenceSpec, *, metric
     if realised >= -(ROLLBACK_TOLERANCE + margin):
         message = f"{v.candidate} verified: {verdict}"
         updated = replace_selection(selection, verification=None, message=message,
-                           history=_with_verdict(selection, "Verified", realised))
+                                    history=_with_verdict(selection, "Verified", realised))
         return Verdict(updated, event=("Normal", "SelectionVerified", message[:1024]))
     return _rolled_back(selection, spec, v, realised, verdict, interval_seconds, now)
 
@@ -206,7 +206,7 @@ def _unverified(selection: SelectionStatus, why: str) -> Verdict:
     assert v is not None
     message = f"{v.candidate} stays, not verified: {why}"
     updated = replace_selection(selection, verification=None, message=message,
-                       history=_with_verdict(selection, "Unverified", None))
+                                history=_with_verdict(selection, "Unverified", None))
     return Verdict(updated, event=("Normal", "SelectionUnverified", message[:1024]))
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import random
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -34,7 +33,7 @@ import yaml
 from specinfer.dev.demo.real_engine import OPERATOR_CONFIG
 from specinfer.dev.demo.stack import Stack
 from tests.engine.engine_client import ClosedLoop, Metrics, complete, minus, per_position, rounds, settled
-from tests.support import condition, wait_for
+from tests.support import condition, namespaced_stack, wait_for
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(1200)]
 
@@ -102,16 +101,9 @@ class Seeds:
 
 @pytest.fixture(scope="module")
 def seeds(cluster, prometheus, tmp_path_factory, engine_env, tiny_models):
-    namespace = f"seeds-{uuid.uuid4().hex[:6]}"
-    cluster.kubectl("create", "namespace", namespace)
     workdir = tmp_path_factory.mktemp("seed-methods")
-    config = workdir / "operator.yaml"
-    config.write_text(yaml.safe_dump(OPERATOR_CONFIG))
-    stack = Stack(cluster.kubeconfig, prometheus, workdir, namespaces=(namespace,),
-                  operator_args=("--standalone", "-n", namespace, "--config", str(config)), log=print)
-    stack.start()
-    state = Seeds(cluster, namespace, stack, prometheus)
-    try:
+    with namespaced_stack(cluster, prometheus, workdir, "seeds", OPERATOR_CONFIG) as (namespace, stack):
+        state = Seeds(cluster, namespace, stack, prometheus)
         started = time.monotonic()
         resources = wanted(namespace, tiny_models)
         cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(list(resources.values())))
@@ -119,9 +111,6 @@ def seeds(cluster, prometheus, tmp_path_factory, engine_env, tiny_models):
                  what="the four seed-method engines serving", why=state.pod_logs)
         print(f"eagle3, eagle, mtp and dflash engines ready {time.monotonic() - started:.0f} s after apply")
         yield state
-    finally:
-        stack.stop()
-        cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
 
 
 def test_each_seed_method_serves_and_reports_the_acceptance_the_engine_measured(seeds):
