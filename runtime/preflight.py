@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from specinfer.api import SpeculativeInferenceSpec
 from specinfer.runtime.argv import tensor_parallel_size
 from specinfer.runtime.config import MisconfigurationError
+from specinfer.runtime.drafter_fit import drafter_misfit
 from specinfer.runtime.methods import get_accelerator, get_method
 
 DeviceCounter = Callable[[str], "int | None"]
@@ -48,6 +51,45 @@ def local_models(spec: SpeculativeInferenceSpec) -> list[tuple[str, str]]:
     return [(field, name) for field, name in named if name.startswith("/")]
 
 
+def read_model_config(field: str, directory: str) -> dict[str, Any] | None:
+    """A local model directory's config.json; None without one (a Mistral-format checkpoint has
+    params.json instead: vLLM decides what it can load)."""
+    path = Path(directory) / "config.json"
+    try:
+        config = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise MisconfigurationError(field, f"{field}: {path} cannot be read as JSON ({error})") from None
+    if not isinstance(config, dict):
+        raise MisconfigurationError(field, f"{field}: {path} is not a JSON object")
+    return config
+
+
+def check_drafter_fit(spec: SpeculativeInferenceSpec) -> None:
+    """The drafter against the target, where both are local directories (a hub id is not read here)."""
+    speculation = spec.speculation
+    method = get_method(speculation.method)
+    local = dict(local_models(spec))
+    target_field, draft_field = "spec.model.name", "spec.speculation.draftModel.name"
+    if not method.speculates or target_field not in local:
+        return
+    draft_dir = local.get(draft_field) if method.accepts_draft_model else None
+    if draft_dir is None and method.name != "mtp":
+        return
+    target = read_model_config(target_field, local[target_field])
+    drafter = read_model_config(draft_field, draft_dir) if draft_dir is not None else None
+    if target is None or (draft_dir is not None and drafter is None):
+        return
+    misfit = drafter_misfit(method.name, target, drafter)
+    if misfit is not None:
+        if drafter is not None:
+            raise MisconfigurationError(draft_field, f"{draft_field}: the drafter {draft_dir} does not fit the "
+                                        f"target {local[target_field]} (method {method.name}): {misfit}")
+        raise MisconfigurationError(target_field, f"{target_field}: the target {local[target_field]} cannot serve "
+                                    f"method {method.name}: {misfit}")
+
+
 def preflight(spec: SpeculativeInferenceSpec, *, engine_binary: bool = True,
               count_devices: DeviceCounter | None = None, which: Callable[[str], str | None] | None = None) -> None:
     """Raise MisconfigurationError for the first problem found."""
@@ -78,6 +120,7 @@ def preflight(spec: SpeculativeInferenceSpec, *, engine_binary: bool = True,
             raise MisconfigurationError(
                 field, f"{field}: the local model directory {name} does not exist in this container: "
                 "mount it (e.g. a volume at that path) or give a Hugging Face model id")
+    check_drafter_fit(spec)
     if engine_binary and which("vllm") is None:
         raise MisconfigurationError(
             "spec.runtime.image",

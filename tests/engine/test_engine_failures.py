@@ -7,6 +7,8 @@ vLLM in the engine environment:
 - the engine environment (the image, locally) is missing -> ErrImageNeverPull, naming the command;
 - the model directory does not exist -> `specinfer runtime` preflight exits 2 and its one line
   reaches the condition through the termination message;
+- an EAGLE-3 head whose config names another target's hidden size -> preflight reads both configs
+  (runtime/drafter_fit.py) and exits 2 before vLLM loads a weight, naming the field and the cause;
 - vLLM itself fails to start (a max model length the model cannot have) -> its log tail
   (FallbackToLogsOnError) reaches the condition.
 """
@@ -14,7 +16,9 @@ vLLM in the engine environment:
 from __future__ import annotations
 
 import json
+import shutil
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -24,14 +28,15 @@ from tests.support import condition, namespaced_stack, wait_for
 pytestmark = pytest.mark.engine
 
 
-def resource(namespace: str, name: str, model: str, *, extra_args: list[str] | None = None) -> dict:
+def resource(namespace: str, name: str, model: str, *, extra_args: list[str] | None = None,
+             speculation: dict | None = None) -> dict:
     runtime = {"engine": "vllm", "env": [{"name": "VLLM_CPU_KVCACHE_SPACE", "value": "1"}]}
     if extra_args:
         runtime["extraArgs"] = extra_args
     return {"apiVersion": "specinfer.io/v1alpha1", "kind": "SpeculativeInference",
             "metadata": {"name": name, "namespace": namespace},
             "spec": {"model": {"name": model, "servedModelName": "tiny"},
-                     "speculation": {"method": "ngram", "numSpeculativeTokens": 2},
+                     "speculation": speculation or {"method": "ngram", "numSpeculativeTokens": 2},
                      "hardware": {"accelerator": "cpu"}, "runtime": runtime, "tuning": {"mode": "off"}}}
 
 
@@ -70,10 +75,23 @@ def test_missing_engine_environment(failure_stack, cluster, monkeypatch, tmp_pat
     assert events(cluster, namespace, "no-engine"), "no EngineFailing Event"
 
 
-def test_missing_model_directory_and_an_engine_that_fails_to_start(failure_stack, cluster, tiny_models):
+def misfit_head(tiny_models: Path, tmp_path: Path) -> Path:
+    """The EAGLE-3 head of `models make`, its config saying it was trained for a 4096-wide target."""
+    head = tmp_path / "eagle3-for-another-target"
+    shutil.copytree(tiny_models / "eagle3-bigram", head)
+    config = json.loads((head / "config.json").read_text())
+    (head / "config.json").write_text(json.dumps({**config, "target_hidden_size": 4096}))
+    return head
+
+
+def test_missing_model_directory_a_misfit_drafter_and_an_engine_that_fails_to_start(
+        failure_stack, cluster, tiny_models, tmp_path):
     namespace, _ = failure_stack
     started = time.monotonic()
+    head = misfit_head(tiny_models, tmp_path)
+    eagle3 = {"method": "eagle3", "numSpeculativeTokens": 2, "draftModel": {"name": str(head)}}
     documents = [resource(namespace, "no-model", str(tiny_models / "no-such-model")),
+                 resource(namespace, "misfit-head", str(tiny_models / "target"), speculation=eagle3),
                  resource(namespace, "bad-engine", str(tiny_models / "target"),
                           extra_args=["--max-model-len", "1000000"])]  # the tiny model has 2048 positions
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(documents))
@@ -83,6 +101,14 @@ def test_missing_model_directory_and_an_engine_that_fails_to_start(failure_stack
     assert "exit code 2" in ready["message"] and "spec.model.name" in ready["message"]
     assert str(tiny_models / "no-such-model") in ready["message"]
     assert events(cluster, namespace, "no-model")
+
+    # Preflight reads both configs before vLLM loads a weight: the field, the drafter and the cause.
+    ready = failing(cluster, namespace, "misfit-head", timeout=120, must_contain="does not fit")
+    print(f"misfit-head: {ready['message']} ({time.monotonic() - started:.0f} s)")
+    assert "exit code 2" in ready["message"] and "spec.speculation.draftModel.name" in ready["message"]
+    assert str(head) in ready["message"]
+    assert "target_hidden_size 4096 does not match the target's hidden_size 256" in ready["message"]
+    assert events(cluster, namespace, "misfit-head")
 
     ready = failing(cluster, namespace, "bad-engine", timeout=300, must_contain="max_model_len")
     print(f"bad-engine: {ready['message']} ({time.monotonic() - started:.0f} s)")
