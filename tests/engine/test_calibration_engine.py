@@ -3,12 +3,13 @@
 Everything is real: the control plane, `specinfer operator`, the Job controller, the pod runner
 running each Job's pod (`specinfer calibrate --engine-config`, which starts `specinfer runtime` ->
 `vllm serve` in the engine environment, drives it with the load generator and reads vLLM's
-/metrics) and the serving pods of the target. The target is `method: auto` over ngram K=2 and
-draftModel with the always-right draft (draft-same), `initial: none`: it serves no speculation at
-once, the operator's comparison (a calibration it owns) measures both candidates and no
-speculation, and the pods roll out to the winner while a closed loop of requests runs through the
-switch without a failure. The always-right draft must measure acceptance 1 at every position -- the
-engine's own counters, not the config, say so. Engines: the initial one, three measured, the
+/metrics) and the serving pods of the target. The target is `method: auto` over ngram K=2,
+draftModel with the always-right draft (draft-same) and eagle3 with the tiny EAGLE-3 head
+(eagle3-bigram), `initial: none`: it serves no speculation at once, the operator's comparison (a
+calibration it owns) measures the three candidates and no speculation, and the pods roll out to
+the winner while a closed loop of requests runs through the switch without a failure. The
+always-right draft must measure acceptance 1 at every position and the head what it drafts -- the
+engine's own counters, not the config, say so. Engines: the initial one, four measured, the
 winner's. A second calibration whose candidate cannot start (its draft directory does not exist)
 fails with the engine's own words in its condition. (That a calibrated table becomes the tuner's
 step-cost prior is tested on the simulator engine: tests/integration/test_calibration.py.)
@@ -86,15 +87,16 @@ def complete(url: str) -> dict:
 
 
 @pytest.mark.timeout(2100)  # ~6-12 minutes on a quiet machine; two cores shared with other suites can triple it
-def test_auto_measures_ngram_draft_model_and_none_and_switches_to_the_winner_serving_throughout(
+def test_auto_measures_ngram_draft_model_eagle3_and_none_and_switches_to_the_winner_serving_throughout(
         stack, cluster, tiny_models):
     namespace, the_stack = stack
     started = time.monotonic()
     ngram = {"method": "ngram", "numSpeculativeTokens": 2, "promptLookup": {"min": 2, "max": 4}}
     draft = {"name": "draftmodel", "method": "draftModel", "numSpeculativeTokens": 2,
              "draftModel": {"name": str(tiny_models / "draft-same")}}
+    head = {"method": "eagle3", "numSpeculativeTokens": 2, "draftModel": {"name": str(tiny_models / "eagle3-bigram")}}
     served = target(namespace, "tiny", tiny_models,
-                    {"method": "auto", "candidates": [ngram, draft], "initial": "none",
+                    {"method": "auto", "candidates": [ngram, draft, head], "initial": "none",
                      "comparison": {"batchSizes": [1, 4], "load": LOAD}})
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(served))
     # what serves before the first measurement: `initial`, no speculation, from the first reconcile
@@ -124,7 +126,7 @@ def test_auto_measures_ngram_draft_model_and_none_and_switches_to_the_winner_ser
         assert comparison["metadata"]["ownerReferences"][0]["name"] == "tiny"
         assert status["phase"] == "Succeeded", json.dumps(status, indent=1)[-4000:]
         by_name = {c["name"]: c for c in status["candidates"]}
-        assert set(by_name) == {"ngram", "draftmodel", "none"}
+        assert set(by_name) == {"ngram", "draftmodel", "eagle3", "none"}
         for candidate in by_name.values():
             print(f"{candidate['name']}: " + "; ".join(
                 f"K={p['numSpeculativeTokens']} B={p['batchSize']}: step {1000 * p['stepSeconds']:.1f} ms, "
@@ -135,6 +137,11 @@ def test_auto_measures_ngram_draft_model_and_none_and_switches_to_the_winner_ser
         assert always_right["drafts"] > 0 and always_right["perPosition"] == [1.0, 1.0]
         assert all(p["tokensPerStep"] > 2.5 for p in by_name["draftmodel"]["points"])  # 1 + 2 accepted, every step
         assert all(0.9 < p["tokensPerStep"] < 1.1 for p in by_name["none"]["points"])
+        # the toy head drafts every step and is right on a fraction: measured, per position, never 1 everywhere
+        (head_acceptance,) = by_name["eagle3"]["acceptance"]
+        print(f"eagle3 head: {head_acceptance}")
+        assert head_acceptance["drafts"] > 0 and len(head_acceptance["perPosition"]) == 2
+        assert all(0 <= a <= 1 for a in head_acceptance["perPosition"]) and head_acceptance["perPosition"] != [1.0, 1.0]
         speedups = {row["name"]: row["speedupVsNone"] for row in status["comparison"]}
         fastest = max(speedups, key=speedups.get)
         print(f"speedup over no speculation: {speedups}; chose {chosen['candidate']}")

