@@ -24,5 +24,5 @@ def test_each_method_drafts_with_its_models_make_folder_and_passes_admission(met
 def test_the_cost_prior_is_the_methods_own():
     draft, eagle3 = (real_engine.operator_config(method)["tuning"]["policy"]["costPrior"]
                      for method in ("draftModel", "eagle3"))
-    assert eagle3["draftPassSeconds"] < draft["draftPassSeconds"]  # a one-layer head costs less than the two-layer target
+    assert eagle3["draftPassSeconds"] < draft["draftPassSeconds"]  # a one-layer head, a two-layer draft
     assert real_engine.OPERATOR_CONFIG == real_engine.operator_config("draftModel")
