@@ -11,7 +11,6 @@ from typing import Any
 from specinfer.api import SpeculativeInferenceSpec
 from specinfer.runtime.argv import tensor_parallel_size
 from specinfer.runtime.config import MisconfigurationError
-from specinfer.runtime.drafter_fit import drafter_misfit
 from specinfer.runtime.methods import get_accelerator, get_method
 
 DeviceCounter = Callable[[str], "int | None"]
@@ -67,27 +66,26 @@ def read_model_config(field: str, directory: str) -> dict[str, Any] | None:
 
 
 def check_drafter_fit(spec: SpeculativeInferenceSpec) -> None:
-    """The drafter against the target, where both are local directories (a hub id is not read here)."""
-    speculation = spec.speculation
-    method = get_method(speculation.method)
+    """The method's drafter-fit rule (its MethodSpec's) on the target's config and the drafter's, where
+    they are local directories (a hub id is not fetched here)."""
+    method = get_method(spec.speculation.method)
     local = dict(local_models(spec))
     target_field, draft_field = "spec.model.name", "spec.speculation.draftModel.name"
-    if not method.speculates or target_field not in local:
-        return
-    draft_dir = local.get(draft_field) if method.accepts_draft_model else None
-    if draft_dir is None and method.name != "mtp":
+    if method.drafter_fit is None or target_field not in local:
         return
     target = read_model_config(target_field, local[target_field])
+    draft_dir = local.get(draft_field) if method.accepts_draft_model else None
     drafter = read_model_config(draft_field, draft_dir) if draft_dir is not None else None
     if target is None or (draft_dir is not None and drafter is None):
         return
-    misfit = drafter_misfit(method.name, target, drafter)
-    if misfit is not None:
-        if drafter is not None:
-            raise MisconfigurationError(draft_field, f"{draft_field}: the drafter {draft_dir} does not fit the "
-                                        f"target {local[target_field]} (method {method.name}): {misfit}")
-        raise MisconfigurationError(target_field, f"{target_field}: the target {local[target_field]} cannot serve "
-                                    f"method {method.name}: {misfit}")
+    misfit = method.drafter_fit(target, drafter)
+    if misfit is None:
+        return
+    if drafter is not None:
+        raise MisconfigurationError(draft_field, f"{draft_field}: the drafter {draft_dir} does not fit the "
+                                    f"target {local[target_field]} (method {method.name}): {misfit}")
+    raise MisconfigurationError(target_field, f"{target_field}: the target {local[target_field]} cannot serve "
+                                f"method {method.name}: {misfit}")
 
 
 def preflight(spec: SpeculativeInferenceSpec, *, engine_binary: bool = True,

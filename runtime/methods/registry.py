@@ -25,6 +25,7 @@ from specinfer.runtime.methods.accelerators import ACCELERATORS, AcceleratorSupp
 from specinfer.runtime.methods.accelerators.model import read_from
 from specinfer.runtime.methods.advanced import ADVANCED_FIELDS
 from specinfer.runtime.methods.cost_presets import CostShape
+from specinfer.runtime.methods.drafter_fit import DrafterFit
 from specinfer.runtime.methods.engines import RELEASES, EngineRelease, ScheduleOnV1, SourceLine
 from specinfer.runtime.methods.workloads import SimulatorProfile
 
@@ -87,6 +88,9 @@ class MethodSpec:
     v1_refusal: Mapping[str, SourceLine] = field(default_factory=dict)
     # extra SpeculativeConfig keys this method always sets (e.g. defaults we pin)
     fixed_config: Mapping[str, Any] = field(default_factory=dict)
+    # how preflight checks a local drafter (or, for MTP, the target itself) against the target's
+    # config.json before vLLM loads a weight (drafter_fit.py); None: nothing to check
+    drafter_fit: DrafterFit | None = None
 
     @property
     def needs_draft_model(self) -> bool:

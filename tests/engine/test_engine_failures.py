@@ -8,7 +8,7 @@ vLLM in the engine environment:
 - the model directory does not exist -> `specinfer runtime` preflight exits 2 and its one line
   reaches the condition through the termination message;
 - an EAGLE-3 head whose config names another target's hidden size -> preflight reads both configs
-  (runtime/drafter_fit.py) and exits 2 before vLLM loads a weight, naming the field and the cause;
+  (runtime/methods/drafter_fit.py) and exits 2 before vLLM loads a weight, naming the field and the cause;
 - vLLM itself fails to start (a max model length the model cannot have) -> its log tail
   (FallbackToLogsOnError) reaches the condition.
 """

@@ -8,10 +8,16 @@ import pytest
 
 from specinfer.api import parse_spec
 from specinfer.runtime.config import MisconfigurationError
-from specinfer.runtime.drafter_fit import drafter_misfit
+from specinfer.runtime.methods import get_method
 from specinfer.runtime.preflight import preflight
 
 pytestmark = pytest.mark.unit
+
+
+def drafter_misfit(method: str, target: dict, drafter: dict | None) -> str | None:
+    """The method's own rule (its MethodSpec's drafter_fit); a method without one has nothing to check."""
+    fit = get_method(method).drafter_fit
+    return fit(target, drafter) if fit is not None else None
 
 # The shapes of `specinfer models make`: a 2-layer target and the drafters written for it.
 TARGET = {"hidden_size": 256, "vocab_size": 512, "num_hidden_layers": 2}
@@ -26,6 +32,12 @@ DFLASH = {"hidden_size": 256, "vocab_size": 512, "dflash_config": {"mask_token_i
                                              ("draftModel", TARGET), ("mtp", None), ("ngram", None)])
 def test_the_drafters_models_make_writes_fit(method, drafter):
     assert drafter_misfit(method, TARGET, drafter) is None
+
+
+def test_every_method_that_loads_a_drafter_has_a_rule():
+    for name in ("eagle", "eagle3", "dflash", "draftModel", "mtp"):
+        assert get_method(name).drafter_fit is not None, name
+    assert get_method("ngram").drafter_fit is None and get_method("none").drafter_fit is None
 
 
 @pytest.mark.parametrize("method, drafter, cause", [

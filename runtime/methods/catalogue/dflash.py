@@ -7,6 +7,7 @@ from specinfer.runtime.methods.accelerators.evidence import (
     SEED_METHODS_ENGINE_TEST,
     ran_here,
 )
+from specinfer.runtime.methods.drafter_fit import dflash_fit
 from specinfer.runtime.methods.engines import (
     BASE_PROPOSER_TAKES_K_CPU_0_32_0,
     V1_SCHEDULE_GATE_0_33_0,
@@ -59,4 +60,5 @@ DFLASH = register(MethodSpec(
         "summarization": (0.76, 0.74, 0.72, 0.71, 0.70, 0.69, 0.68, 0.67),
         "math": (0.94, 0.93, 0.92, 0.92, 0.91, 0.91, 0.90, 0.90),
     }),
+    drafter_fit=dflash_fit,
 ))

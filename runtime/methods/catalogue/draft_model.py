@@ -9,6 +9,7 @@ from specinfer.runtime.methods.accelerators.evidence import (
     TUNING_ENGINE_TEST,
     ran_here,
 )
+from specinfer.runtime.methods.drafter_fit import draft_model_fit
 from specinfer.runtime.methods.engines import (
     BASE_PROPOSER_TAKES_K_CPU_0_32_0,
     V1_SCHEDULE_GATE_0_33_0,
@@ -50,4 +51,5 @@ DRAFT_MODEL = register(MethodSpec(
         },
         draft_scale=3.0,  # a ~1B draft for an 8B target costs several EAGLE-head passes
     ),
+    drafter_fit=draft_model_fit,
 ))

@@ -7,6 +7,7 @@ from specinfer.runtime.methods.accelerators.evidence import (
     SEED_METHODS_ENGINE_TEST,
     ran_here,
 )
+from specinfer.runtime.methods.drafter_fit import eagle_fit
 from specinfer.runtime.methods.engines import (
     BASE_PROPOSER_TAKES_K_CPU_0_32_0,
     V1_SCHEDULE_GATE_0_33_0,
@@ -45,4 +46,5 @@ EAGLE = register(MethodSpec(
         "summarization": (0.66, 0.62, 0.60, 0.58, 0.56),
         "math": (0.78, 0.74, 0.72, 0.70, 0.68),
     }),
+    drafter_fit=eagle_fit,
 ))

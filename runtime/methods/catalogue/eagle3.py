@@ -7,6 +7,7 @@ from specinfer.runtime.methods.accelerators.evidence import (
     SEED_METHODS_ENGINE_TEST,
     ran_here,
 )
+from specinfer.runtime.methods.drafter_fit import eagle3_fit
 from specinfer.runtime.methods.engines import (
     BASE_PROPOSER_TAKES_K_CPU_0_32_0,
     V1_SCHEDULE_GATE_0_33_0,
@@ -57,4 +58,5 @@ EAGLE3 = register(MethodSpec(
         "summarization": (0.74, 0.70, 0.67, 0.65, 0.63, 0.61),
         "math": (0.86, 0.82, 0.80, 0.78, 0.76, 0.74),
     }),
+    drafter_fit=eagle3_fit,
 ))

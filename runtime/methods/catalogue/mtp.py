@@ -13,6 +13,7 @@ from specinfer.runtime.methods.accelerators.evidence import (
     SEED_METHODS_ENGINE_TEST,
     ran_here,
 )
+from specinfer.runtime.methods.drafter_fit import mtp_target_fit
 from specinfer.runtime.methods.engines import (
     BASE_PROPOSER_TAKES_K_CPU_0_32_0,
     V1_SCHEDULE_GATE_0_33_0,
@@ -56,4 +57,5 @@ MTP = register(MethodSpec(
         "summarization": (0.80, 0.60, 0.50, 0.43),
         "math": (0.88, 0.72, 0.62, 0.55),
     }),
+    drafter_fit=mtp_target_fit,
 ))

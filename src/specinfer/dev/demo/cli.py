@@ -22,11 +22,13 @@ from specinfer.dev.cluster.paths import REPO_ROOT
 @click.option("--engine", type=click.Choice(["simulator", "vllm"]), default="simulator", show_default=True,
               help="vllm: the same story on the real vLLM CPU engine (tiny local models, made once; 8-12 "
                    "minutes, a phase waits out a rollout in progress; --quick 5-8); --file does not apply.")
-@click.option("--method", type=click.Choice(["draftModel", "eagle3"]), default="draftModel", show_default=True,
-              help="With --engine vllm: what drafts. draftModel: the target's own weights (always right); eagle3: "
+@click.option("--method", type=click.Choice(["draftModel", "eagle3"]), default=None,
+              help="With --engine vllm: what drafts (default draftModel). draftModel: the target's own weights "
+                   "(always right); eagle3: "
                    "the tiny EAGLE-3 head of `specinfer models make` (right on a fraction of tokens; its drafters "
                    "are built once per machine, 1-3 minutes).")
-def demo(example: Path, out: Path, quick: bool, keep: bool, no_live: bool, engine: str, method: str) -> None:
+def demo(example: Path, out: Path, quick: bool, keep: bool, no_live: bool, engine: str,
+         method: str | None) -> None:
     """Run the whole product locally, no GPU needed.
 
     \b
@@ -38,10 +40,10 @@ def demo(example: Path, out: Path, quick: bool, keep: bool, no_live: bool, engin
     """
     from specinfer.dev.demo.run import Demo, DemoOptions
 
-    if method != "draftModel" and engine != "vllm":
+    if method is not None and engine != "vllm":
         raise click.UsageError("--method applies to --engine vllm (the simulator's resource comes from --file)")
     options = DemoOptions(example=example, out=out, quick=quick, keep=keep, live=not no_live, engine=engine,
-                          method=method)
+                          **({"method": method} if method else {}))
     try:
         code = Demo(options, log=lambda message: click.echo(message, err=True)).run()
     except (RuntimeError, TimeoutError) as error:  # a component failed: say which, not a traceback

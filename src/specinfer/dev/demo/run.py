@@ -121,7 +121,7 @@ class Demo:
     def _real_engine_example(self, logs: Path) -> Path:
         """The tiny models (made once into the cache) and the resource that serves them, as a file."""
         method = self.options.method
-        models = real_engine.tiny_models(self.log, drafters=method != "draftModel")
+        models = real_engine.tiny_models(self.log, drafters=real_engine.METHODS[method] not in real_engine.MODELS)
         self.resource = real_engine.resource(models, method=method)
         example = logs / "real-engine.yaml"
         example.write_text(yaml.safe_dump(self.resource, sort_keys=False))

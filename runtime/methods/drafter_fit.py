@@ -1,5 +1,8 @@
 """Does a drafter fit its target? Read from the two config.json files, before vLLM loads a weight. Pure.
 
+Each method's module names its rule (`MethodSpec.drafter_fit`); preflight applies it to local
+model directories.
+
 vLLM 0.32/0.33 checks a drafter against its target only for DSpark on Qwen3-Omni
 (vllm/config/speculative.py); for the others a mismatch surfaces minutes later as a shape error
 deep in a forward pass, or as garbage drafts. The rules below follow how vLLM builds each drafter:
@@ -20,7 +23,7 @@ deep in a forward pass, or as garbage drafts. The rules below follow how vLLM bu
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 Config = Mapping[str, Any]
@@ -68,50 +71,66 @@ def _same(drafter: Config, target: Config, key: str, label: str, *, drafter_key:
     return None
 
 
-def drafter_misfit(method: str, target: Config, drafter: Config | None) -> str | None:
-    """Why the drafter (None: the method has none) cannot serve this target, or None when it fits or
-    the configs do not say. `method` is the catalogue's name."""
-    if method == "mtp":
-        for key in ("num_nextn_predict_layers", "mtp_num_hidden_layers"):
-            declared = _int(target, key)
-            if declared is not None and declared <= 0:
-                return f"the target's config declares {key} {declared}: it carries no MTP layer"
-        return None
+# One rule per method, hung on its MethodSpec (`drafter_fit`): (target config, drafter config or
+# None) -> why they do not fit, or None when they fit or the configs do not say.
+DrafterFit = Callable[[Config, "Config | None"], "str | None"]
+
+
+def eagle_fit(target: Config, drafter: Config | None) -> str | None:
     if drafter is None:
         return None
+    return (_same(drafter, target, "hidden_size", "fc concatenates the target's hidden states")
+            or _same(drafter, target, "vocab_size", "the head is the target's"))
+
+
+def eagle3_fit(target: Config, drafter: Config | None) -> str | None:
+    if drafter is None:
+        return None
+    hidden = _int(drafter, "target_hidden_size") is not None
+    problem = (_same(drafter, target, "hidden_size", "fc reads the target's hidden states",
+                     drafter_key="target_hidden_size" if hidden else "hidden_size")
+               or _same(drafter, target, "vocab_size", "it embeds the target's token ids"))
+    if problem:
+        return problem
+    draft_vocab, vocab = _int(drafter, "draft_vocab_size"), _int(target, "vocab_size")
+    if draft_vocab is not None and vocab is not None and not 0 < draft_vocab <= vocab:
+        return f"draft_vocab_size {draft_vocab} must be between 1 and the target's vocab_size {vocab}"
     layers = _int(target, "num_hidden_layers")
-    if method == "eagle":
-        return (_same(drafter, target, "hidden_size", "fc concatenates the target's hidden states")
-                or _same(drafter, target, "vocab_size", "the head is the target's"))
-    if method == "eagle3":
-        hidden = _int(drafter, "target_hidden_size") is not None
-        problem = (_same(drafter, target, "hidden_size", "fc reads the target's hidden states",
-                         drafter_key="target_hidden_size" if hidden else "hidden_size")
-                   or _same(drafter, target, "vocab_size", "it embeds the target's token ids"))
-        if problem:
-            return problem
-        draft_vocab, vocab = _int(drafter, "draft_vocab_size"), _int(target, "vocab_size")
-        if draft_vocab is not None and vocab is not None and not 0 < draft_vocab <= vocab:
-            return f"draft_vocab_size {draft_vocab} must be between 1 and the target's vocab_size {vocab}"
-        ids = eagle3_aux_layer_ids(drafter)
-        if layers is None:
-            return None
-        if ids is None:  # vLLM's default (models/interfaces.py get_eagle3_default_aux_hidden_state_layers)
-            default = (2, layers // 2, layers - 3)
-            problem = _layer_id_problem(default, layers, "vLLM's default auxiliary layer ids", None)
-            return problem and (problem + "; set eagle_aux_hidden_state_layer_ids in the drafter's config")
-        return _layer_id_problem(ids, layers, "eagle_aux_hidden_state_layer_ids",
-                                 _int(drafter, "num_aux_hidden_states"))
-    if method == "dflash":
-        problem = (_same(drafter, target, "hidden_size", "fc reads the target's hidden states")
-                   or _same(drafter, target, "vocab_size", "the head is the target's"))
-        dflash = drafter.get("dflash_config")
-        ids = dflash.get("target_layer_ids") if isinstance(dflash, Mapping) else None
-        if problem or layers is None or not isinstance(ids, list) or not ids:
-            return problem
-        if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
-            return f"dflash_config.target_layer_ids {ids} are not all integers"
-        return _layer_id_problem([i + 1 for i in ids], layers, "dflash_config.target_layer_ids (+1)", None)
-    if method == "draftModel":
-        return _same(drafter, target, "vocab_size", "the target verifies the draft's token ids")
+    if layers is None:
+        return None
+    ids = eagle3_aux_layer_ids(drafter)
+    if ids is None:  # vLLM's default (models/interfaces.py get_eagle3_default_aux_hidden_state_layers)
+        default = (2, layers // 2, layers - 3)
+        problem = _layer_id_problem(default, layers, "vLLM's default auxiliary layer ids", None)
+        return problem and (problem + "; set eagle_aux_hidden_state_layer_ids in the drafter's config")
+    return _layer_id_problem(ids, layers, "eagle_aux_hidden_state_layer_ids", _int(drafter, "num_aux_hidden_states"))
+
+
+def dflash_fit(target: Config, drafter: Config | None) -> str | None:
+    if drafter is None:
+        return None
+    problem = (_same(drafter, target, "hidden_size", "fc reads the target's hidden states")
+               or _same(drafter, target, "vocab_size", "the head is the target's"))
+    layers = _int(target, "num_hidden_layers")
+    dflash = drafter.get("dflash_config")
+    ids = dflash.get("target_layer_ids") if isinstance(dflash, Mapping) else None
+    if problem or layers is None or not isinstance(ids, list) or not ids:
+        return problem
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        return f"dflash_config.target_layer_ids {ids} are not all integers"
+    return _layer_id_problem([i + 1 for i in ids], layers, "dflash_config.target_layer_ids (+1)", None)
+
+
+def draft_model_fit(target: Config, drafter: Config | None) -> str | None:
+    if drafter is None:
+        return None
+    return _same(drafter, target, "vocab_size", "the target verifies the draft's token ids")
+
+
+def mtp_target_fit(target: Config, drafter: Config | None) -> str | None:
+    """MTP drafts with layers of the target's own checkpoint: the target is what is checked."""
+    for key in ("num_nextn_predict_layers", "mtp_num_hidden_layers"):
+        declared = _int(target, key)
+        if declared is not None and declared <= 0:
+            return f"the target's config declares {key} {declared}: it carries no MTP layer"
     return None
