@@ -132,16 +132,20 @@ def test_auto_measures_ngram_draft_model_eagle3_and_none_and_switches_to_the_win
                 f"K={p['numSpeculativeTokens']} B={p['batchSize']}: step {1000 * p['stepSeconds']:.1f} ms, "
                 f"{p['tokensPerStep']:.2f} tokens/step, {p['tokensPerSecond']:.0f} tokens/s"
                 for p in candidate["points"]))
-        # the always-right draft accepts every position: the engine's own counters say so, not the config
+        # the always-right draft accepts (nearly) every position: the engine's own counters say so, not the config.
+        # Not exactly 1: a bf16 near-tie can break one way in the draft's one-token pass and the other in the
+        # target's (K+1)-token verification (measured 0.998 of 498 drafts on 2026-12-03)
         (always_right,) = by_name["draftmodel"]["acceptance"]
-        assert always_right["drafts"] > 0 and always_right["perPosition"] == [1.0, 1.0]
-        assert all(p["tokensPerStep"] > 2.5 for p in by_name["draftmodel"]["points"])  # 1 + 2 accepted, every step
+        assert always_right["drafts"] > 0 and len(always_right["perPosition"]) == 2
+        assert all(a >= 0.98 for a in always_right["perPosition"]), always_right
+        assert all(p["tokensPerStep"] > 2.5 for p in by_name["draftmodel"]["points"])  # 1 + 2 accepted, nearly always
         assert all(0.9 < p["tokensPerStep"] < 1.1 for p in by_name["none"]["points"])
-        # the toy head drafts every step and is right on a fraction: measured, per position, never 1 everywhere
+        # the toy head drafts every step and is right on a fraction (2.46 tokens per step at K=2 on 2026-12-03)
         (head_acceptance,) = by_name["eagle3"]["acceptance"]
         print(f"eagle3 head: {head_acceptance}")
         assert head_acceptance["drafts"] > 0 and len(head_acceptance["perPosition"]) == 2
-        assert all(0 <= a <= 1 for a in head_acceptance["perPosition"]) and head_acceptance["perPosition"] != [1.0, 1.0]
+        assert all(0 <= a <= 1 for a in head_acceptance["perPosition"])
+        assert 0 < head_acceptance["perPosition"][0] < 0.98  # right on some first drafts, not on all
         speedups = {row["name"]: row["speedupVsNone"] for row in status["comparison"]}
         fastest = max(speedups, key=speedups.get)
         print(f"speedup over no speculation: {speedups}; chose {chosen['candidate']}")
