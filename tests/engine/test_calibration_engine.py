@@ -222,7 +222,11 @@ def test_auto_measures_ngram_draft_model_eagle3_and_none_and_switches_to_the_win
                          why=lambda: str(step_cost()))
         print(f"status.tuning.stepCost: {stale}")
         assert stale["source"] != "calibration"
-    (pod,) = [p for p in the_stack.runner.serving_pods() if p.labels.get("specinfer.io/name") == "tiny"]
+    # the replaced pod drains (preStop, then vLLM's shutdown timeout) for a few seconds after the rollout is done
+    (pod,) = wait_for(lambda: len(pods := [p for p in the_stack.runner.serving_pods()
+                                           if p.labels.get("specinfer.io/name") == "tiny"]) == 1 and pods,
+                      timeout=120, interval=1, what="one engine pod serving once the rollout is done",
+                      why=lambda: cluster.kubectl("-n", namespace, "get", "pods", "-o", "wide").stdout)
     assert complete(f"http://127.0.0.1:{pod.port}")["usage"]["completion_tokens"] == 16
 
 
