@@ -26,9 +26,8 @@ from specinfer.operator.tuner.target import simulator_cost_prior
 MAX_BATCH = 64
 NAME = "tiny-draft"
 MODELS = ("target", "draft-same", "draft-other")
-EAGLE3_HEAD = "eagle3-bigram"
 # --method: what the resource drafts with (a folder of `specinfer models make`)
-METHODS = {"draftModel": "draft-same", "eagle3": EAGLE3_HEAD}
+METHODS = {"draftModel": "draft-same", "eagle3": "eagle3-bigram"}
 
 # The simulator demo's short clocks (the same policy, decisions within a minute instead of ten),
 # the engine's batch limit, and the step-cost prior for a tiny model on CPU: the simulator's
@@ -60,12 +59,12 @@ QUICK_PHASES = (
 )
 
 
-def tiny_models(log=print, *, drafters: bool = False) -> Path:
-    """The tiny models in the cache (`<cache>/models/tiny`), made once with `specinfer models make`;
-    `drafters`: with the seed-method drafters too (built once per machine, 1-3 minutes)."""
+def tiny_models(log=print, *, drafter: str = "draft-same") -> Path:
+    """The tiny models in the cache (`<cache>/models/tiny`), made once with `specinfer models make`,
+    with the seed-method drafters too when `drafter` is one of them (built once per machine, 1-3 minutes)."""
     root = cache_dir() / "models" / "tiny"
-    needed = (*MODELS, EAGLE3_HEAD) if drafters else MODELS
-    if all((root / name / "model.safetensors").exists() for name in needed):
+    drafters = drafter not in MODELS
+    if all((root / name / "model.safetensors").exists() for name in (*MODELS, drafter)):
         return root
     partial = root.with_name(f"tiny.partial-{os.getpid()}")
     shutil.rmtree(partial, ignore_errors=True)

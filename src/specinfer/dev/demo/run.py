@@ -121,7 +121,7 @@ class Demo:
     def _real_engine_example(self, logs: Path) -> Path:
         """The tiny models (made once into the cache) and the resource that serves them, as a file."""
         method = self.options.method
-        models = real_engine.tiny_models(self.log, drafters=real_engine.METHODS[method] not in real_engine.MODELS)
+        models = real_engine.tiny_models(self.log, drafter=real_engine.METHODS[method])
         self.resource = real_engine.resource(models, method=method)
         example = logs / "real-engine.yaml"
         example.write_text(yaml.safe_dump(self.resource, sort_keys=False))
