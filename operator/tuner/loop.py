@@ -58,7 +58,7 @@ FIELD_MANAGER = "specinfer-tuner"
 DATA_FAULTS = (guards.INVALID_DATA, guards.STALE_DATA)
 # policy-state fields that record a change; in observe mode nothing was applied, so they are not advanced
 CHANGE_BOOKKEEPING = ("pending", "changes", "last_change_at", "collapsed_at", "collapsed_config", "rejected",
-                      "confirmations", "switched")
+                      "confirmations", "switched", "probed", "probe_from")
 
 
 @dataclass

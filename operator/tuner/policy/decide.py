@@ -36,6 +36,7 @@ from .goodput import Distribution, Model, anticipated_sizes, best_dense, coverag
 from .inputs import TuningInput, tuning_from_json
 from .lookahead import LOOKAHEAD, look_ahead
 from .observation import Observation, ObservationError, observation_problems, parse_observation, settling_problem
+from .probe import Probe, doubted_loss, probe_for, remember
 from .restart import restart_cost_seconds
 from .state import PendingChange, PolicyState, SpeculationSwitch
 from .support import supported_gain
@@ -190,6 +191,9 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
               distribution: Distribution, common: dict[str, Any]) -> Decision:
     """The best config per batch size, weighed against the bar a change must clear, then the guards."""
     current = obs.applied.config
+    back = _back_from_probe(tuning, st, now, current, common)
+    if back is not None:
+        return back
     current_dense = current.dense(tuning.max_batch_size)
     best_dense_ks = best_dense(model, tuning, current_dense, distribution,
                                one_k_where_observed=common["signals"] != "specinfer")
@@ -200,6 +204,17 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
     cover = coverage_gain(model, best_dense_ks, current_dense, ahead_sizes)
     common = {**common, "recommendation": Recommendation(config=best, predicted_gain=round(gain, 4),
                                                          coverage_gain=round(cover, 4))}
+    observed = {max(1, min(int(b), tuning.max_batch_size)) for b, _ in distribution}
+    if all(best_dense_ks[b] == current_dense[b] for b in observed):
+        # Best here by a fit that measured one K here: measure the K a doubted prior would choose (probe.py).
+        # Only on per-batch-size step times (vLLM's pooled series mix the K of every batch size) and
+        # never while the latency SLO is violated (a probe may slow the window).
+        probe = probe_for(model, tuning, current, distribution, st, now, measured_noise(st)) \
+            if obs.step_samples and common["signals"] == "specinfer" and not guards.slo_violated(obs, tuning) \
+            else None
+        if probe is not None and in_place(current, probe.config, tuning.in_place_max_k):
+            st.confirmations = 0
+            return _issue_probe(tuning, st, now, current, probe, common)
     if best.same_as(current, tuning.max_batch_size):
         st.confirmations = 0
         return Decision(action="keep", reason=f"{current.describe()} is already the best config", **common)
@@ -218,6 +233,8 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
         (guards.RECENTLY_REJECTED, guards.rejected_guard(st, candidate.dense, tuning.max_batch_size, now)),
         (guards.REVERSAL, guards.reversal_guard(st, current, candidate.config, obs.batch_size_mean,
                                                 tuning.reject_hold_seconds, now)),
+        (guards.DOUBTED, doubted_loss(model, tuning, current, candidate.dense, distribution, st, now)
+         if rollout else None),
         (guards.COOLDOWN, guards.cooldown_guard(st, tuning, now) if rollout else None),
         (guards.RESTART_BUDGET, guards.budget_guard(st, tuning, now, reserve=1) if rollout else None),
         # The step times' noise measures predictions at today's batch sizes only, not the look-ahead's.
@@ -304,6 +321,30 @@ def _issue_change(obs: Observation, tuning: TuningInput, st: PolicyState, now: f
               + candidate.note + ("; p99 latency SLO violated" if slo else ""))
     return Decision(action=action_for(current, best), reason=reason, config=best, path=path,
                     predicted_gain=round(candidate.gain, 4), **common)
+
+
+def _issue_probe(tuning: TuningInput, st: PolicyState, now: float, current: DraftConfig, probe: Probe,
+                 common: dict[str, Any]) -> Decision:
+    """A window in place at the K a doubted prior would choose: nothing to verify, the optimiser judges
+    it next window with that K measured (and goes back in place if it lost)."""
+    st.record_change(now, in_place=True)
+    remember(st, probe, current, tuning, now)
+    return Decision(action=action_for(current, probe.config), reason=f"{current.describe()} -> "
+                    f"{probe.config.describe()} (in place): {probe.describe()}", config=probe.config,
+                    path="inPlace", predicted_gain=round(probe.predicted_loss, 4), probe=True, **common)
+
+
+def _back_from_probe(tuning: TuningInput, st: PolicyState, now: float, current: DraftConfig,
+                     common: dict[str, Any]) -> Decision | None:
+    """A probe's window has measured its K: back in place to what ran before it, so that what follows
+    is judged against that config (against the probe, anything would look like a gain)."""
+    previous, st.probe_from = st.probe_from, None
+    if previous is None or not st.probed or not current.same_as(st.probed[-1].config, tuning.max_batch_size):
+        return None  # no probe running (another change replaced it): nothing to go back from
+    st.record_change(now, in_place=True)
+    return Decision(action=action_for(current, previous), reason=f"{current.describe()} -> {previous.describe()} "
+                    "(in place): the probe has measured its window; back to the config it replaced", config=previous,
+                    path="inPlace", **common)
 
 
 def _disable_after_collapse(obs: Observation, tuning: TuningInput, st: PolicyState, now: float, signals: Signals,

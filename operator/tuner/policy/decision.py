@@ -62,6 +62,7 @@ class Decision(_Out):
     recommendation: Recommendation | None = None
     realised_gain: float | None = None
     model: ModelSummary | None = None
+    probe: bool = False  # a window in place to measure a K only the prior has judged (probe.py)
 
     @property
     def is_change(self) -> bool:

@@ -31,6 +31,7 @@ NO_ACCEPTANCE_DATA = "noAcceptanceData"
 LOAD_MOVING = "loadMoving"
 UNMEASURED = "unmeasured"
 REVERSAL = "reversal"
+DOUBTED = "doubted"  # a rollout after a probe that a doubted prior still calls a loss (probe.py)
 
 # The load moves when the newest stretch of the window ran at another batch size than the oldest:
 # by more than MOVING_SHARE of the mean and MOVING_REQUESTS requests (less is the wobble of a steady load).

@@ -54,6 +54,14 @@ class Rejection(_State):
     batch_sizes: list[int] = Field(default_factory=list, alias="batchSizes")
 
 
+class ProbeRecord(_State):
+    """A probe in place (probe.py): not run again at `batch_sizes` with the same K until `until`."""
+
+    config: DraftConfig
+    until: float
+    batch_sizes: list[int] = Field(default_factory=list, alias="batchSizes")
+
+
 class SpeculationSwitch(_State):
     """The last rollout that turned speculation on or off: where (the load) and when."""
 
@@ -85,6 +93,9 @@ class PolicyState(_State):
     collapsed_config: DraftConfig | None = None
     confirmations: int = 0
     rejected: list[Rejection] = Field(default_factory=list)
+    probed: list[ProbeRecord] = Field(default_factory=list)  # probes in place run lately (probe.py): not again
+    # The config a probe replaced, while the probe runs: what the change after it is verified against.
+    probe_from: DraftConfig | None = None
     switched: SpeculationSwitch | None = None  # guards.reversal_guard
     calibration: Calibration | None = None
     # Window-to-window relative noise of step times (squared), measured against each cell's memory:

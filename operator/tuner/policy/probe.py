@@ -1,0 +1,218 @@
+"""A probe in place: measure the K the prior alone has decided against, before trusting it.
+
+With one K measured at today's batch sizes the step-cost model cannot tell how much of that step
+is the target's decode and how much the drafter's passes: it splits the time as its prior's shape
+does. When the prior misjudges the drafter, the model stays sure of a config that loses. The
+real CPU engine showed it: an EAGLE-3 head whose passes cost ~3x what the prior said ran K=2 at
+batch size 1 (5.7 ms a step) and the fit, scaling the prior, put a plain decode step at 3.5 ms where
+it takes 1.5 -- so it kept K=2 at 335 tokens/s while speculation off served 659.
+
+The doubt is made explicit: the same remembered step times are fitted again under priors whose
+drafter terms (draft passes, drafted tokens, a speculative step's bookkeeping) are DOUBT times
+dearer and cheaper. Both fits explain every measurement equally well; they disagree only where
+nothing was measured. If the current config is the best under today's fit but another config would
+gain at least MIN_GAIN under one of the doubted fits, the policy runs the K that config uses at
+today's batch sizes -- in place, so nothing restarts -- for a window, which measures that cell.
+Then the ordinary optimiser decides from two measured K instead of one (and goes back in place if
+the probe was the loser).
+
+What bounds its cost: only in place (a probe never restarts an engine), only when the step-time
+predictions the probe separates differ by more than the measurement noise can blur, a predicted
+loss for its windows of at most MAX_LOSS and LOSS_PER_GAIN times what the doubted fit would gain,
+never a cell already measured, and not again at the same batch sizes and K for `rejectHoldSeconds`.
+The K probed is the doubted fit's choice at today's batch sizes, or the unmeasured K nearest it
+on the same side of today's that is cheap enough and telling. With a model drafter a K = 0 step
+still runs the drafter's first pass (cost.draft_passes), so measuring "off" in place measures that
+step, which the fit then splits with the drafter terms pinned by the other K measured. vLLM's own
+series alone are not probed: their pooled step time mixes the K of every batch size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .config import DraftConfig
+from .cost import DRAFTER_TERMS, TERMS, CostModel
+from .goodput import Distribution, Model, best_dense, goodput, is_speculative
+from .inputs import TuningInput
+from .state import PolicyState, ProbeRecord
+from .support import cell_span
+
+DOUBT = 3.0  # how far the prior's drafter cost may be off (the CPU engine's EAGLE-3 head: ~3x)
+MIN_GAIN = 0.03  # a doubted fit must see at least this much to be worth a window's measurement
+MAX_LOSS = 0.35  # the probe's predicted loss (today's fit) for the windows it runs, at most ...
+LOSS_PER_GAIN = 3.0  # ... and at most this many times the gain it may find (a found gain lasts many windows)
+MIN_SEPARATION = 0.10  # the fits' predicted step times at the probed K differ by at least this ...
+NOISE_SEPARATION = 3.0  # ... and by this many times the measured window-to-window noise
+MEASURED_WEIGHT = 0.5  # a cell holding half a window of steps has measured its K there
+MIN_HOLD_SECONDS = 1800.0  # a probe's hold whatever rejectHoldSeconds says (0 must not mean every window)
+DRAFTER_PRIOR_FIELDS = ("draft_pass", "draft_token", "speculation_step", "speculation_per_sequence")
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A config to run in place for a window, and why."""
+
+    config: DraftConfig
+    k: int  # the K it runs at today's batch sizes
+    batch_sizes: tuple[int, ...]
+    predicted_loss: float  # today's fit: goodput of the probe against the current config (< 0)
+    doubted_best: DraftConfig  # what a doubted fit would choose ...
+    doubted_gain: float  # ... and gain
+    doubt: float  # the factor on the drafter terms of that fit
+
+    def describe(self) -> str:
+        dearer = f"{self.doubt:g}x dearer" if self.doubt > 1 else f"{1 / self.doubt:g}x cheaper"
+        sizes = self.batch_sizes
+        where = f"batch size {sizes[0]}" if len(sizes) == 1 else f"batch sizes {sizes[0]}-{sizes[-1]}"
+        return (f"probing K={self.k} at {where} in place for a window: with the drafter {dearer} "
+                f"than the step-cost prior says, {self.doubted_best.describe()} would gain {self.doubted_gain:+.1%}, "
+                f"and only one K is measured there; predicted {self.predicted_loss:+.1%} while it runs")
+
+
+def doubted(cost: CostModel, factor: float) -> CostModel:
+    """The same remembered cells under a prior whose drafter terms are `factor` times as dear.
+
+    The terms are linear in those prior fields, so each cell's term vector scales column by column:
+    the cells' step times are untouched, only what the ridge believes about unmeasured K moves."""
+    prior = cost.prior.model_copy(update={name: getattr(cost.prior, name) * factor for name in DRAFTER_PRIOR_FIELDS})
+    scale = np.ones(TERMS)
+    scale[list(DRAFTER_TERMS)] = factor
+    cells = {key: [list(np.asarray(x) * scale), seconds, weight] for key, (x, seconds, weight) in cost.cells.items()}
+    return CostModel(prior, cost.cost_shape, cells)
+
+
+def doubted_loss(model: Model, tuning: TuningInput, current: DraftConfig, candidate: Sequence[int],
+                 distribution: Distribution, st: PolicyState, now: float) -> str | None:
+    """Why a rollout to `candidate` waits: a probe ran at today's batch sizes within its hold, and a
+    fit with the drafter DOUBT times dearer or cheaper still predicts the rollout to lose.
+
+    The probe was run because the prior's split of the step time was in doubt; acting on what it
+    measured is sound only once the doubt no longer changes the answer. A model drafter's K = 0
+    step measures the plain decode step plus the drafter's first pass, and which is which can stay
+    the prior's call: at large batch sizes, where the compute above the floor grows with every
+    token, a fit that splits them wrongly sees speculation off winning where it loses."""
+    top = tuning.max_batch_size
+    sizes = {max(1, min(int(size), top)) for size, _ in distribution}
+    if not any(entry.until > now and sizes & set(entry.batch_sizes) for entry in st.probed):
+        return None
+    current_dense = current.dense(top)
+    for factor in (DOUBT, 1 / DOUBT):
+        cost = doubted(model.cost, factor)
+        other = Model(model.prefix, cost, cost.multipliers(), model.schedule_factor,
+                      always_scheduled=model.always_scheduled)
+        before = goodput(other, current_dense, distribution)
+        gain = goodput(other, candidate, distribution) / before - 1 if before > 0 else 0.0
+        if gain < 0:
+            dearer = f"{factor:g}x dearer" if factor > 1 else f"{1 / factor:g}x cheaper"
+            return (f"with the drafter {dearer} than the step-cost prior says it would lose {gain:+.1%}: the probe "
+                    "here did not settle the doubt, and a rollout is not taken on it")
+    return None
+
+
+def measured_k(cost: CostModel, batch_size: int, k: int) -> bool:
+    """A per-batch-size cell at this K ("B:K", or "B:0s" for a schedule's K = 0) covers `batch_size`."""
+    suffix = f":{k}s" if k == 0 else f":{k}"
+    weight = 0.0
+    for key, (_, _, cell_weight) in cost.cells.items():
+        span = cell_span(key)
+        if span is not None and key.endswith(suffix) and not key.startswith("pooled") \
+                and span[0] <= batch_size <= span[1]:
+            weight += cell_weight
+    return weight >= MEASURED_WEIGHT
+
+
+def probe_for(model: Model, tuning: TuningInput, current: DraftConfig, distribution: Distribution,
+              st: PolicyState, now: float, noise: float) -> Probe | None:
+    """The probe worth a window when `current` is today's best, or None."""
+    top = tuning.max_batch_size
+    max_k = tuning.in_place_max_k
+    if max_k is None or current.off or not distribution:
+        return None
+    current_dense = current.dense(top)
+    sizes = tuple(sorted({max(1, min(int(size), top)) for size, _ in distribution}))
+    low, high = sizes[0], sizes[-1]
+    here = {current_dense[b] for b in range(low, high + 1)}
+    if len(here) != 1:
+        return None  # today's batch sizes straddle a schedule boundary: one K measured each already
+    k_now = here.pop()
+    before = goodput(model, current_dense, distribution)
+    if before <= 0:
+        return None
+    for factor in (DOUBT, 1 / DOUBT):
+        cost = doubted(model.cost, factor)
+        other = Model(model.prefix, cost, cost.multipliers(), model.schedule_factor,
+                      always_scheduled=model.always_scheduled)
+        best = best_dense(other, tuning, current_dense, distribution)
+        gain = goodput(other, best, distribution) / goodput(other, current_dense, distribution) - 1
+        if gain < MIN_GAIN:
+            continue
+        # The K that config runs at today's batch sizes (speculation off: a schedule's K = 0, in place).
+        target = min(max(best[b] for b in range(low, high + 1)), max_k) if is_speculative(best) else 0
+        probe = _probe_towards(model, other, tuning, current_dense, k_now, target, sizes, before, distribution,
+                               st, now, noise, min(MAX_LOSS, LOSS_PER_GAIN * gain))
+        if probe is not None:
+            config, k, loss = probe
+            return Probe(config, k, sizes, loss, DraftConfig.from_dense(best), gain, factor)
+    return None
+
+
+def _probe_towards(model: Model, other: Model, tuning: TuningInput, current_dense: Sequence[int], k_now: int,
+                   target: int, sizes: tuple[int, ...], before: float, distribution: Distribution,
+                   st: PolicyState, now: float, noise: float, max_loss: float) -> tuple[DraftConfig, int, float] | None:
+    """The unmeasured K on the doubted fit's side of today's, nearest its choice, that is cheap enough
+    and telling (a K next to today's often predicts nearly the same step time under both fits)."""
+    if target == k_now or any(measured_k(model.cost, b, target) for b in sizes):
+        return None  # the K it would choose is measured: the optimiser has decided with it
+    low, high = sizes[0], sizes[-1]
+    side = range(k_now) if target < k_now else range(k_now + 1, (tuning.in_place_max_k or k_now) + 1)
+    allowed = set(tuning.allowed_ks())  # 0 only with allowDisable
+    separation = max(MIN_SEPARATION, NOISE_SEPARATION * noise)
+    for k in sorted(side, key=lambda k: (abs(k - target), k)):
+        if k not in allowed or any(measured_k(model.cost, b, k) for b in sizes):
+            continue
+        dense = _probe_dense(tuning, current_dense, k, k_now, low, high)
+        if dense is None or dense == list(current_dense) or _held(st, dense, tuning.max_batch_size, now):
+            continue
+        loss = goodput(model, dense, distribution) / before - 1
+        apart = max(abs(other.step_time(b, k, True) / model.step_time(b, k, True) - 1) for b in sizes)
+        if loss >= -max_loss and apart >= separation:
+            return DraftConfig.from_dense(dense), k, loss
+    return None
+
+
+def _probe_dense(tuning: TuningInput, current_dense: Sequence[int], k: int, k_now: int, low: int,
+                 high: int) -> list[int] | None:
+    """`k` at today's batch sizes low..high, the current K elsewhere; None where that is no config in place."""
+    top = tuning.max_batch_size
+    if not tuning.allow_schedule:
+        return [0] + [k] * top if k > 0 else None  # one K everywhere: K = 0 everywhere is no drafter
+    dense = [*current_dense[:low], *([k] * (high - low + 1)), *current_dense[high + 1 :]]
+    if not is_speculative(dense):
+        # In place needs a drafter: keep today's K at the nearest batch size today's load does not reach.
+        outside = high + 1 if high < top else low - 1
+        if outside < 1:
+            return None
+        dense[outside] = k_now
+    return dense
+
+
+def _held(st: PolicyState, dense: Sequence[int], max_batch_size: int, now: float) -> bool:
+    """Probed at these batch sizes with this K within the hold."""
+    for entry in st.probed:
+        if entry.until > now and entry.batch_sizes and all(
+                dense[b] == entry.config.dense(max_batch_size)[b] for b in entry.batch_sizes if b < len(dense)):
+            return True
+    return False
+
+
+def remember(st: PolicyState, probe: Probe, current: DraftConfig, tuning: TuningInput, now: float) -> None:
+    """Not the same probe again within the hold, whatever its cell's memory does meanwhile; and the
+    config it replaced, which the change after it is verified against."""
+    hold = max(tuning.reject_hold_seconds, MIN_HOLD_SECONDS)
+    st.probed = [entry for entry in st.probed if entry.until > now] + [
+        ProbeRecord(config=probe.config, until=now + hold, batch_sizes=list(probe.batch_sizes))]
+    st.probe_from = current

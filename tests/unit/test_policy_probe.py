@@ -1,0 +1,177 @@
+"""Probes in place (operator/tuner/policy/probe.py): with one K measured, the K a doubted prior would
+choose is measured in place before the policy believes its prior's split of the step time.
+
+The world of the first tests is the real CPU engine's with a tiny EAGLE-3 head (the real-engine
+demo, 2026-12-03): a plain decode step at batch size 1 takes ~1.5 ms, the head's passes ~1.7 ms
+each and a speculative step's bookkeeping ~1 ms, so K=2 (5.9 ms, ~1.9 tokens) serves half of what
+speculation off does. The prior is the demo's (the same engine with the target as its own draft).
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from specinfer.bench.observations import synthetic_observation
+from specinfer.operator.tuner.policy import DraftConfig, TuningInput, decide
+from specinfer.operator.tuner.policy import probe as probe_module
+from specinfer.operator.tuner.policy.inputs import CostPrior
+
+pytestmark = pytest.mark.unit
+
+DEMO_PRIOR = CostPrior(floorSeconds=0.00251, computePerTokenSeconds=7.83e-06, kneeSharpness=2.0,
+                       kvPerSequenceSeconds=0.000123, draftPassSeconds=0.000469, draftTokenSeconds=5.23e-05,
+                       speculationStepSeconds=0.000599, speculationPerSequenceSeconds=6.76e-05)
+HEAD_PREFIX = [0.62, 0.28, 0.12, 0.05]
+WINDOW = 15.0
+
+
+def heavy_head(batch_size: int, k: int, speculative: bool) -> float:
+    """Step seconds on that engine: the head's passes (its first one also in a schedule's K = 0 steps)."""
+    passes = k if k > 0 else (1 if speculative else 0)
+    return 0.0015 + 2e-5 * batch_size * (k + 1) + 0.0017 * passes + (0.001 if k > 0 else 0.0)
+
+
+def tuning(**overrides) -> TuningInput:
+    values = {"method": "eagle3", "kMax": 4, "maxBatchSize": 64, "inPlaceMaxK": 4, "confirmations": 1,
+              "cooldownSeconds": 20, "minSteps": 100, "minDrafts": 100, "costPrior": DEMO_PRIOR, **overrides}
+    return TuningInput.model_validate(values)
+
+
+def closed_loop(tune: TuningInput, world=heavy_head, *, k: int = 2, batch_sizes=None, ticks: int = 16,
+                seed: int = 5, noise: float = 0.03):
+    """The policy on `world` window after window; a change is in force from the next window on."""
+    rng = random.Random(seed)
+    config, since, state, decisions = DraftConfig(num_speculative_tokens=k), 0.0, None, []
+    for tick in range(1, ticks + 1):
+        now = WINDOW * tick + WINDOW
+        speculative = not config.off
+        observation = synthetic_observation(
+            time=now, window_seconds=WINDOW, method="eagle3", num_speculative_tokens=config.num_speculative_tokens,
+            schedule=config.schedule, applied_since=since, batch_sizes=batch_sizes or {1: 1.0},
+            prefix=HEAD_PREFIX, step_time=lambda b, kk, spec=speculative: world(b, kk, spec), rng=rng,
+            timing_noise=noise)
+        decision, state = decide(observation, tune, state, now)
+        decisions.append(decision)
+        if decision.is_change and decision.config is not None:
+            config, since = decision.config, now
+    return decisions, config
+
+
+def test_a_head_dearer_than_its_prior_is_probed_in_place_then_switched_off():
+    decisions, final = closed_loop(tuning())
+    changes = [d for d in decisions if d.is_change]
+    assert changes, [d.reason for d in decisions]
+    first = changes[0]
+    assert first.probe and first.path == "inPlace", first.reason
+    assert first.config.dense(64)[1] == 0 and not first.config.off, first.reason  # K = 0 at batch size 1, in place
+    assert "probing K=0 at batch size 1" in first.reason
+    assert final.off, [d.reason for d in changes]  # measured: speculation off wins here, by a rollout
+    assert [d.path for d in changes if d.action == "disable"] == ["rollout"]
+
+
+def test_without_the_probe_the_prior_keeps_the_losing_config(monkeypatch):
+    """The gap the probe closes: the same world, no doubt in the prior -> K=2 kept throughout."""
+    monkeypatch.setattr(probe_module, "DOUBT", 1.0)
+    decisions, final = closed_loop(tuning())
+    assert final == DraftConfig(num_speculative_tokens=2), [d.reason for d in decisions if d.is_change]
+    assert all(d.action == "keep" for d in decisions), [d.reason for d in decisions if d.is_change]
+
+
+def test_no_probe_where_every_change_restarts_the_engine():
+    decisions, _ = closed_loop(tuning(inPlaceMaxK=None))
+    assert not any(d.probe for d in decisions)
+
+
+def as_prior(batch_size: int, k: int, speculative: bool) -> float:
+    """A world the prior describes exactly (the target as its own draft on that engine)."""
+    passes = k if k > 0 else (1 if speculative else 0)
+    return (0.00251 + 7.83e-06 * batch_size * (k + 1) + 0.000123 * batch_size + 0.000469 * passes
+            + 5.23e-05 * batch_size * max(k, passes) + (0.000599 + 6.76e-05 * batch_size if k > 0 else 0.0))
+
+
+def test_where_the_prior_was_right_a_probe_costs_its_window_and_changes_nothing(monkeypatch):
+    """Nothing tells the policy its prior is right until the probe has measured: it probes once, then
+    runs at its batch size what it would have run without probing."""
+    decisions, final = closed_loop(tuning(), world=as_prior, k=1, ticks=20)
+    assert sum(d.probe for d in decisions) == 1, [d.reason for d in decisions if d.is_change]
+    monkeypatch.setattr(probe_module, "DOUBT", 1.0)
+    _, without = closed_loop(tuning(), world=as_prior, k=1, ticks=20)
+    assert final.dense(64)[1] == without.dense(64)[1] == 2, (final, without)  # at the batch size it runs
+
+
+def test_no_probe_where_no_doubt_about_the_drafter_changes_the_choice(monkeypatch):
+    """An always-right draft: speculation wins however dear the drafter is within the doubt."""
+    monkeypatch.setattr(__import__(__name__), "HEAD_PREFIX", [0.99, 0.98, 0.97, 0.96])
+    decisions, _ = closed_loop(tuning(), world=as_prior, k=4, ticks=12)
+    assert not any(d.probe for d in decisions), [d.reason for d in decisions if d.probe]
+
+
+def test_a_measured_cell_is_not_probed_again_even_without_a_hold(monkeypatch):
+    """With no hold at all (rejectHoldSeconds 0, no floor) the probe's own measurement stops a repeat."""
+    monkeypatch.setattr(probe_module, "MIN_HOLD_SECONDS", 0.0)
+    decisions, _ = closed_loop(tuning(rejectHoldSeconds=0), world=as_prior, k=1, ticks=40)
+    probes = [d for d in decisions if d.probe]
+    assert len(probes) == 1, [d.reason for d in probes]
+
+
+def test_the_change_after_a_probe_is_judged_against_what_ran_before_it():
+    decisions, _ = closed_loop(tuning(), world=as_prior, k=1, ticks=6)
+    after = decisions.index(next(d for d in decisions if d.probe)) + 1
+    follow = next(d for d in decisions[after:] if d.is_change)
+    assert not follow.probe and follow.path == "inPlace", follow.reason
+    # back to the K that ran before the probe at batch size 1: nothing left to verify
+    assert follow.config.dense(64)[1] == 2
+
+
+def test_no_probe_of_speculation_off_where_disabling_is_not_allowed():
+    decisions, _ = closed_loop(tuning(allowDisable=False), ticks=20)
+    for decision in decisions:
+        if decision.is_change and decision.config is not None:
+            assert 0 not in decision.config.dense(64)[1:], decision.reason
+
+
+def test_a_load_at_the_largest_batch_size_is_probed_there(monkeypatch):
+    """Today's batch sizes reach maxBatchSize: the drafter stays below them, the probe runs at them."""
+    monkeypatch.setattr(__import__(__name__), "HEAD_PREFIX", [0.8, 0.6, 0.45, 0.3])
+    decisions, _ = closed_loop(tuning(), world=as_prior, k=2, batch_sizes={60: 0.3, 64: 0.7}, ticks=6)
+    probes = [d for d in decisions if d.probe]
+    assert probes, [d.reason for d in decisions]
+    dense = probes[0].config.dense(64)
+    assert dense[60] == dense[64] == 0 and dense[59] > 0, probes[0].config
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(floor=st.floats(0.001, 0.02), head=st.floats(0.0, 0.01), k=st.integers(1, 4),
+       batch=st.sampled_from([1, 4, 16, 48]), seed=st.integers(0, 1000))
+def test_probes_stay_in_place_within_the_envelope_and_run_once(floor, head, k, batch, seed):
+    """Whatever the world: a probe is in place, within the startup maximum K, changes K at today's
+    batch size, and is never repeated (no hold: the measurement alone must stop a repeat)."""
+    def world(batch_size: int, kk: int, speculative: bool) -> float:
+        passes = kk if kk > 0 else (1 if speculative else 0)
+        return floor + 3e-5 * batch_size * (kk + 1) + head * passes
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(probe_module, "MIN_HOLD_SECONDS", 0.0)
+        decisions, _ = closed_loop(tuning(rejectHoldSeconds=0), world=world, k=k, batch_sizes={batch: 1.0},
+                                   ticks=24, seed=seed)
+    probes = [d for d in decisions if d.probe]
+    for decision in probes:
+        assert decision.path == "inPlace" and decision.config is not None and not decision.config.off
+        assert decision.config.num_speculative_tokens <= 4
+        assert decision.predicted_gain < 0  # today's fit expects it to lose: it is a measurement, not a gain
+    assert len({tuple(d.config.dense(64)) for d in probes}) == len(probes)  # never the same probe twice
+
+
+def test_a_rollout_the_probe_did_not_settle_waits(monkeypatch):
+    """At batch 60-64 a schedule's K = 0 step measures plain decode plus the draft's first pass, and
+    the fit can split them wrongly: here it predicts speculation off +7% where off loses 6.5%. A fit
+    with the drafter 3x cheaper still calls it a loss, so the rollout waits (guard `doubted`)."""
+    from specinfer.operator.tuner.policy import guards
+    monkeypatch.setattr(__import__(__name__), "HEAD_PREFIX", [0.8, 0.6, 0.45, 0.3])
+    decisions, final = closed_loop(tuning(), world=as_prior, k=1, batch_sizes={60: 0.3, 64: 0.7}, ticks=10)
+    assert any(d.probe for d in decisions)
+    assert not final.off, [d.reason for d in decisions if d.is_change]
+    assert any(d.guard == guards.DOUBTED for d in decisions), [d.reason for d in decisions]
