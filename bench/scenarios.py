@@ -78,6 +78,7 @@ class Scenario:
     update_strategy: str | None = None  # spec.updateStrategy; None: the command line's (default Surge)
     advanced: dict | None = None  # spec.speculation.advanced
     schedule_step_factor: float = 1.0  # every step slower while a schedule is configured (PIECEWISE graphs)
+    drafter_cost_factor: float = 1.0  # the drafter's true cost over what the policy's prior believes
 
     @property
     def minutes(self) -> float:
@@ -130,6 +131,10 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              "(x4 every 15 minutes), then back to 16", tuple(
                  Phase(f"c={c}", 15, "chat", c) for c in (4, 16, 64, 256, 512, 16)),
              replicas=4, update_strategy="Replace", max_batch_size=256, per_token_slo=0.080),
+    Scenario("heavy-head", "EAGLE-3 whose head costs 6x what the step-cost prior says (an unoptimised head kernel; "
+             "the real CPU engine's tiny head: ~3x), chat at 2 then 16 concurrent: the starting K=3 serves 0.84x "
+             "of K=1, which a fit of one measured K cannot see",
+             (Phase("c=2", 30, "chat", 2), Phase("c=16", 30, "chat", 16)), drafter_cost_factor=6.0),
 )}
 
 
@@ -200,7 +205,8 @@ class Engine:
         engine retuned in place always runs one while it drafts (its startup schedule, then each published one)."""
         cm = cost_model(self.scenario.cost_preset)
         running = self.config if config is None else config
-        seconds = cm.step_time(batch_size, k, self.cost_shape, draft_scale=draft_scale(self.scenario.method),
+        scale = draft_scale(self.scenario.method) * self.scenario.drafter_cost_factor
+        seconds = cm.step_time(batch_size, k, self.cost_shape, draft_scale=scale,
                                speculative=running.num_speculative_tokens > 0)
         scheduled = running.schedule or (self.envelope is not None and not running.off)
         return seconds * (self.scenario.schedule_step_factor if scheduled else 1.0)
