@@ -70,18 +70,20 @@ def scenario_spec(scenario: Scenario) -> SpeculativeInferenceSpec:
     })
 
 
-def tuning_input(scenario: Scenario, *, exact_prior: bool = False, in_place: bool = True) -> TuningInput:
+def tuning_input(scenario: Scenario, *, exact_prior: bool = False, in_place: bool = True,
+                 probe: bool = False) -> TuningInput:
     """What the tuning loop passes for this scenario (the operator's own builder), with a rough prior.
 
     The builder sets inPlaceMaxK where the spec is retuned in place; `in_place=False` clears it, as
     for an engine that restarts for every change. The simulated engine has no CUDA graphs, so the
     builder leaves scheduleStepFactor at 1; a scenario that plays vLLM's Model Runner V1 with full
-    graphs passes the catalogue's factor, as the builder does for engine vllm."""
+    graphs passes the catalogue's factor, as the builder does for engine vllm. `probe`: probes in place
+    (operator configuration `tuning.policy.probeInPlace`)."""
     exact = operator_tuning_input(scenario_spec(scenario))
     prior = exact.cost_prior.model_copy(update={name: getattr(exact.cost_prior, name) * factor
                                                 for name, factor in PRIOR_ERROR.items() if not exact_prior})
     return exact.model_copy(update={"cost_prior": prior, "schedule_step_factor": scenario.schedule_step_factor,
-                                    **({} if in_place else {"in_place_max_k": None})})
+                                    "probe_in_place": probe, **({} if in_place else {"in_place_max_k": None})})
 
 
 def envelope_of(scenario: Scenario, *, in_place: bool = True) -> LiveEnvelope | None:
@@ -175,7 +177,8 @@ def reference_name(in_place: bool) -> str:
 
 
 def run_scenario(scenario: Scenario, *, seed: int, substeps: int, quick: bool, exact_prior: bool = False,
-                 in_place: bool = True, in_place_delay: float = IN_PLACE_DELAY_SECONDS) -> dict:
+                 in_place: bool = True, in_place_delay: float = IN_PLACE_DELAY_SECONDS,
+                 probe_in_place: bool = False) -> dict:
     """Every contender on one scenario: results, traces for the plot, the policy's decisions, goals.
 
     `in_place`: the engine pods are retuned in place where the spec allows it (the operator's
@@ -208,7 +211,8 @@ def run_scenario(scenario: Scenario, *, seed: int, substeps: int, quick: bool, e
     decisions: dict[str, list[tuple[float, Decision]]] = {}
     paths: dict[str, list[tuple[float, str]]] = {}
     for signals in SIGNAL_SETS:
-        policy = PolicyController(tuning_input(scenario, exact_prior=exact_prior, in_place=in_place))
+        policy = PolicyController(tuning_input(scenario, exact_prior=exact_prior, in_place=in_place,
+                                                probe=probe_in_place))
         play(POLICIES[signals], initial, policy, signals=signals)
         decisions[signals] = policy.decisions
         paths[signals] = traces[POLICIES[signals]].applied
@@ -415,16 +419,21 @@ def _json_report(report: dict) -> dict:
 @click.option("--in-place-delay", default=IN_PLACE_DELAY_SECONDS, show_default=True, type=click.FloatRange(min=0),
               help="Seconds from an in-place decision to every engine running it (locally 1-2 s; on a real cluster "
                    "up to the kubelet's sync, 60-90 s).")
+@click.option("--probe-in-place", "probe", is_flag=True,
+              help="Let the policy probe in place the K a fit with the drafter 3x dearer or cheaper would choose "
+                   "(operator configuration tuning.policy.probeInPlace; off by default, docs/tuner.md).")
 @click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON instead of a table.")
 def tuner_command(names: tuple[str, ...], quick: bool, seed: int, out_dir: str, update_strategy: str | None,
-                  exact_prior: bool, in_place: bool, in_place_delay: float, no_plots: bool, as_json: bool) -> None:
+                  exact_prior: bool, in_place: bool, in_place_delay: float, probe: bool, no_plots: bool,
+                  as_json: bool) -> None:
     """Closed-loop runs of the tuning policy against the simulator's engine model (simulated time)."""
     started = time.monotonic()
     scenarios = [replace(SCENARIOS[n], update_strategy=update_strategy or SCENARIOS[n].update_strategy)
                  for n in (names or SCENARIOS)]
     reports = [run_scenario(s, seed=seed, substeps=3 if quick else 6, quick=quick, exact_prior=exact_prior,
-                            in_place=in_place, in_place_delay=in_place_delay) for s in scenarios]
+                            in_place=in_place, in_place_delay=in_place_delay, probe_in_place=probe)
+               for s in scenarios]
     plots = [] if no_plots else [p for p in (_plot(r, Path(out_dir)) for r in reports) if p]
     if as_json:
         click.echo(json.dumps({r["scenario"].name: _json_report(r) for r in reports}, indent=2, default=str))

@@ -10,6 +10,7 @@ speculation off does. The prior is the demo's (the same engine with the target a
 from __future__ import annotations
 
 import random
+import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -36,8 +37,9 @@ def heavy_head(batch_size: int, k: int, speculative: bool) -> float:
 
 
 def tuning(**overrides) -> TuningInput:
-    values = {"method": "eagle3", "kMax": 4, "maxBatchSize": 64, "inPlaceMaxK": 4, "confirmations": 1,
-              "cooldownSeconds": 20, "minSteps": 100, "minDrafts": 100, "costPrior": DEMO_PRIOR, **overrides}
+    values = {"method": "eagle3", "kMax": 4, "maxBatchSize": 64, "inPlaceMaxK": 4, "probeInPlace": True,
+              "confirmations": 1, "cooldownSeconds": 20, "minSteps": 100, "minDrafts": 100, "costPrior": DEMO_PRIOR,
+              **overrides}
     return TuningInput.model_validate(values)
 
 
@@ -81,6 +83,11 @@ def test_without_the_probe_the_prior_keeps_the_losing_config(monkeypatch):
     assert all(d.action == "keep" for d in decisions), [d.reason for d in decisions if d.is_change]
 
 
+def test_no_probe_unless_the_operator_turns_it_on():
+    decisions, final = closed_loop(tuning(probeInPlace=False))
+    assert not any(d.probe for d in decisions) and final == DraftConfig(num_speculative_tokens=2)
+
+
 def test_no_probe_where_every_change_restarts_the_engine():
     decisions, _ = closed_loop(tuning(inPlaceMaxK=None))
     assert not any(d.probe for d in decisions)
@@ -105,7 +112,7 @@ def test_where_the_prior_was_right_a_probe_costs_its_window_and_changes_nothing(
 
 def test_no_probe_where_no_doubt_about_the_drafter_changes_the_choice(monkeypatch):
     """An always-right draft: speculation wins however dear the drafter is within the doubt."""
-    monkeypatch.setattr(__import__(__name__), "HEAD_PREFIX", [0.99, 0.98, 0.97, 0.96])
+    monkeypatch.setattr(sys.modules[__name__], "HEAD_PREFIX", [0.99, 0.98, 0.97, 0.96])
     decisions, _ = closed_loop(tuning(), world=as_prior, k=4, ticks=12)
     assert not any(d.probe for d in decisions), [d.reason for d in decisions if d.probe]
 
@@ -118,13 +125,32 @@ def test_a_measured_cell_is_not_probed_again_even_without_a_hold(monkeypatch):
     assert len(probes) == 1, [d.reason for d in probes]
 
 
-def test_the_change_after_a_probe_is_judged_against_what_ran_before_it():
-    decisions, _ = closed_loop(tuning(), world=as_prior, k=1, ticks=6)
-    after = decisions.index(next(d for d in decisions if d.probe)) + 1
-    follow = next(d for d in decisions[after:] if d.is_change)
-    assert not follow.probe and follow.path == "inPlace", follow.reason
-    # back to the K that ran before the probe at batch size 1: nothing left to verify
-    assert follow.config.dense(64)[1] == 2
+def test_after_its_window_a_probe_goes_back_to_the_config_it_replaced():
+    """Whatever the window measured, the next change is the way back, in place: judged against the
+    probe, any config would look like a gain."""
+    decisions, _ = closed_loop(tuning(), ticks=4)
+    at = decisions.index(next(d for d in decisions if d.probe))
+    back = decisions[at + 1]
+    assert back.is_change and not back.probe and back.path == "inPlace", back.reason
+    assert back.config == DraftConfig(num_speculative_tokens=2) and "back to the config it replaced" in back.reason
+
+
+def test_a_probe_never_in_force_is_forgotten():
+    """Another config in force instead of the probe (an operator's edit): the probe measured nothing,
+    so neither its hold nor the `doubted` guard stays."""
+    from specinfer.operator.tuner.policy import guards
+    tune = tuning()
+    rng = random.Random(5)
+    state = None
+    for tick in range(1, 9):
+        now = WINDOW * tick + WINDOW
+        observation = synthetic_observation(
+            time=now, window_seconds=WINDOW, method="eagle3", num_speculative_tokens=2, schedule=None,
+            applied_since=0.0, batch_sizes={1: 1.0}, prefix=HEAD_PREFIX,
+            step_time=lambda b, kk: heavy_head(b, kk, True), rng=rng, timing_noise=0.03)
+        decision, state = decide(observation, tune, state, now)  # K=2 stays in force whatever is decided
+        assert decision.guard != guards.DOUBTED, decision.reason
+        assert len(state.probed) <= 1, state.probed  # each unapplied probe is dropped, not piled up
 
 
 def test_no_probe_of_speculation_off_where_disabling_is_not_allowed():
@@ -136,7 +162,7 @@ def test_no_probe_of_speculation_off_where_disabling_is_not_allowed():
 
 def test_a_load_at_the_largest_batch_size_is_probed_there(monkeypatch):
     """Today's batch sizes reach maxBatchSize: the drafter stays below them, the probe runs at them."""
-    monkeypatch.setattr(__import__(__name__), "HEAD_PREFIX", [0.8, 0.6, 0.45, 0.3])
+    monkeypatch.setattr(sys.modules[__name__], "HEAD_PREFIX", [0.8, 0.6, 0.45, 0.3])
     decisions, _ = closed_loop(tuning(), world=as_prior, k=2, batch_sizes={60: 0.3, 64: 0.7}, ticks=6)
     probes = [d for d in decisions if d.probe]
     assert probes, [d.reason for d in decisions]
@@ -170,8 +196,21 @@ def test_a_rollout_the_probe_did_not_settle_waits(monkeypatch):
     the fit can split them wrongly: here it predicts speculation off +7% where off loses 6.5%. A fit
     with the drafter 3x cheaper still calls it a loss, so the rollout waits (guard `doubted`)."""
     from specinfer.operator.tuner.policy import guards
-    monkeypatch.setattr(__import__(__name__), "HEAD_PREFIX", [0.8, 0.6, 0.45, 0.3])
+    monkeypatch.setattr(sys.modules[__name__], "HEAD_PREFIX", [0.8, 0.6, 0.45, 0.3])
     decisions, final = closed_loop(tuning(), world=as_prior, k=1, batch_sizes={60: 0.3, 64: 0.7}, ticks=10)
     assert any(d.probe for d in decisions)
     assert not final.off, [d.reason for d in decisions if d.is_change]
+    assert any(d.guard == guards.DOUBTED for d in decisions), [d.reason for d in decisions]
+
+
+def test_the_doubt_outlasts_the_probes_hold(monkeypatch):
+    """The same world past the probe's hold: the fit still holds the probe's cell, so the rollout it
+    would take on that cell still waits."""
+    from specinfer.operator.tuner.policy import guards
+    monkeypatch.setattr(sys.modules[__name__], "HEAD_PREFIX", [0.8, 0.6, 0.45, 0.3])
+    monkeypatch.setattr(probe_module, "MIN_HOLD_SECONDS", 0.0)
+    decisions, final = closed_loop(tuning(rejectHoldSeconds=60), world=as_prior, k=1,
+                                   batch_sizes={60: 0.3, 64: 0.7}, ticks=30)
+    assert any(d.probe for d in decisions)
+    assert not any(d.action == "disable" for d in decisions), [d.reason for d in decisions if d.is_change]
     assert any(d.guard == guards.DOUBTED for d in decisions), [d.reason for d in decisions]

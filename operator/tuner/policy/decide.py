@@ -145,7 +145,8 @@ def _decide_on_valid(obs: Observation, tuning: TuningInput, st: PolicyState, now
         outcome = verify(obs, tuning, st, model, distribution, now, signals, summary)
         if outcome is not None:
             return outcome
-    calibrate(st, obs, model, obs.applied.config, current_dense, distribution, tuning.max_batch_size)
+    if st.probe_from is None:  # a probe's one window would reset the baseline the next change is verified by
+        calibrate(st, obs, model, obs.applied.config, current_dense, distribution, tuning.max_batch_size)
     return _optimise(obs, tuning, st, now, model, distribution, {"signals": signals, "model": summary})
 
 
@@ -205,13 +206,9 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
     common = {**common, "recommendation": Recommendation(config=best, predicted_gain=round(gain, 4),
                                                          coverage_gain=round(cover, 4))}
     observed = {max(1, min(int(b), tuning.max_batch_size)) for b, _ in distribution}
-    if all(best_dense_ks[b] == current_dense[b] for b in observed):
+    if all(best_dense_ks[b] == current_dense[b] for b in observed) and _may_probe(obs, tuning, common["signals"]):
         # Best here by a fit that measured one K here: measure the K a doubted prior would choose (probe.py).
-        # Only on per-batch-size step times (vLLM's pooled series mix the K of every batch size) and
-        # never while the latency SLO is violated (a probe may slow the window).
-        probe = probe_for(model, tuning, current, distribution, st, now, measured_noise(st)) \
-            if obs.step_samples and common["signals"] == "specinfer" and not guards.slo_violated(obs, tuning) \
-            else None
+        probe = probe_for(model, tuning, current, distribution, st, now, measured_noise(st))
         if probe is not None and in_place(current, probe.config, tuning.in_place_max_k):
             st.confirmations = 0
             return _issue_probe(tuning, st, now, current, probe, common)
@@ -323,10 +320,17 @@ def _issue_change(obs: Observation, tuning: TuningInput, st: PolicyState, now: f
                     predicted_gain=round(candidate.gain, 4), **common)
 
 
+def _may_probe(obs: Observation, tuning: TuningInput, signals: Signals) -> bool:
+    """Probes are on, the window has per-batch-size step times (vLLM's pooled series mix the K of
+    every batch size), and the latency SLO holds (a probe may slow its window)."""
+    return (tuning.probe_in_place and bool(obs.step_samples) and signals == "specinfer"
+            and not guards.slo_violated(obs, tuning))
+
+
 def _issue_probe(tuning: TuningInput, st: PolicyState, now: float, current: DraftConfig, probe: Probe,
                  common: dict[str, Any]) -> Decision:
     """A window in place at the K a doubted prior would choose: nothing to verify, the optimiser judges
-    it next window with that K measured (and goes back in place if it lost)."""
+    it after one window, from the config it replaced (`_back_from_probe`)."""
     st.record_change(now, in_place=True)
     remember(st, probe, current, tuning, now)
     return Decision(action=action_for(current, probe.config), reason=f"{current.describe()} -> "
@@ -339,8 +343,11 @@ def _back_from_probe(tuning: TuningInput, st: PolicyState, now: float, current: 
     """A probe's window has measured its K: back in place to what ran before it, so that what follows
     is judged against that config (against the probe, anything would look like a gain)."""
     previous, st.probe_from = st.probe_from, None
-    if previous is None or not st.probed or not current.same_as(st.probed[-1].config, tuning.max_batch_size):
-        return None  # no probe running (another change replaced it): nothing to go back from
+    if previous is None or not st.probed:
+        return None
+    if not current.same_as(st.probed[-1].config, tuning.max_batch_size):
+        st.probed.pop()  # never in force (overridden, replaced): it measured nothing, so it holds nothing
+        return None
     st.record_change(now, in_place=True)
     return Decision(action=action_for(current, previous), reason=f"{current.describe()} -> {previous.describe()} "
                     "(in place): the probe has measured its window; back to the config it replaced", config=previous,
@@ -356,7 +363,9 @@ def _disable_after_collapse(obs: Observation, tuning: TuningInput, st: PolicySta
     held = guards.budget_guard(st, tuning, now, reserve=0)
     if held:
         return _keep(f"{reason}; {held}", guards.RESTART_BUDGET, signals, degraded=degraded)
-    st.collapsed_at, st.collapsed_config = now, obs.applied.config
+    # a collapse during a probe's window: what comes back after the hold is what ran before the probe
+    st.collapsed_at, st.collapsed_config = now, st.probe_from or obs.applied.config
+    st.probe_from = None
     st.switched = None  # measured, not predicted: the collapse hold governs what follows
     st.acceptance = None  # the broken drafter's numbers say nothing about a fixed one
     st.record_change(now)

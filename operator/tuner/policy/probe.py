@@ -13,8 +13,8 @@ dearer and cheaper. Both fits explain every measurement equally well; they disag
 nothing was measured. If the current config is the best under today's fit but another config would
 gain at least MIN_GAIN under one of the doubted fits, the policy runs the K that config uses at
 today's batch sizes -- in place, so nothing restarts -- for a window, which measures that cell.
-Then the ordinary optimiser decides from two measured K instead of one (and goes back in place if
-the probe was the loser).
+After that window the engine goes back in place to the config the probe replaced, and the
+ordinary optimiser decides from there with two measured K instead of one.
 
 What bounds its cost: only in place (a probe never restarts an engine), only when the step-time
 predictions the probe separates differ by more than the measurement noise can blur, a predicted
@@ -49,6 +49,7 @@ MIN_SEPARATION = 0.10  # the fits' predicted step times at the probed K differ b
 NOISE_SEPARATION = 3.0  # ... and by this many times the measured window-to-window noise
 MEASURED_WEIGHT = 0.5  # a cell holding half a window of steps has measured its K there
 MIN_HOLD_SECONDS = 1800.0  # a probe's hold whatever rejectHoldSeconds says (0 must not mean every window)
+PROBE_MEMORY_SECONDS = 6 * 3600.0  # a probe's record outlives its hold while its cell may still shape the fit
 DRAFTER_PRIOR_FIELDS = ("draft_pass", "draft_token", "speculation_step", "speculation_per_sequence")
 
 
@@ -87,8 +88,9 @@ def doubted(cost: CostModel, factor: float) -> CostModel:
 
 def doubted_loss(model: Model, tuning: TuningInput, current: DraftConfig, candidate: Sequence[int],
                  distribution: Distribution, st: PolicyState, now: float) -> str | None:
-    """Why a rollout to `candidate` waits: a probe ran at today's batch sizes within its hold, and a
-    fit with the drafter DOUBT times dearer or cheaper still predicts the rollout to lose.
+    """Why a rollout to `candidate` waits: a probe ran at today's batch sizes and the fit still holds
+    what it measured there, and a fit with the drafter DOUBT times dearer or cheaper still predicts
+    the rollout to lose.
 
     The probe was run because the prior's split of the step time was in doubt; acting on what it
     measured is sound only once the doubt no longer changes the answer. A model drafter's K = 0
@@ -97,8 +99,10 @@ def doubted_loss(model: Model, tuning: TuningInput, current: DraftConfig, candid
     token, a fit that splits them wrongly sees speculation off winning where it loses."""
     top = tuning.max_batch_size
     sizes = {max(1, min(int(size), top)) for size, _ in distribution}
-    if not any(entry.until > now and sizes & set(entry.batch_sizes) for entry in st.probed):
-        return None
+    probed_here = [entry for entry in st.probed if sizes & set(entry.batch_sizes)]
+    if not any(measured_k(model.cost, b, entry.config.dense(top)[b]) for entry in probed_here
+               for b in sizes & set(entry.batch_sizes)):
+        return None  # no probe here, or its cell has faded from the fit: the prior alone is in doubt again
     current_dense = current.dense(top)
     for factor in (DOUBT, 1 / DOUBT):
         cost = doubted(model.cost, factor)
@@ -210,9 +214,9 @@ def _held(st: PolicyState, dense: Sequence[int], max_batch_size: int, now: float
 
 
 def remember(st: PolicyState, probe: Probe, current: DraftConfig, tuning: TuningInput, now: float) -> None:
-    """Not the same probe again within the hold, whatever its cell's memory does meanwhile; and the
-    config it replaced, which the change after it is verified against."""
+    """Not the same probe again within the hold, whatever its cell's memory does meanwhile; the record
+    stays for PROBE_MEMORY_SECONDS more (the `doubted` guard); and the config it replaced, to go back to."""
     hold = max(tuning.reject_hold_seconds, MIN_HOLD_SECONDS)
-    st.probed = [entry for entry in st.probed if entry.until > now] + [
+    st.probed = [entry for entry in st.probed if entry.until + PROBE_MEMORY_SECONDS > now] + [
         ProbeRecord(config=probe.config, until=now + hold, batch_sizes=list(probe.batch_sizes))]
     st.probe_from = current

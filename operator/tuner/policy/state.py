@@ -94,7 +94,7 @@ class PolicyState(_State):
     confirmations: int = 0
     rejected: list[Rejection] = Field(default_factory=list)
     probed: list[ProbeRecord] = Field(default_factory=list)  # probes in place run lately (probe.py): not again
-    # The config a probe replaced, while the probe runs: what the change after it is verified against.
+    # The config a probe replaced, while the probe runs: what the engine goes back to after its window.
     probe_from: DraftConfig | None = None
     switched: SpeculationSwitch | None = None  # guards.reversal_guard
     calibration: Calibration | None = None
