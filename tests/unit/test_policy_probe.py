@@ -214,3 +214,23 @@ def test_the_doubt_outlasts_the_probes_hold(monkeypatch):
     assert any(d.probe for d in decisions)
     assert not any(d.action == "disable" for d in decisions), [d.reason for d in decisions if d.is_change]
     assert any(d.guard == guards.DOUBTED for d in decisions), [d.reason for d in decisions]
+
+
+def test_observe_mode_keeps_no_record_of_a_probe_it_did_not_apply():
+    """Observe mode applies nothing: the probe stays the recommendation, and no hold, no way back and
+    no `doubted` guard come of it (operator/tuner/loop.py, CHANGE_BOOKKEEPING)."""
+    from specinfer.operator.tuner.loop import observe_mode_state
+    decisions, state = [], None
+    tune = tuning()
+    rng = random.Random(5)
+    for tick in range(1, 5):
+        now = WINDOW * tick + WINDOW
+        observation = synthetic_observation(
+            time=now, window_seconds=WINDOW, method="eagle3", num_speculative_tokens=2, schedule=None,
+            applied_since=0.0, batch_sizes={1: 1.0}, prefix=HEAD_PREFIX,
+            step_time=lambda b, kk: heavy_head(b, kk, True), rng=rng, timing_noise=0.03)
+        decision, new = decide(observation, tune, state, now)
+        state = observe_mode_state(state, new)
+        decisions.append(decision)
+    assert [d.probe for d in decisions] == [True] * 4, [d.reason for d in decisions]
+    assert state is not None and not state.probed and state.probe_from is None
