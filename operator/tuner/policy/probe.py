@@ -11,7 +11,7 @@ The doubt is made explicit: the same remembered step times are fitted again unde
 drafter terms (draft passes, drafted tokens, a speculative step's bookkeeping) are DOUBT times
 dearer and cheaper. Both fits explain every measurement equally well; they disagree only where
 nothing was measured. If the current config is the best under today's fit but another config would
-gain at least MIN_GAIN under one of the doubted fits, the policy runs the K that config uses at
+gain at least MIN_GAIN under one of the doubted fits, the policy runs a K towards that config at
 today's batch sizes -- in place, so nothing restarts -- for a window, which measures that cell.
 After that window the engine goes back in place to the config the probe replaced, and the
 ordinary optimiser decides from there with two measured K instead of one.
@@ -19,12 +19,14 @@ ordinary optimiser decides from there with two measured K instead of one.
 What bounds its cost: only in place (a probe never restarts an engine), only when the step-time
 predictions the probe separates differ by more than the measurement noise can blur, a predicted
 loss for its windows of at most MAX_LOSS and LOSS_PER_GAIN times what the doubted fit would gain,
-never a cell already measured, and not again at the same batch sizes and K for `rejectHoldSeconds`.
+never a cell already measured, and not again at the same batch sizes and K for `rejectHoldSeconds`
+(at least MIN_HOLD_SECONDS).
 The K probed is the doubted fit's choice at today's batch sizes, or the unmeasured K nearest it
 on the same side of today's that is cheap enough and telling. With a model drafter a K = 0 step
 still runs the drafter's first pass (cost.draft_passes), so measuring "off" in place measures that
 step, which the fit then splits with the drafter terms pinned by the other K measured. vLLM's own
-series alone are not probed: their pooled step time mixes the K of every batch size.
+series alone are not probed: their pooled step time mixes the K of every batch size. Off unless
+the tuning input's `probeInPlace` is set (operator configuration `tuning.policy`).
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ class Probe:
         where = f"batch size {sizes[0]}" if len(sizes) == 1 else f"batch sizes {sizes[0]}-{sizes[-1]}"
         return (f"probing K={self.k} at {where} in place for a window: with the drafter {dearer} "
                 f"than the step-cost prior says, {self.doubted_best.describe()} would gain {self.doubted_gain:+.1%}, "
-                f"and only one K is measured there; predicted {self.predicted_loss:+.1%} while it runs")
+                f"and K={self.k} is not measured there; predicted {self.predicted_loss:+.1%} while it runs")
 
 
 def doubted(cost: CostModel, factor: float) -> CostModel:
