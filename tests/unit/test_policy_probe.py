@@ -63,6 +63,14 @@ def closed_loop(tune: TuningInput, world=heavy_head, *, k: int = 2, batch_sizes=
     return decisions, config
 
 
+def k2_in_force(now: float, rng: random.Random):
+    """A window of the demo's engine with K=2 in force since the start, whatever was decided."""
+    return synthetic_observation(
+        time=now, window_seconds=WINDOW, method="eagle3", num_speculative_tokens=2, schedule=None,
+        applied_since=0.0, batch_sizes={1: 1.0}, prefix=HEAD_PREFIX,
+        step_time=lambda b, kk: heavy_head(b, kk, True), rng=rng, timing_noise=0.03)
+
+
 def test_a_head_dearer_than_its_prior_is_probed_in_place_then_switched_off():
     decisions, final = closed_loop(tuning())
     changes = [d for d in decisions if d.is_change]
@@ -144,10 +152,7 @@ def test_a_probe_never_in_force_is_forgotten():
     state = None
     for tick in range(1, 9):
         now = WINDOW * tick + WINDOW
-        observation = synthetic_observation(
-            time=now, window_seconds=WINDOW, method="eagle3", num_speculative_tokens=2, schedule=None,
-            applied_since=0.0, batch_sizes={1: 1.0}, prefix=HEAD_PREFIX,
-            step_time=lambda b, kk: heavy_head(b, kk, True), rng=rng, timing_noise=0.03)
+        observation = k2_in_force(now, rng)
         decision, state = decide(observation, tune, state, now)  # K=2 stays in force whatever is decided
         assert decision.guard != guards.DOUBTED, decision.reason
         assert len(state.probed) <= 1, state.probed  # each unapplied probe is dropped, not piled up
@@ -225,10 +230,7 @@ def test_observe_mode_keeps_no_record_of_a_probe_it_did_not_apply():
     rng = random.Random(5)
     for tick in range(1, 5):
         now = WINDOW * tick + WINDOW
-        observation = synthetic_observation(
-            time=now, window_seconds=WINDOW, method="eagle3", num_speculative_tokens=2, schedule=None,
-            applied_since=0.0, batch_sizes={1: 1.0}, prefix=HEAD_PREFIX,
-            step_time=lambda b, kk: heavy_head(b, kk, True), rng=rng, timing_noise=0.03)
+        observation = k2_in_force(now, rng)
         decision, new = decide(observation, tune, state, now)
         state = observe_mode_state(state, new)
         decisions.append(decision)

@@ -68,7 +68,7 @@ class Probe:
     doubt: float  # the factor on the drafter terms of that fit
 
     def describe(self) -> str:
-        dearer = f"{self.doubt:g}x dearer" if self.doubt > 1 else f"{1 / self.doubt:g}x cheaper"
+        dearer = _dearer(self.doubt)
         sizes = self.batch_sizes
         where = f"batch size {sizes[0]}" if len(sizes) == 1 else f"batch sizes {sizes[0]}-{sizes[-1]}"
         return (f"probing K={self.k} at {where} in place for a window: with the drafter {dearer} "
@@ -86,6 +86,16 @@ def doubted(cost: CostModel, factor: float) -> CostModel:
     scale[list(DRAFTER_TERMS)] = factor
     cells = {key: [list(np.asarray(x) * scale), seconds, weight] for key, (x, seconds, weight) in cost.cells.items()}
     return CostModel(prior, cost.cost_shape, cells)
+
+
+def doubted_model(model: Model, factor: float) -> Model:
+    """`model` refitted on its own cells under the doubted prior."""
+    cost = doubted(model.cost, factor)
+    return Model(model.prefix, cost, cost.multipliers(), model.schedule_factor, always_scheduled=model.always_scheduled)
+
+
+def _dearer(factor: float) -> str:
+    return f"{factor:g}x dearer" if factor > 1 else f"{1 / factor:g}x cheaper"
 
 
 def doubted_loss(model: Model, tuning: TuningInput, current: DraftConfig, candidate: Sequence[int],
@@ -107,15 +117,12 @@ def doubted_loss(model: Model, tuning: TuningInput, current: DraftConfig, candid
         return None  # no probe here, or its cell has faded from the fit: the prior alone is in doubt again
     current_dense = current.dense(top)
     for factor in (DOUBT, 1 / DOUBT):
-        cost = doubted(model.cost, factor)
-        other = Model(model.prefix, cost, cost.multipliers(), model.schedule_factor,
-                      always_scheduled=model.always_scheduled)
+        other = doubted_model(model, factor)
         before = goodput(other, current_dense, distribution)
         gain = goodput(other, candidate, distribution) / before - 1 if before > 0 else 0.0
         if gain < 0:
-            dearer = f"{factor:g}x dearer" if factor > 1 else f"{1 / factor:g}x cheaper"
-            return (f"with the drafter {dearer} than the step-cost prior says it would lose {gain:+.1%}: the probe "
-                    "here did not settle the doubt, and a rollout is not taken on it")
+            return (f"with the drafter {_dearer(factor)} than the step-cost prior says it would lose {gain:+.1%}: "
+                    "the probe here did not settle the doubt, and a rollout is not taken on it")
     return None
 
 
@@ -149,9 +156,7 @@ def probe_for(model: Model, tuning: TuningInput, current: DraftConfig, distribut
     if before <= 0:
         return None
     for factor in (DOUBT, 1 / DOUBT):
-        cost = doubted(model.cost, factor)
-        other = Model(model.prefix, cost, cost.multipliers(), model.schedule_factor,
-                      always_scheduled=model.always_scheduled)
+        other = doubted_model(model, factor)
         best = best_dense(other, tuning, current_dense, distribution)
         gain = goodput(other, best, distribution) / goodput(other, current_dense, distribution) - 1
         if gain < MIN_GAIN:
