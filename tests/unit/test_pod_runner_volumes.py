@@ -43,9 +43,16 @@ class FakeCoreV1:
         self.config_maps: dict[str, dict[str, str]] = {}
         self.secrets: dict[str, dict[str, bytes]] = {}
         self.failing = False
+        self.listed: list[str | None] = []  # the namespace of each pod list (None: every namespace)
 
     def list_pod_for_all_namespaces(self, label_selector):
+        self.listed.append(None)
         return client.V1PodList(items=[pod for pod in self.pods if label_selector in (pod.metadata.labels or {})])
+
+    def list_namespaced_pod(self, namespace, label_selector):
+        self.listed.append(namespace)
+        return client.V1PodList(items=[pod for pod in self.pods if label_selector in (pod.metadata.labels or {})
+                                       and pod.metadata.namespace == namespace])
 
     def read_namespaced_config_map(self, name, namespace):
         return V1ConfigMap(data=dict(self._object(self.config_maps, name, namespace)))
@@ -135,6 +142,18 @@ def test_a_configmap_update_is_swapped_into_the_running_pod_keeping_its_local_po
     assert os.readlink(volume / DATA) != data and not (volume / data).exists()  # swapped, the old folder gone
     assert local.record is record and processes.is_running(record) and local.restarts == 0
     assert any("volume runtime-config updated from configMap demo-runtime" in line for line in runner.logged)
+
+
+def test_a_runner_of_some_namespaces_lists_only_their_pods(api, runner):
+    api.config_maps["demo-runtime"] = {"runtime.json": runtime_json()}
+    api.pods = [engine_pod([config_volume()], [CONFIG_MOUNT])]
+    runner.namespaces = ("elsewhere",)
+    runner.sync_once()
+    assert runner.pods == {} and api.listed == ["elsewhere"]
+
+    runner.namespaces = ("elsewhere", NAMESPACE)
+    runner.sync_once()
+    assert only_pod(runner).name == "demo-0" and api.listed[1:] == ["elsewhere", NAMESPACE]
 
 
 def test_a_deleted_configmap_leaves_the_last_files(api, runner):

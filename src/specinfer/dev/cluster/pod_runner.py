@@ -184,17 +184,13 @@ class PodRunner:
     def sync_once(self) -> None:
         """Converge local processes to the bound, not-terminating pods in the cluster."""
         wanted: dict[str, V1Pod] = {}
-        selectors = [self.label_selector] + ([self.job_selector] if self.job_selector else [])
-        for selector in selectors:
-            for pod in self.api.list_pod_for_all_namespaces(label_selector=selector).items:
-                meta, spec, status = pod.metadata, pod.spec, pod.status
-                if meta is None or spec is None or meta.uid is None:
-                    continue  # the API server always sends these; the client's model calls them optional
-                if self.namespaces is not None and meta.namespace not in self.namespaces:
-                    continue
-                if spec.node_name and meta.deletion_timestamp is None \
-                        and (status is None or status.phase not in ("Succeeded", "Failed")):
-                    wanted[meta.uid] = pod
+        for pod in self._listed():
+            meta, spec, status = pod.metadata, pod.spec, pod.status
+            if meta is None or spec is None or meta.uid is None:
+                continue  # the API server always sends these; the client's model calls them optional
+            if spec.node_name and meta.deletion_timestamp is None \
+                    and (status is None or status.phase not in ("Succeeded", "Failed")):
+                wanted[meta.uid] = pod
         for uid, local in list(self.pods.items()):
             if uid not in wanted and self._terminate(local):
                 del self.pods[uid]  # forget the pod only once its process is gone
@@ -216,6 +212,19 @@ class PodRunner:
             probe_readiness(self.pods[uid])
             if self.pods[uid].owns_status:
                 self._write_status(self.pods[uid], pod)
+
+    def _listed(self) -> list[V1Pod]:
+        """The pods this runner may run: by label, in its namespaces only (a runner of one test's namespace
+        does not decode every other test's pods each round, which a shared cluster holds many of)."""
+        selectors = [self.label_selector] + ([self.job_selector] if self.job_selector else [])
+        pods: list[V1Pod] = []
+        for selector in selectors:
+            if self.namespaces is None:
+                pods.extend(self.api.list_pod_for_all_namespaces(label_selector=selector).items)
+            else:
+                for namespace in self.namespaces:
+                    pods.extend(self.api.list_namespaced_pod(namespace, label_selector=selector).items)
+        return pods
 
     def run(self, stop_event, *, interval: float = 1.0) -> None:
         try:
