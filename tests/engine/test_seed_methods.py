@@ -1,6 +1,6 @@
 """The seed methods on the real vLLM CPU engine, through the operator: EAGLE, EAGLE-3, MTP and DFlash (issue 23).
 
-Everything is real: the local control plane, `specinfer operator` (the demo's short tuning clocks),
+Everything is real: the local control plane, `specinfer operator` (the demo's short tuning clocks, with a 30 s window),
 Debian's Prometheus, and the pod runner running `specinfer runtime` -> `vllm serve` with the tiny
 drafters of `specinfer models make` (docs/development.md, "Seed-method drafters"): toys that run
 vLLM's real loaders and drafting code, not quality drafters. Four resources start side by side, one
@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from specinfer.api.timestamps import parse_rfc3339, rfc3339
 from specinfer.dev.demo.real_engine import OPERATOR_CONFIG
 from specinfer.dev.demo.stack import Stack
 from tests.engine.engine_client import ClosedLoop, Metrics, complete, minus, per_position, rounds, settled
@@ -38,6 +39,14 @@ from tests.support import condition, namespaced_stack, wait_for
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(1200)]
 
 STARTUP_TIMEOUT = 600  # four engines starting at once on two shared cores
+# The tuner's window here: the demo's 15 s would leave about one 5 s tick whose window holds all of a
+# burst of requests (it must end after the last one's counters reach Prometheus and begin before the
+# first's); 30 s leaves several
+WINDOW_SECONDS = 30
+SEED_OPERATOR_CONFIG = {**OPERATOR_CONFIG, "tuning": {**OPERATOR_CONFIG["tuning"], "windowSeconds": WINDOW_SECONDS}}
+# From a request's last token to its counters in a Prometheus sample: the plugin's flush (vLLM's log
+# interval, 1 s here), a scrape (1 s) and sampledAt's whole seconds
+COUNTED_WITHIN = 3.0
 ROLLOUT_TIMEOUT = 420
 # prompts of the demo's kind (the load generator's five words), not the ones the drafters' tables were built on
 PROMPTS = [" ".join(random.Random(seed).choice(("alpha", "beta", "gamma", "delta", "omega")) for _ in range(24))
@@ -102,7 +111,7 @@ class Seeds:
 @pytest.fixture(scope="module")
 def seeds(cluster, prometheus, tmp_path_factory, engine_env, tiny_models):
     workdir = tmp_path_factory.mktemp("seed-methods")
-    with namespaced_stack(cluster, prometheus, workdir, "seeds", OPERATOR_CONFIG) as (namespace, stack):
+    with namespaced_stack(cluster, prometheus, workdir, "seeds", SEED_OPERATOR_CONFIG) as (namespace, stack):
         state = Seeds(cluster, namespace, stack, prometheus)
         started = time.monotonic()
         resources = wanted(namespace, tiny_models)
@@ -121,22 +130,28 @@ def test_each_seed_method_serves_and_reports_the_acceptance_the_engine_measured(
         argv = next((line for line in log.splitlines() if line.startswith("specinfer runtime: exec vllm serve")), "")
         assert f'"method":"{method}"' in argv, log[-2000:]  # the method in vLLM's own argv
         before = settled(url, (ACCEPTED, DRAFTS))
+        started = time.time()
         for prompt in PROMPTS:
             answer = complete(url, prompt, max_tokens=32)
             assert answer["model"] == "tiny" and answer["usage"]["completion_tokens"] == 32, answer
+        finished = time.time()
         after = settled(url, (ACCEPTED, DRAFTS))
         drafts = after.total(DRAFTS) - before.total(DRAFTS)
         accepted = minus(per_position(after, ACCEPTED), per_position(before, ACCEPTED))
         print(f"{name}: {drafts:.0f} drafts, accepted per position {accepted} (vLLM's counters)")
         assert drafts > 0 and len(accepted) == k
         first_position[name] = accepted[0] / drafts
-        # status.metrics: the tuner's window (15 s here) of the same counters, read back from Prometheus
-        metrics = wait_for(lambda name=name, k=k: _reported(seeds, name, k), timeout=120, interval=1,
-                           what=f"{name}: status.metrics.perPositionAcceptance",
+        # status.metrics: the tuner's window of the same counters, read back from Prometheus -- the first
+        # window that holds every one of these requests (an earlier one may hold a few: 2026-12-03's CI
+        # compared 0 from a window of ~2.5 requests with 0.12 over all eight)
+        metrics = wait_for(lambda name=name, k=k, s=started, f=finished: _reported(seeds, name, k, s, f),
+                           timeout=120, interval=1,
+                           what=f"{name}: status.metrics over a window from before {rfc3339(started)} to after "
+                                f"{rfc3339(finished + COUNTED_WITHIN)}",
                            why=lambda name=name: json.dumps((seeds.si(name).get("status") or {}).get("metrics")))
         print(f"{name}: status.metrics {metrics}")
         assert seeds.si(name)["status"]["effective"]["method"] == method
-        # what status reports is what the engine counted (the window covers most of these requests)
+        # what status reports is what the engine counted over the same requests
         assert abs(metrics["perPositionAcceptance"][0] - first_position[name]) <= 0.1, (metrics, first_position)
     # The hand-set heads' acceptance depends on the prompt: on these 24-word prompts 2026-12-03 measured
     # eagle3 0.12, eagle 0.05, mtp 0.01 at position 0 (a repeated prompt in the schedule test: 0.66;
@@ -144,9 +159,13 @@ def test_each_seed_method_serves_and_reports_the_acceptance_the_engine_measured(
     print(f"first-position acceptance on the engine: {first_position}")
 
 
-def _reported(seeds: Seeds, name: str, k: int) -> dict | None:
+def _reported(seeds: Seeds, name: str, k: int, started: float, finished: float) -> dict | None:
+    """status.metrics once its window holds every request sent from `started` to `finished`."""
     metrics = (seeds.si(name).get("status") or {}).get("metrics") or {}
     rates = metrics.get("perPositionAcceptance")
+    sampled = parse_rfc3339(metrics.get("sampledAt"))
+    if sampled is None or not finished + COUNTED_WITHIN <= sampled <= started + WINDOW_SECONDS - COUNTED_WITHIN:
+        return None
     # a window that counted drafts (a toy head may accept none of them on some prompts: 0 is a measurement)
     return metrics if rates and len(rates) == k and metrics.get("meanAcceptedLength") else None
 
