@@ -338,7 +338,7 @@ def volume_swapped(setup: Setup, name: str, volume: str) -> float | None:
 def stages(written: float, patched: float, configmap: list[float], swapped: float | None, taken: float) -> dict:
     """Where one change's time went: the write of status, the operator's ConfigMap apply, the pod runner's
     volume swap (a kubelet's, on a cluster), the engine's next check between steps."""
-    applied = min((t for t in configmap if t >= written - 1), default=None)  # log stamps: whole ms, a clock apart
+    applied = min((t for t in configmap if t >= written - 0.002), default=None)  # the log's stamps: whole ms
     return {"status write": patched - written,
             "operator": None if applied is None else applied - patched,
             "volume swap": None if applied is None or swapped is None else swapped - applied,

@@ -73,10 +73,19 @@ def _edit_and_measure(namespace, operator, recovery, label: str, k: int, back: f
     # random [30, 60) s between relists while the API is away (client-go tools/cache/reflector.go), so
     # after a 60 s outage the Deployment controller may first see the edit up to a minute later.
     wait_for(ready, timeout=READY_AFTER_OUTAGE_SECONDS, what="Ready again", alive=operator.assert_alive,
-             why=lambda: namespace.why, interval=1)
+             why=lambda: f"{namespace.why}\nnodes: {nodes(namespace)}", interval=1)
     timed(f"{label}: Ready on the edited spec after the API is back", back, recovery)
     namespace.assert_no_duplicates_or_orphans("survivor")
     assert seconds < RESUME_SECONDS, f"work resumed {seconds:.1f}s after the API came back"
+
+
+def nodes(namespace) -> str:
+    """Each node's Ready status and taints (an outage longer than the node controller's grace period
+    would read as every node failing: dev/cluster/control_plane.py)."""
+    result = namespace.kubectl("get", "nodes", "-o", "jsonpath={range .items[*]}{.metadata.name} "
+                               "Ready={.status.conditions[?(@.type=='Ready')].status} taints={.spec.taints}; {end}",
+                               check=False)
+    return result.stdout.strip() or result.stderr.strip()
 
 
 def test_apiserver_outage_neither_crashes_nor_spins_and_work_resumes(stack, recovery):

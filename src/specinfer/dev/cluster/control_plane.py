@@ -204,6 +204,12 @@ class LocalCluster:
                     # The default client limit (20 requests/s) makes a 500-resource burst take
                     # 100 s in the Deployment controller alone; production clusters raise it too.
                     "--kube-api-qps", "200", "--kube-api-burst", "400",
+                    # kwok's nodes cannot fail, but with no lease renewed while the API server is away
+                    # (the fault tests stop it for 60 s) the node controller would call every node
+                    # NotReady, taint it and mark its pods NotReady -- and kwok's stages make only
+                    # Pending pods Ready, so those pods would never be Ready again, where a kubelet
+                    # would report them Ready at its next status update.
+                    "--node-monitor-grace-period", "10m",
                     "--v=1"]
         if component == "kube-scheduler":
             return [str(k8s_bin / "kube-scheduler"), "--kubeconfig", kubeconfig,
