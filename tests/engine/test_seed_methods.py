@@ -44,9 +44,9 @@ STARTUP_TIMEOUT = 600  # four engines starting at once on two shared cores
 # first's); 30 s leaves several
 WINDOW_SECONDS = 30
 SEED_OPERATOR_CONFIG = {**OPERATOR_CONFIG, "tuning": {**OPERATOR_CONFIG["tuning"], "windowSeconds": WINDOW_SECONDS}}
-# From a request's last token to its counters in a Prometheus sample: the plugin's flush (vLLM's log
-# interval, 1 s here), a scrape (1 s) and sampledAt's whole seconds
-COUNTED_WITHIN = 3.0
+# A window must begin this long before the first request: a scrape (1 s) before its first counts
+# reach /metrics, and sampledAt's whole seconds
+BEFORE_FIRST = 3.0
 ROLLOUT_TIMEOUT = 420
 # prompts of the demo's kind (the load generator's five words), not the ones the drafters' tables were built on
 PROMPTS = [" ".join(random.Random(seed).choice(("alpha", "beta", "gamma", "delta", "omega")) for _ in range(24))
@@ -134,8 +134,11 @@ def test_each_seed_method_serves_and_reports_the_acceptance_the_engine_measured(
         for prompt in PROMPTS:
             answer = complete(url, prompt, max_tokens=32)
             assert answer["model"] == "tiny" and answer["usage"]["completion_tokens"] == 32, answer
-        finished = time.time()
         after = settled(url, (ACCEPTED, DRAFTS))
+        # every count is on /metrics now, quiet for 2.5 s: any later scrape holds them
+        counted = time.time()
+        assert counted <= started + WINDOW_SECONDS - BEFORE_FIRST, \
+            f"{name}: the requests took {counted - started:.0f} s: no {WINDOW_SECONDS} s window holds them all"
         drafts = after.total(DRAFTS) - before.total(DRAFTS)
         accepted = minus(per_position(after, ACCEPTED), per_position(before, ACCEPTED))
         print(f"{name}: {drafts:.0f} drafts, accepted per position {accepted} (vLLM's counters)")
@@ -144,10 +147,10 @@ def test_each_seed_method_serves_and_reports_the_acceptance_the_engine_measured(
         # status.metrics: the tuner's window of the same counters, read back from Prometheus -- the first
         # window that holds every one of these requests (an earlier one may hold a few: 2026-12-03's CI
         # compared 0 from a window of ~2.5 requests with 0.12 over all eight)
-        metrics = wait_for(lambda name=name, k=k, s=started, f=finished: _reported(seeds, name, k, s, f),
+        metrics = wait_for(lambda name=name, k=k, s=started, c=counted: _reported(seeds, name, k, s, c),
                            timeout=120, interval=1,
                            what=f"{name}: status.metrics over a window from before {rfc3339(started)} to after "
-                                f"{rfc3339(finished + COUNTED_WITHIN)}",
+                                f"{rfc3339(counted)}",
                            why=lambda name=name: json.dumps((seeds.si(name).get("status") or {}).get("metrics")))
         print(f"{name}: status.metrics {metrics}")
         assert seeds.si(name)["status"]["effective"]["method"] == method
@@ -159,12 +162,12 @@ def test_each_seed_method_serves_and_reports_the_acceptance_the_engine_measured(
     print(f"first-position acceptance on the engine: {first_position}")
 
 
-def _reported(seeds: Seeds, name: str, k: int, started: float, finished: float) -> dict | None:
-    """status.metrics once its window holds every request sent from `started` to `finished`."""
+def _reported(seeds: Seeds, name: str, k: int, started: float, counted: float) -> dict | None:
+    """status.metrics once its window holds every request sent from `started` on, all counted by `counted`."""
     metrics = (seeds.si(name).get("status") or {}).get("metrics") or {}
     rates = metrics.get("perPositionAcceptance")
-    sampled = parse_rfc3339(metrics.get("sampledAt"))
-    if sampled is None or not finished + COUNTED_WITHIN <= sampled <= started + WINDOW_SECONDS - COUNTED_WITHIN:
+    sampled = parse_rfc3339(metrics.get("sampledAt"))  # whole seconds, never after the query's time
+    if sampled is None or not counted <= sampled <= started + WINDOW_SECONDS - BEFORE_FIRST:
         return None
     # a window that counted drafts (a toy head may accept none of them on some prompts: 0 is a measurement)
     return metrics if rates and len(rates) == k and metrics.get("meanAcceptedLength") else None

@@ -310,7 +310,7 @@ def publish_by_hand(setup: Setup, choice: dict | None) -> None:
                                            "schedule": None, **choice}
     setup.custom_objects.patch_namespaced_custom_object_status(
         GROUP, VERSION, setup.namespace, PLURAL, "crossover", {"status": {"tuning": {"applied": applied}}},
-        field_manager="specinfer-engine-test", _content_type="application/merge-patch+json")
+        field_manager="specinfer-engine-test", _content_type="application/merge-patch+json", _request_timeout=60)
 
 
 def configmap_writes(setup: Setup, name: str) -> list[float]:
@@ -336,13 +336,14 @@ def volume_swapped(setup: Setup, name: str, volume: str) -> float | None:
 
 
 def stages(written: float, patched: float, configmap: list[float], swapped: float | None, taken: float) -> dict:
-    """Where one change's time went: the write of status, the operator's ConfigMap apply, the pod runner's
-    volume swap (a kubelet's, on a cluster), the engine's next check between steps."""
+    """One change's way, seconds after its status write began: the write returned, the operator applied the
+    ConfigMap (sometimes before the write's answer arrived), the pod runner swapped the volume (a kubelet,
+    on a cluster), the engine took it at its next check between steps."""
     applied = min((t for t in configmap if t >= written - 0.002), default=None)  # the log's stamps: whole ms
-    return {"status write": patched - written,
-            "operator": None if applied is None else applied - patched,
-            "volume swap": None if applied is None or swapped is None else swapped - applied,
-            "engine": None if swapped is None else taken - swapped}
+    return {"write returned": patched - written,
+            "ConfigMap applied": None if applied is None else applied - written,
+            "volume swapped": None if swapped is None else swapped - written,
+            "in force": taken - written}
 
 
 @once
@@ -381,9 +382,9 @@ def propagation(setup: Setup) -> dict:
     p50, p95 = ordered[len(ordered) // 2], ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
     print(f"published -> in force in the engine, {len(delays)} changes: p50 {p50:.2f} s, p95 {p95:.2f} s, "
           f"max {ordered[-1]:.2f} s")
-    for index, (delay, parts) in enumerate(zip(delays, breakdown, strict=True)):
-        print(f"  change {index + 1:>2}: {delay:5.2f} s = " + ", ".join(
-            f"{stage} {'?' if seconds is None else f'{seconds:.2f}'}" for stage, seconds in parts.items()))
+    for index, parts in enumerate(breakdown):
+        print(f"  change {index + 1:>2}: " + ", ".join(
+            f"{stage} +{'?' if seconds is None else f'{seconds:.2f}'} s" for stage, seconds in parts.items()))
     for choice, accepted in counts.items():
         print(f"  accepted per position in 4 s under {choice}: {[round(a) for a in accepted]}")
     return {"delays": delays, "breakdown": breakdown, "p50": p50, "p95": p95, "counts": counts, "before": process,
@@ -450,8 +451,7 @@ def test_a_published_schedule_is_in_force_within_seconds_without_a_restart(setup
     story = propagation(setup)
     assert len(story["delays"]) >= PROPAGATION_CHANGES
     assert story["after"] == story["before"], "same pod, same engine process, no container restart"
-    assert all(0 <= delay < IN_FORCE_TIMEOUT for delay in story["delays"]), list(zip(story["delays"],
-                                                                                  story["breakdown"], strict=True))
+    assert all(0 <= delay < IN_FORCE_TIMEOUT for delay in story["delays"]), story["breakdown"]
     # vLLM's own per-position counters follow each schedule: K=1 accepts nothing past position 0, the
     # engine's maximum K drafts (and, the draft being the target, accepts) at its last position
     k1 = story["counts"][json.dumps({"numSpeculativeTokens": 1})]

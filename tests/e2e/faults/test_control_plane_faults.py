@@ -11,6 +11,7 @@ spec edit made right after it comes back is reconciled within 10 s, with no dupl
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 
 import pytest
@@ -82,9 +83,12 @@ def _edit_and_measure(namespace, operator, recovery, label: str, k: int, back: f
 def nodes(namespace) -> str:
     """Each node's Ready status and taints (an outage longer than the node controller's grace period
     would read as every node failing: dev/cluster/control_plane.py)."""
-    result = namespace.kubectl("get", "nodes", "-o", "jsonpath={range .items[*]}{.metadata.name} "
-                               "Ready={.status.conditions[?(@.type=='Ready')].status} taints={.spec.taints}; {end}",
-                               check=False)
+    try:
+        result = namespace.kubectl("get", "nodes", "-o", "jsonpath={range .items[*]}{.metadata.name} "
+                                   "Ready={.status.conditions[?(@.type=='Ready')].status} taints={.spec.taints}; "
+                                   "{end}", check=False, timeout=10)
+    except subprocess.TimeoutExpired:
+        return "(kubectl get nodes timed out)"
     return result.stdout.strip() or result.stderr.strip()
 
 
