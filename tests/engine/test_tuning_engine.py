@@ -40,6 +40,7 @@ from kubernetes.client import CustomObjectsApi
 from specinfer.api.live import ranges_of
 from specinfer.api.resource import GROUP, PLURAL, VERSION
 from specinfer.api.timestamps import parse_rfc3339, rfc3339
+from specinfer.dev.cluster.atomic_volume import DATA
 from specinfer.dev.demo.real_engine import MAX_BATCH, OPERATOR_CONFIG
 from specinfer.dev.demo.stack import Stack
 from specinfer.runtime.live_schedule.published import schedule_digest
@@ -329,7 +330,7 @@ def volume_swapped(setup: Setup, name: str, volume: str) -> float | None:
         for projected in pod.volumes:
             if projected.folder.name == volume:
                 try:
-                    return (projected.folder / "..data").lstat().st_mtime
+                    return (projected.folder / DATA).lstat().st_mtime
                 except OSError:
                     return None
     return None
