@@ -9,11 +9,18 @@ tokens, and a drafter must predict what the engine generates.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
 
 def engine_paths(target: Path) -> list[list[int]]:
+    # The engine core in this process: `generate` queues every prompt before the first step. In a
+    # process of its own it starts stepping while they still arrive, so which prompts share a batch
+    # can vary from run to run, and with it the kernels' sums: on 2026-12-04 two runs on one machine
+    # disagreed on 1-4 of the 309 paths (a near-tie decided the other way), and the EAGLE-3 head's
+    # bytes with them; three in-process runs agreed on every token.
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     from vllm import LLM, SamplingParams
 
     from specinfer.dev.cpu_engine.drafters import NEW_TOKENS, table_prompts
