@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import click
 
-from specinfer.dev.cpu_engine import drafters
+from specinfer.dev.cpu_engine import acceptance, drafters
 from specinfer.dev.cpu_engine.environment import EngineNotInstalled
 from specinfer.dev.cpu_engine.models import TARGET
 
@@ -54,8 +53,9 @@ MEASURED = (("eagle", drafters.EAGLE_RANDOM, TARGET), ("eagle", drafters.EAGLE_B
 @models.command("measure")
 @click.argument("directory", type=click.Path(file_okay=False, exists=True, path_type=Path))
 def measure_command(directory: Path) -> None:
-    """Serve DIR's seed-method drafters on the real engine, one engine each (20-120 s a start), and print
-    vLLM's own counters: drafts, accepted tokens per position (K=3), first-position acceptance."""
+    """Serve DIR's seed-method drafters on the real engine, one engine each (20-120 s a start), on 16 prompts
+    of the real-engine demo's kind (16 words, 128 greedy tokens), and print vLLM's own counters: drafts,
+    accepted tokens per position (K=3), first-position acceptance."""
     from specinfer.dev.cpu_engine.overlay import engine_process_env
 
     try:
@@ -81,7 +81,12 @@ def measure_command(directory: Path) -> None:
             failed += 1
             click.echo(f"{method:<7} {drafter or target}: the engine failed:\n{result.stderr[-1500:]}", err=True)
             continue
-        figures = json.loads(result.stdout.strip().splitlines()[-1])
+        figures = acceptance.result_of(result.stdout)
+        if figures is None:
+            failed += 1
+            click.echo(f"{method:<7} {drafter or target}: the engine printed no result:\n{result.stdout[-1500:]}",
+                       err=True)
+            continue
         click.echo(f"{method:<7} {drafter or target:<18} drafts {figures['drafts']:>4.0f}, accepted per position "
                    f"{[round(a) for a in figures['acceptedPerPosition']]}, first position "
                    f"{figures['firstPositionAcceptance']}")

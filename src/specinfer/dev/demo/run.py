@@ -14,6 +14,7 @@ import yaml
 from specinfer.dev.cluster import processes
 from specinfer.dev.cluster.control_plane import LocalCluster
 from specinfer.dev.cluster.prometheus import PrometheusServer
+from specinfer.dev.cpu_engine.acceptance import DEMO_OUTPUT_TOKENS, DEMO_PROMPT_WORDS
 from specinfer.dev.demo import real_engine
 from specinfer.dev.demo.load import DEFAULT_PHASES, QUICK_PHASES, PhasedLoad
 from specinfer.dev.demo.plot import write_plot
@@ -87,7 +88,9 @@ class Demo:
             self.log("[5/5] load phases; the tuner adapts (Ctrl-C stops and cleans up)")
             load = PhasedLoad(lambda: self._endpoints(stack), self._served_model(), self._phases(),
                               holding=lambda: self._rolling_out(stack),
-                              **({"prompt_tokens": 16} if self.real_engine else {}))
+                              # what `specinfer models measure` measures the drafters on
+                              **({"prompt_tokens": DEMO_PROMPT_WORDS, "output_tokens": DEMO_OUTPUT_TOKENS}
+                                 if self.real_engine else {}))
             load.start()
             self._watch(stack, prometheus, load)
             load.stop()
