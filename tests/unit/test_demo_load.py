@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from specinfer.dev.demo.load import Phase, PhasedLoad, phase_over
+from specinfer.dev.demo.load import Phase, PhasedLoad, PhaseResults, phase_over
+from specinfer.runtime.calibration.requests import RequestResult
 
 pytestmark = pytest.mark.unit
 
@@ -81,3 +82,14 @@ def test_a_failing_check_holds_nothing():
                       holding=broken, poll_s=0.1)
     run(load)
     assert [done.phase.name for done in load.done] == ["peak", "after"]  # both phases ran, neither waited
+
+
+def test_a_phase_says_why_its_requests_failed_most_frequent_first():
+    done = PhaseResults(PEAK, results=[RequestResult(ok=True, output_tokens=8),
+                                       RequestResult(ok=False, error="ServerDisconnectedError: Server disconnected"),
+                                       RequestResult(ok=False, error="HTTP 503: loading"),
+                                       RequestResult(ok=False, error="ServerDisconnectedError: Server disconnected"),
+                                       RequestResult(ok=False)])
+    assert done.errors() == [("ServerDisconnectedError: Server disconnected", 2), ("HTTP 503: loading", 1),
+                             ("unknown", 1)]
+    assert PhaseResults(PEAK, results=[RequestResult(ok=True)]).errors() == []

@@ -8,6 +8,7 @@ just replaced is counted, not fatal.
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import random
 import threading
@@ -44,6 +45,10 @@ class PhaseResults:
     started: float = 0.0
     ended: float = 0.0
     results: list[RequestResult] = field(default_factory=list)
+
+    def errors(self) -> list[tuple[str, int]]:
+        """Why requests failed: each distinct error with its count, the most frequent first."""
+        return collections.Counter(r.error or "unknown" for r in self.results if not r.ok).most_common()
 
 
 DEFAULT_PHASES = (

@@ -216,6 +216,8 @@ class Demo:
             self.log(f"  {done.phase.name:<18}{seconds:>8.0f}{done.phase.concurrency:>12}{len(ok):>10}"
                      f"{len(done.results) - len(ok):>8}{tokens / seconds:>10.0f}"
                      f"{percentile(per_token, 50) * 1000:>12.1f} ms{percentile(per_token, 99) * 1000:>6.1f} ms")
+            for error, count in done.errors()[:3]:
+                self.log(f"    failed x{count}: {error}")
         history = (self.snapshots[-1].status.get("tuning") or {}).get("history") or [] if self.snapshots else []
         self.log(f"  tuning decisions: {len(history)}")
         for decision in reversed(history):
