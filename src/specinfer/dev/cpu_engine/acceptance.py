@@ -48,8 +48,14 @@ def measure(method: str, drafter: str | None, target: str) -> dict:
 
 def result_of(stdout: str) -> dict | None:
     """The result `main` printed, wherever vLLM's own log lines put it; None when there is none."""
-    lines = [line for line in stdout.splitlines() if line.startswith(RESULT)]
-    return json.loads(lines[-1].removeprefix(RESULT)) if lines else None
+    for line in reversed(stdout.splitlines()):
+        _, marker, result = line.partition(RESULT)
+        if marker:
+            try:
+                return json.loads(result)
+            except json.JSONDecodeError:  # another process's output ran into the line
+                return None
+    return None
 
 
 def main(argv: list[str] | None = None) -> None:
