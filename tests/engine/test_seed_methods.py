@@ -159,9 +159,9 @@ def test_each_seed_method_serves_and_reports_the_acceptance_the_engine_measured(
     # The hand-set heads' acceptance depends on the prompt: these eight send the target into four loops
     # (one token repeated, or a three-token cycle); two of them, in five of the eight answers, never
     # occur on the paths the heads' tables were built from, and a table drafts nothing right there
-    # (eagle3 0.12, eagle 0.05, mtp 0.01 at position 0 on 2026-12-03/04; on 16 other prompts of this
-    # shape the EAGLE-3 head accepted 0.72, on `specinfer models measure`'s, the demo's, 0.7). Not
-    # asserted: the heads are toys.
+    # (eagle3 0.12, eagle 0.05, mtp 0.01-0.26 at position 0 on 2026-12-03/04; on 16 other prompts of this
+    # shape the EAGLE-3 head accepted 0.72; on `specinfer models measure`'s 16 of the demo's kind 0.61).
+    # Not asserted: the heads are toys.
     print(f"first-position acceptance on the engine: {first_position}")
 
 

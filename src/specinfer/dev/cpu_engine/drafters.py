@@ -70,9 +70,10 @@ def table_prompts() -> list[str]:
     """The kind of text the demo and the tests send: the load generator's synthetic prompts (its five
     words, runtime/calibration/requests.py), the engine tests' sentence and the tokenizer's corpus.
 
-    Many of them, short ones among them: the EAGLE-3 head built from 40 accepted 0.63-0.65 of first
-    drafts on 16 held-out prompts of the real-engine demo's kind, built from these 300 0.70-0.71
-    (2026-12-04). Generating them costs the engine seconds."""
+    Many of them, short ones among them: on 16 held-out prompts of the real-engine demo's kind (another
+    seed than `specinfer models measure`'s) the EAGLE-3 head built from 40 accepted 0.63-0.65 of first
+    drafts, built from these 300 0.70-0.71 (2026-12-04; `models measure` counts 0.61 on its own 16).
+    Generating them costs the engine seconds."""
     from specinfer.dev.cpu_engine.models import CORPUS
 
     rng = random.Random(DRAFTER_SEED)
