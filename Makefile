@@ -58,8 +58,10 @@ engine: venv
 demo: setup
 	$(SPECINFER) demo $(DEMO_ARGS)
 
+# The `engine` tests and the rest run side by side (tools/run_tests.py); PYTEST_ARGS that choose
+# tests (-m, -k, paths) run one pytest process as given.
 test: setup lint
-	$(PY) -m pytest tests $(PYTEST_ARGS)
+	$(PY) tools/run_tests.py $(PYTEST_ARGS)
 
 test-unit: venv binaries
 	$(PY) -m pytest tests -m unit $(PYTEST_ARGS)

@@ -163,6 +163,7 @@ def test_apply_example_becomes_ready_and_serves(scenario):
     assert pods[0]["spec"]["containers"][0]["command"] == ["specinfer", "runtime"]
 
 
+@pytest.mark.measures_speed  # the raise must survive its verification: a realised gain timed on this machine
 def test_tuner_raises_k_at_low_load(scenario):
     before = scenario.ensure_serving()
     load = scenario.load(LOW, seconds=420)
@@ -174,7 +175,9 @@ def test_tuner_raises_k_at_low_load(scenario):
                  what="the change to be verified", scenario=scenario)
     finally:
         load.stop()
-    assert (k_at(scenario.si(), LOW) or 0) > 1, "the raised K was rolled back"
+    judged = scenario.si()
+    assert (k_at(judged, LOW) or 0) > 1, "the raised K was rolled back: " + json.dumps(
+        (judged.get("status") or {}).get("tuning") or {}, indent=1)[-4000:]
     decision = raised["status"]["tuning"]["lastDecision"]
     assert decision["reason"], decision
     # GitOps-clean: tuning lives in status; spec and generation are the user's.

@@ -1,0 +1,66 @@
+"""tools/run_tests.py: which arguments keep `make test` to one pytest process, and the split's verdict."""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import sys
+from pathlib import Path
+
+import pytest
+from _pytest.mark.expression import Expression
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_runner():
+    spec = importlib.util.spec_from_file_location("run_tests", ROOT / "tools" / "run_tests.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+runner = load_runner()
+
+
+@pytest.mark.parametrize("args", [[], ["-q", "--durations=40"], ["-q", "-rA", "-x"], ["-p", "no:cacheprovider"]])
+def test_arguments_that_choose_no_tests_run_the_two_halves(args):
+    assert not runner.selects_tests(args)
+
+
+@pytest.mark.parametrize("args", [["-m", "engine"], ["-q", "-m", "unit"], ["-mengine"], ["-k", "crossover"],
+                                  ["tests/unit"], ["tests/engine/test_models.py::test_two_runs_write_identical_files"]])
+def test_arguments_that_choose_tests_run_one_process_as_given(args):
+    assert runner.selects_tests(args)
+
+
+MARKERS = ("unit", "integration", "e2e", "engine", "measures_speed")
+
+
+@pytest.mark.parametrize("marks", [set(c) for n in range(len(MARKERS) + 1)
+                                   for c in itertools.combinations(MARKERS, n)])
+def test_the_halves_cover_every_test_once(marks):
+    # whatever a test is marked with, exactly one of the two processes selects it: none runs twice or never
+    chosen = [Expression.compile(expression).evaluate(lambda name, **_: name in marks)
+              for expression in (runner.ENGINE, runner.REST)]
+    assert chosen.count(True) == 1, (marks, chosen)
+    assert chosen[0] == bool(marks & {"engine", "measures_speed"})
+
+
+def test_either_half_failing_fails_the_run(tmp_path, monkeypatch, capsys):
+    # two real child processes stand in for the pytest runs: one passes, one fails
+    monkeypatch.setattr(runner, "ROOT", tmp_path)
+    outcomes = iter(["print('one'); raise SystemExit(0)", "print('two'); raise SystemExit(3)"])
+    monkeypatch.setattr(runner, "pytest", lambda *args: [sys.executable, "-c", next(outcomes)])
+    assert runner.run_side_by_side([]) == 1
+    out = capsys.readouterr().out
+    assert "[engine] one" in out and "[rest  ] two" in out
+    assert "[rest  ] FAILED (exit 3)" in out and "[engine] passed" in out
+
+
+def test_both_halves_passing_passes(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner, "ROOT", tmp_path)
+    monkeypatch.setattr(runner, "pytest", lambda *args: [sys.executable, "-c", "pass"])
+    assert runner.run_side_by_side([]) == 0
