@@ -6,9 +6,10 @@ Prometheus, and the pod runner running `specinfer runtime` -> `vllm serve` in th
 environment. Two resources, started together, serve every test of the module (engine starts are
 the slow part: ~1-3 minutes each on two shared cores):
 
-  collapse   draftModel with the draft of other weights (acceptance ~0), tuning auto: the tuner must
-             switch speculation off (TuningDegraded=True AcceptanceCollapsed), the Deployment roll
-             to a config without --speculative-config, and completions keep being served;
+  collapse   dflash with the random DFlash drafter of `specinfer models make` (dflash-random:
+             acceptance 0), tuning auto: the tuner must switch speculation off (TuningDegraded=True
+             AcceptanceCollapsed), the Deployment roll to a config without --speculative-config, and
+             completions keep being served -- a seed method's collapse on the real engine (issue 23);
              afterwards it is the no-speculation reference engine for the crossover figures;
   crossover  draftModel with the target as its own draft (always right), K=2, tuning auto from the
              start -- so its engine is retuned in place: started with K up to 4, following the
@@ -93,13 +94,12 @@ HAND_SCHEDULES = (
 )
 
 
-def resource(namespace: str, name: str, models: Path, draft: str, *, k: int, mode: str, k_max: int,
+def resource(namespace: str, name: str, models: Path, speculation: dict, *, mode: str, k_max: int,
              paused: bool = False) -> dict:
     return {"apiVersion": "specinfer.io/v1alpha1", "kind": "SpeculativeInference",
             "metadata": {"name": name, "namespace": namespace},
             "spec": {"model": {"name": str(models / "target"), "servedModelName": "tiny"},
-                     "speculation": {"method": "draftModel", "draftModel": {"name": str(models / draft)},
-                                     "numSpeculativeTokens": k},
+                     "speculation": speculation,
                      "hardware": {"accelerator": "cpu"},
                      # vLLM aborts in-flight requests on SIGTERM unless --shutdown-timeout lets it drain
                      # them: a rollout then keeps serving through the old engine's exit
@@ -243,9 +243,12 @@ def setup(cluster, prometheus, tmp_path_factory, engine_env, tiny_models):
     try:
         started = time.monotonic()
         cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([
-            resource(namespace, "collapse", tiny_models, "draft-other", k=2, mode="auto", k_max=4),
-            resource(namespace, "crossover", tiny_models, "draft-same", k=STATIC_K, mode="auto", k_max=K_MAX,
-                     paused=True)]))
+            resource(namespace, "collapse", tiny_models, {
+                "method": "dflash", "draftModel": {"name": str(tiny_models / "dflash-random")},
+                "numSpeculativeTokens": 3}, mode="auto", k_max=4),
+            resource(namespace, "crossover", tiny_models, {
+                "method": "draftModel", "draftModel": {"name": str(tiny_models / "draft-same")},
+                "numSpeculativeTokens": STATIC_K}, mode="auto", k_max=K_MAX, paused=True)]))
         wait_for(lambda: state.pods("collapse") and state.pods("crossover"), timeout=STARTUP_TIMEOUT, interval=2,
                  what="both engines serving", why=state.pod_logs)
         print(f"both engines ready {time.monotonic() - started:.0f} s after apply")
@@ -273,7 +276,7 @@ def wait_for_resource(setup: Setup, name: str, predicate, *, timeout: float, wha
 
 @once
 def collapse_story(setup: Setup) -> dict:
-    """Load on the other-weights draft until the tuner has switched speculation off and the new
+    """Load on the random DFlash drafter until the tuner has switched speculation off and the new
     engine serves; the load runs throughout the rollout."""
     started = time.monotonic()
     first = {pod.name for pod in setup.pods("collapse")}
@@ -439,7 +442,7 @@ def test_acceptance_collapse_switches_speculation_off_and_keeps_serving(setup):
     metrics = story["collapsed"]["status"].get("metrics") or {}
     print(f"acceptance per position {metrics.get('perPositionAcceptance')}, overall {metrics.get('acceptanceRate')}")
     assert (metrics.get("perPositionAcceptance") or [1.0])[0] < 0.05  # from vLLM's own counters
-    assert "--speculative-config" in story["command_before"]
+    assert "--speculative-config" in story["command_before"] and '"method":"dflash"' in story["command_before"]
     assert "specinfer runtime: exec vllm serve" in story["new_log"] and "--speculative-config" not in story["new_log"]
     assert story["after"]["status"]["effective"]["method"] == "none"
     assert condition(story["after"], "Ready").get("status") == "True"

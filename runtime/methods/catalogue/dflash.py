@@ -4,7 +4,7 @@ from specinfer.runtime.methods.accelerators import AcceleratorSupport
 from specinfer.runtime.methods.accelerators.evidence import (
     ASCEND_GUIDE,
     GPU_SOURCE,
-    SEED_METHODS_ENGINE_TEST,
+    TUNING_ENGINE_TEST,
     ran_here,
 )
 from specinfer.runtime.methods.drafter_fit import dflash_fit
@@ -46,7 +46,7 @@ DFLASH = register(MethodSpec(
         "amd": ROCM_PIN,
         "ascend": AcceleratorSupport(ASCEND_GUIDE),
         # the CPU attention backend has the non-causal attention it needs
-        "cpu": AcceleratorSupport(ran_here(SEED_METHODS_ENGINE_TEST)),
+        "cpu": AcceleratorSupport(ran_here(TUNING_ENGINE_TEST)),
     },
     schedule_on_v1={  # Model Runner V1 with a Dynamic SD schedule: the drafter takes the per-step K
         VLLM_0_33_0.label: ScheduleOnV1("honoured", V1_SCHEDULE_GATE_0_33_0),
