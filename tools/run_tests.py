@@ -38,6 +38,9 @@ REST = f"not ({ENGINE})"
 # a core that a nice-0 one also wants, and all of an idle one.
 REST_NICENESS = 10
 STOP_GRACE_SECONDS = 60
+# The engine tests are few and long (minutes each): one more level of verbosity prints a line as each
+# ends (as each module ends under `-q`), where plain dots would fill no line until the last of them.
+ENGINE_PROGRESS = "-v"
 
 
 def selects_tests(args: list[str]) -> bool:
@@ -61,15 +64,20 @@ def stream(name: str, process: subprocess.Popen, width: int) -> None:
         sys.stdout.flush()
 
 
-def run_side_by_side(args: list[str]) -> int:
-    state = ROOT / "build" / "test-state" / "rest"
-    state.mkdir(parents=True, exist_ok=True)
-    suites = {
-        "engine": (pytest("-m", ENGINE, *args), dict(os.environ)),
+def suites(args: list[str], state: Path) -> dict[str, tuple[list[str], dict[str, str]]]:
+    """The two pytest processes: name -> (command, environment)."""
+    return {
+        "engine": (pytest("-m", ENGINE, ENGINE_PROGRESS, *args), dict(os.environ)),
         "rest": (["nice", "-n", str(REST_NICENESS), *pytest("-m", REST, *args)],
                  {**os.environ, "XDG_STATE_HOME": str(state)}),
     }
-    width = max(map(len, suites))
+
+
+def run_side_by_side(args: list[str]) -> int:
+    state = ROOT / "build" / "test-state" / "rest"
+    state.mkdir(parents=True, exist_ok=True)
+    halves = suites(args, state)
+    width = max(map(len, halves))
     processes: dict[str, subprocess.Popen] = {}
 
     def stop(signum, _frame):
@@ -89,7 +97,7 @@ def run_side_by_side(args: list[str]) -> int:
     try:
         print(f"running the tests marked {ENGINE!r} and the rest ({REST!r}, nice {REST_NICENESS}, its own "
               f"control plane under {state}) side by side", flush=True)
-        return supervise(suites, processes, width)
+        return supervise(halves, processes, width)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -49,6 +49,17 @@ def test_the_halves_cover_every_test_once(marks):
     assert chosen[0] == bool(marks & {"engine", "measures_speed"})
 
 
+def test_the_halves_get_the_arguments_and_the_engine_half_reports_each_test(tmp_path):
+    halves = runner.suites(["-q", "--durations=40"], tmp_path)
+    engine, _ = halves["engine"]
+    rest, rest_env = halves["rest"]
+    # -v after the marker and before the caller's -q: verbosity adds up (a line per module under -q)
+    assert engine[-5:] == ["-m", runner.ENGINE, "-v", "-q", "--durations=40"]
+    assert rest[:3] == ["nice", "-n", str(runner.REST_NICENESS)]
+    assert rest[-4:] == ["-m", runner.REST, "-q", "--durations=40"]
+    assert rest_env["XDG_STATE_HOME"] == str(tmp_path)
+
+
 def test_either_half_failing_fails_the_run(tmp_path, monkeypatch, capsys):
     # two real child processes stand in for the pytest runs: one passes, one fails
     monkeypatch.setattr(runner, "ROOT", tmp_path)
