@@ -496,6 +496,8 @@ def high_load_story(setup: Setup) -> dict:
     print("tuned config at low load:")
     setup.measure("crossover", LOW, TUNED)
     started, since = time.monotonic(), time.time()
+    # what the tuner had applied when the high load began: low load may have ended with speculation off
+    applied_before = tuning(setup.si("crossover")).get("applied") or {}
     with ClosedLoop(setup.endpoints("crossover"), PROMPT, concurrency=HIGH, max_tokens=128) as load:
         window = OPERATOR_CONFIG["tuning"]["windowSeconds"]
 
@@ -538,7 +540,8 @@ def high_load_story(setup: Setup) -> dict:
             rate = setup.mean(label, concurrency)
             print(f"  batch {concurrency:>2}  {label:<32} {rate:7.0f}  {rate / base:.2f}x")
     print(f"  batch {HIGH} tuned / no speculation per round: {', '.join(f'{r:.2f}' for r in ratios)}")
-    return {"tuned": tuned, "failed": list(load.failed), "since": since, "ratios": ratios}
+    return {"tuned": tuned, "failed": list(load.failed), "since": since, "ratios": ratios,
+            "applied_before": applied_before}
 
 
 def test_the_crossover_live(setup):
@@ -574,8 +577,11 @@ def test_the_crossover_live(setup):
     means = changes_since(story["tuned"], story["since"])
     assert all(mean >= HIGH / 2 for mean in means), f"a change decided mid-ramp:\n{decisions(story['tuned'])}"
     # ... and it does act there: what the low-load schedule drafts at batch 64 (K=2: 0.64x of no
-    # speculation) is changed, on a window of the high load
-    assert means, f"no change under high load:\n{decisions(story['tuned'])}"
+    # speculation) is changed, on a window of the high load -- unless low load already ended with
+    # speculation off (measured slower than none at batch 1 beside other work: static K=2 0.78x on
+    # 2026-12-04), which is what high load wants too: then holding it is the decision
+    off_before = applied_k_at({"status": {"tuning": {"applied": story["applied_before"]}}}, HIGH) == 0
+    assert means or off_before, f"no change under high load:\n{decisions(story['tuned'])}"
 
 
 def test_goodput_at_high_load_is_at_least_no_speculations(setup):
