@@ -2,24 +2,29 @@
 
     python tools/run_tests.py [PYTEST ARGS ...]
 
-The `engine` tests (real vLLM CPU engines, ~30 minutes) and the rest (unit, contract, integration
-and e2e, ~23 minutes, mostly waiting on the local control plane) share no state but the caches, so
-they run as two pytest processes at once: the engine tests (and the `measures_speed` ones) at
+The `engine` tests (real vLLM CPU engines, ~25 minutes) and the rest (unit, contract, integration
+and e2e, ~24 minutes alone, mostly waiting on the local control plane) share no state but the
+caches and pytest's own cache (last failures: the half that ends last writes it), so they run as
+two pytest processes at once: the engine tests (and the `measures_speed` ones) at
 normal priority, because their verdicts rest on speeds measured here, the rest at a lower one
 (`nice`), with a control plane of their own (`XDG_STATE_HOME` under build/test-state/, the only
 state two local clusters would share). The suite's wall time is
 then the longer of the two instead of their sum (docs/development.md has the figures).
 
 Arguments are pytest's and go to both processes. Arguments that choose tests (`-m`, `-k`, a path
-or a test id) run one pytest process with exactly those arguments, as do SPECINFER_TEST_SERIAL=1
-and a cluster of your own (SPECINFER_TEST_KUBECONFIG: both processes would install into it).
-Each output line is prefixed with its process's name; the exit status is non-zero when either
-process fails, and Ctrl-C or SIGTERM stops both.
+or a test id, `--lf` and its kin) or name one output file or folder (`--basetemp`, `--junitxml`)
+make this one pytest process with exactly those arguments (the runner becomes it), as do
+SPECINFER_TEST_SERIAL=1 and a cluster of your own (SPECINFER_TEST_KUBECONFIG: both processes
+would install into it). Each output line is prefixed with its process's name; the exit status is
+the first failing process's (0 when both pass). Ctrl-C or SIGTERM stops both: each pytest tears
+its clusters, operators and engines down (up to STOP_GRACE_SECONDS), a second signal kills them.
+`-x` and `--maxfail` stop only their own process.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -37,16 +42,30 @@ REST = f"not ({ENGINE})"
 # The rest gets what the engine tests leave: at nice 10 a CPU-bound process gets about a tenth of
 # a core that a nice-0 one also wants, and all of an idle one.
 REST_NICENESS = 10
-STOP_GRACE_SECONDS = 60
+# Tearing a half down stops its engines (vLLM drains for up to --shutdown-timeout), operators and
+# cluster: minutes on two busy cores
+STOP_GRACE_SECONDS = 300
 # The engine tests are few and long (minutes each): one more level of verbosity prints a line as each
 # ends (as each module ends under `-q`), where plain dots would fill no line until the last of them.
 ENGINE_PROGRESS = "-v"
 
 
+# `-m engine`, `-mengine`, `-k name`, and bundles of single-letter flags ending in one (`-vm unit`)
+CHOOSING_FLAG = re.compile(r"-[a-zA-Z]*[mk]")
+VALUE_FLAGS = ("-p", "-o", "-c", "-W", "-r")  # single-letter options whose value follows: `-pno:x` is not `-m`
+# options that choose tests from the last run (the other half would select none and fail), stop in a
+# debugger (no terminal behind the pipes), or name one file or folder both halves would write
+ONE_PROCESS_OPTIONS = ("--lf", "--last-failed", "--ff", "--failed-first", "--nf", "--new-first", "--sw",
+                       "--stepwise", "--pdb", "--trace", "--basetemp", "--junitxml", "--junit-xml", "--html")
+
+
 def selects_tests(args: list[str]) -> bool:
-    """Whether the arguments already say which tests to run (then the split would change them)."""
+    """Whether the arguments must run as one process: they say which tests to run (the split would
+    change them), or what they ask for does not divide in two."""
     for arg in args:
-        if arg.startswith(("-m", "-k")):  # `-m engine`, `-mengine`, `-k name`
+        if arg.startswith(ONE_PROCESS_OPTIONS):
+            return True
+        if CHOOSING_FLAG.match(arg) and not arg.startswith(VALUE_FLAGS):
             return True
         if not arg.startswith("-") and ("::" in arg or (ROOT / arg).exists() or Path(arg).exists()):
             return True
@@ -54,14 +73,19 @@ def selects_tests(args: list[str]) -> bool:
 
 
 def pytest(*args: str) -> list[str]:
-    return [sys.executable, "-m", "pytest", "tests", *args]
+    # no path of its own: pyproject's testpaths when the arguments name none, exactly theirs when they do
+    return [sys.executable, "-m", "pytest", *args]
 
 
 def stream(name: str, process: subprocess.Popen, width: int) -> None:
+    """Relay a half's output, each line prefixed; never stop reading (a full pipe would block pytest)."""
     assert process.stdout is not None
     for line in process.stdout:
-        sys.stdout.write(f"[{name:<{width}}] {line}")
-        sys.stdout.flush()
+        try:
+            sys.stdout.write(f"[{name:<{width}}] {line}")
+            sys.stdout.flush()
+        except (BrokenPipeError, OSError):  # nobody reads our output any more (`make test | head`)
+            pass
 
 
 def suites(args: list[str], state: Path) -> dict[str, tuple[list[str], dict[str, str]]]:
@@ -79,18 +103,26 @@ def run_side_by_side(args: list[str]) -> int:
     halves = suites(args, state)
     width = max(map(len, halves))
     processes: dict[str, subprocess.Popen] = {}
+    stopping: list[int] = []
 
     def stop(signum, _frame):
-        # as Ctrl-C would: pytest tears its fixtures down (clusters, operators, engines), then the rest goes
+        if stopping:  # a second signal: no more waiting for teardowns
+            for process in processes.values():
+                kill(process, signal.SIGKILL)
+            raise SystemExit(128 + signum)
+        stopping.append(signum)
+        print(f"stopping both halves: waiting up to {STOP_GRACE_SECONDS} s for their teardowns "
+              "(clusters, operators, engines); signal again to kill them", flush=True)
+        # as Ctrl-C would: each pytest tears its fixtures down, which stops what they started (each in a
+        # session of its own, out of reach of a signal to pytest's group)
         for process in processes.values():
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGINT)
+            kill(process, signal.SIGINT)
         deadline = time.monotonic() + STOP_GRACE_SECONDS
         for process in processes.values():
             try:
                 process.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
+                kill(process, signal.SIGKILL)
         raise SystemExit(128 + signum)
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
@@ -103,16 +135,31 @@ def run_side_by_side(args: list[str]) -> int:
             signal.signal(sig, handler)
 
 
+def kill(process: subprocess.Popen, sig: int) -> None:
+    """Signal a half's process group (pytest and what runs in its session), if it still runs."""
+    if process.poll() is None:
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            pass
+
+
 def supervise(suites: dict[str, tuple[list[str], dict[str, str]]], processes: dict[str, subprocess.Popen],
               width: int) -> int:
-    """Start each suite, relay its output, wait for all; 0 only when every one passed."""
+    """Start each suite, relay its output, wait for all; 0 when every one passed, else the first failure's code."""
     started = time.monotonic()
     readers = []
     for name, (command, env) in suites.items():
-        # a session of its own: stopping one stops the clusters, operators and engines it started
-        processes[name] = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                                           stderr=subprocess.STDOUT, text=True, bufsize=1,
-                                           start_new_session=True)
+        try:
+            # a session of its own: a signal to it reaches pytest, not the terminal's other jobs
+            processes[name] = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                                               stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1,
+                                               start_new_session=True)
+        except OSError:  # a half that cannot start: stop the one that did, as Ctrl-C would
+            for process in processes.values():
+                kill(process, signal.SIGINT)
+                process.wait()
+            raise
         reader = threading.Thread(target=stream, args=(name, processes[name], width), daemon=True)
         reader.start()
         readers.append(reader)
@@ -127,14 +174,17 @@ def supervise(suites: dict[str, tuple[list[str], dict[str, str]]], processes: di
     for name, process in processes.items():
         verdict = "passed" if process.returncode == 0 else f"FAILED (exit {process.returncode})"
         print(f"[{name:<{width}}] {verdict} after {finished[name]:.0f} s", flush=True)
-    return 0 if all(process.returncode == 0 for process in processes.values()) else 1
+    return next((process.returncode for process in processes.values() if process.returncode != 0), 0)
 
 
 def main(args: list[str]) -> int:
     # one given cluster (SPECINFER_TEST_KUBECONFIG) is not two: its CRDs and webhooks are shared
     serial = os.environ.get("SPECINFER_TEST_SERIAL") == "1" or os.environ.get("SPECINFER_TEST_KUBECONFIG")
     if serial or selects_tests(args):
-        return subprocess.call(pytest(*args), cwd=ROOT)
+        # pytest in the runner's place: Ctrl-C and SIGTERM reach it as they would without the runner
+        os.chdir(ROOT)
+        command = pytest(*args)
+        os.execv(command[0], command)
     return run_side_by_side(args)
 
 

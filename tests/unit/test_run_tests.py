@@ -25,12 +25,15 @@ def load_runner():
 runner = load_runner()
 
 
-@pytest.mark.parametrize("args", [[], ["-q", "--durations=40"], ["-q", "-rA", "-x"], ["-p", "no:cacheprovider"]])
+@pytest.mark.parametrize("args", [[], ["-q", "--durations=40"], ["-q", "-rA", "-x"], ["-p", "no:cacheprovider"],
+                                  ["-pno:randomly"], ["-W", "error"], ["--maxfail=2", "-vv"]])
 def test_arguments_that_choose_no_tests_run_the_two_halves(args):
     assert not runner.selects_tests(args)
 
 
 @pytest.mark.parametrize("args", [["-m", "engine"], ["-q", "-m", "unit"], ["-mengine"], ["-k", "crossover"],
+                                  ["-vm", "unit"], ["-qk", "crossover"], ["--lf"], ["--sw"], ["--pdb"],
+                                  ["--basetemp=/tmp/x"], ["--junitxml", "report.xml"],
                                   ["tests/unit"], ["tests/engine/test_models.py::test_two_runs_write_identical_files"]])
 def test_arguments_that_choose_tests_run_one_process_as_given(args):
     assert runner.selects_tests(args)
@@ -60,12 +63,17 @@ def test_the_halves_get_the_arguments_and_the_engine_half_reports_each_test(tmp_
     assert rest_env["XDG_STATE_HOME"] == str(tmp_path)
 
 
+def test_pytest_adds_no_path_of_its_own():
+    # pyproject's testpaths apply when the arguments name none; a path given narrows the run to it
+    assert runner.pytest("tests/unit")[-1:] == ["tests/unit"] and "tests" not in runner.pytest("-q")
+
+
 def test_either_half_failing_fails_the_run(tmp_path, monkeypatch, capsys):
     # two real child processes stand in for the pytest runs: one passes, one fails
     monkeypatch.setattr(runner, "ROOT", tmp_path)
     outcomes = iter(["print('one'); raise SystemExit(0)", "print('two'); raise SystemExit(3)"])
     monkeypatch.setattr(runner, "pytest", lambda *args: [sys.executable, "-c", next(outcomes)])
-    assert runner.run_side_by_side([]) == 1
+    assert runner.run_side_by_side([]) == 3  # the failing half's own exit code
     out = capsys.readouterr().out
     assert "[engine] one" in out and "[rest  ] two" in out
     assert "[rest  ] FAILED (exit 3)" in out and "[engine] passed" in out
