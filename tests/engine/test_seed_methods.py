@@ -60,8 +60,7 @@ PLUGIN_DRAFTS = "specinfer:spec_decode_num_draft_tokens_per_pos_total"
 PLUGIN_ACCEPTED = "specinfer:spec_decode_num_accepted_tokens_per_pos_total"
 
 
-def resource(namespace: str, name: str, models: Path, speculation: dict, *, target: str = "target",
-             k_max: int = 4) -> dict:
+def resource(namespace: str, name: str, models: Path, speculation: dict, *, target: str = "target") -> dict:
     return {"apiVersion": "specinfer.io/v1alpha1", "kind": "SpeculativeInference",
             "metadata": {"name": name, "namespace": namespace},
             "spec": {"model": {"name": str(models / target), "servedModelName": "tiny"},
@@ -69,9 +68,8 @@ def resource(namespace: str, name: str, models: Path, speculation: dict, *, targ
                      "runtime": {"engine": "vllm", "extraArgs": ["--shutdown-timeout", "20"],
                                  "env": [{"name": "VLLM_CPU_KVCACHE_SPACE", "value": "1"},
                                          {"name": "VLLM_LOG_STATS_INTERVAL", "value": "1"}]},
-                     "tuning": {"mode": "observe", "intervalSeconds": 5, "minSamples": 100,
-                                "minNumSpeculativeTokens": 0, "maxNumSpeculativeTokens": k_max,
-                                "maxRestartsPerHour": 10}}}
+                     # observe: the tuner measures and reports (status.metrics), changes nothing
+                     "tuning": {"mode": "observe", "intervalSeconds": 5, "minSamples": 100}}}
 
 
 def wanted(namespace: str, models: Path) -> dict[str, dict]:

@@ -18,7 +18,7 @@ ASCEND_GUIDE = platform_docs(
 # The real CPU engine through pods, calibration and the tuning story (tests/engine/)
 POD_ENGINE_TEST = "tests/engine/test_pod_engine.py"
 CALIBRATION_ENGINE_TEST = "tests/engine/test_calibration_engine.py"
-TUNING_ENGINE_TEST = "tests/engine/test_tuning_engine.py"  # draftModel, and dflash's random drafter collapsing
+TUNING_ENGINE_TEST = "tests/engine/test_tuning_engine.py"  # draftModel, dflash's random drafter, none
 SEED_METHODS_ENGINE_TEST = "tests/engine/test_seed_methods.py"  # eagle, eagle3, mtp with tiny drafters
 
 __all__ = ["ASCEND_GUIDE", "CALIBRATION_ENGINE_TEST", "CPU_SOURCE", "GPU_SOURCE", "POD_ENGINE_TEST",
