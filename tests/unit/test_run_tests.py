@@ -45,17 +45,22 @@ MARKERS = ("unit", "integration", "e2e", "engine", "measures_speed")
 @pytest.mark.parametrize("marks", [set(c) for n in range(len(MARKERS) + 1)
                                    for c in itertools.combinations(MARKERS, n)])
 def test_the_halves_cover_every_test_once(marks):
-    # whatever a test is marked with, exactly one of the two processes selects it: none runs twice or never
+    # whatever a test is marked with, exactly one of the three processes selects it: none runs twice or never
     chosen = [Expression.compile(expression).evaluate(lambda name, **_: name in marks)
-              for expression in (runner.ENGINE, runner.REST)]
+              for expression in (runner.ENGINE, runner.REST, runner.TIMED)]
     assert chosen.count(True) == 1, (marks, chosen)
-    assert chosen[0] == bool(marks & {"engine", "measures_speed"})
+    assert chosen[2] == ("measures_speed" in marks)  # timed ones alone, whatever else they are
+    assert chosen[0] == (marks & {"engine", "measures_speed"} == {"engine"})
 
 
-def test_the_halves_get_the_arguments_and_the_engine_half_reports_each_test(tmp_path):
-    halves = runner.suites(["-q", "--durations=40"], tmp_path)
-    engine, _ = halves["engine"]
-    rest, rest_env = halves["rest"]
+def test_the_processes_get_the_arguments_and_the_engine_ones_report_each_test(tmp_path):
+    side_by_side, alone = runner.phases(["-q", "--durations=40"], tmp_path)
+    assert set(side_by_side) == {"engine", "rest"} and set(alone) == {"timed"}
+    engine, _ = side_by_side["engine"]
+    rest, rest_env = side_by_side["rest"]
+    timed, timed_env = alone["timed"]
+    assert timed[-5:] == ["-m", runner.TIMED, "-v", "-q", "--durations=40"] and "nice" not in timed
+    assert "XDG_STATE_HOME" not in timed_env or timed_env["XDG_STATE_HOME"] != str(tmp_path)
     # -v after the marker and before the caller's -q: verbosity adds up (a line per module under -q)
     assert engine[-5:] == ["-m", runner.ENGINE, "-v", "-q", "--durations=40"]
     assert rest[:3] == ["nice", "-n", str(runner.REST_NICENESS)]
@@ -68,15 +73,18 @@ def test_pytest_adds_no_path_of_its_own():
     assert runner.pytest("tests/unit")[-1:] == ["tests/unit"] and "tests" not in runner.pytest("-q")
 
 
-def test_either_half_failing_fails_the_run(tmp_path, monkeypatch, capsys):
-    # two real child processes stand in for the pytest runs: one passes, one fails
+def test_any_process_failing_fails_the_run_and_the_timed_ones_still_run(tmp_path, monkeypatch, capsys):
+    # real child processes stand in for the pytest runs: the first passes, the second fails, the third passes
     monkeypatch.setattr(runner, "ROOT", tmp_path)
-    outcomes = iter(["print('one'); raise SystemExit(0)", "print('two'); raise SystemExit(3)"])
+    outcomes = iter(["print('one'); raise SystemExit(0)", "print('two'); raise SystemExit(3)",
+                     "print('three'); raise SystemExit(0)"])
     monkeypatch.setattr(runner, "pytest", lambda *args: [sys.executable, "-c", next(outcomes)])
-    assert runner.run_side_by_side([]) == 3  # the failing half's own exit code
+    assert runner.run_side_by_side([]) == 3  # the failing process's own exit code
     out = capsys.readouterr().out
-    assert "[engine] one" in out and "[rest  ] two" in out
-    assert "[rest  ] FAILED (exit 3)" in out and "[engine] passed" in out
+    assert "[engine] one" in out and "[rest  ] two" in out and "[timed ] three" in out
+    assert "[rest  ] FAILED (exit 3)" in out and "[engine] passed" in out and "[timed ] passed" in out
+    # the timed tests start only once the other two have ended
+    assert out.index("[timed ] three") > max(out.index("[engine] passed"), out.index("[rest  ] FAILED"))
 
 
 def test_both_halves_passing_passes(tmp_path, monkeypatch):
