@@ -58,8 +58,8 @@ engine: venv
 demo: setup
 	$(SPECINFER) demo $(DEMO_ARGS)
 
-# The `engine` tests and the rest run side by side (tools/run_tests.py); PYTEST_ARGS that choose
-# tests (-m, -k, paths) run one pytest process as given.
+# The `engine` tests and the rest run side by side, then the `measures_speed` ones alone
+# (tools/run_tests.py); PYTEST_ARGS that choose tests (-m, -k, paths) run one pytest process as given.
 test: setup lint
 	$(PY) tools/run_tests.py $(PYTEST_ARGS)
 
