@@ -44,18 +44,18 @@ TIMED = "measures_speed"
 # The rest gets what the engine tests leave: at nice 10 a CPU-bound process gets about a tenth of
 # a core that a nice-0 one also wants, and all of an idle one.
 REST_NICENESS = 10
-# Tearing a half down stops its engines (vLLM drains for up to --shutdown-timeout), operators and
+# Tearing a pytest process down stops its engines (vLLM drains for up to --shutdown-timeout), operators and
 # cluster: minutes on two busy cores
 STOP_GRACE_SECONDS = 300
-# The engine tests are few and long (minutes each): one more level of verbosity prints a line as each
+# The engine and timed tests are few and long (minutes each): one more level of verbosity prints a line as each
 # ends (as each module ends under `-q`), where plain dots would fill no line until the last of them.
-ENGINE_PROGRESS = "-v"
+PER_TEST_LINES = "-v"
 
 
 # `-m engine`, `-mengine`, `-k name`, and bundles of single-letter flags ending in one (`-vm unit`)
 CHOOSING_FLAG = re.compile(r"-[a-zA-Z]*[mk]")
 VALUE_FLAGS = ("-p", "-o", "-c", "-W", "-r")  # single-letter options whose value follows: `-pno:x` is not `-m`
-# options that choose tests from the last run (the other half would select none and fail), stop in a
+# options that choose tests from the last run (another process would select none and fail), stop in a
 # debugger (no terminal behind the pipes), or name one file or folder both halves would write
 ONE_PROCESS_OPTIONS = ("--lf", "--last-failed", "--ff", "--failed-first", "--nf", "--new-first", "--sw",
                        "--stepwise", "--pdb", "--trace", "--basetemp", "--junitxml", "--junit-xml", "--html")
@@ -80,7 +80,7 @@ def pytest(*args: str) -> list[str]:
 
 
 def stream(name: str, process: subprocess.Popen, width: int) -> None:
-    """Relay a half's output, each line prefixed; never stop reading (a full pipe would block pytest)."""
+    """Relay a pytest process's output, each line prefixed; never stop reading (a full pipe would block it)."""
     assert process.stdout is not None
     for line in process.stdout:
         try:
@@ -96,14 +96,14 @@ Suite = dict[str, tuple[list[str], dict[str, str]]]  # name -> (command, environ
 def phases(args: list[str], state: Path) -> list[Suite]:
     """The pytest processes, phase by phase: the engine tests beside the rest, then the timed ones alone."""
     return [
-        {"engine": (pytest("-m", ENGINE, ENGINE_PROGRESS, *args), dict(os.environ)),
+        {"engine": (pytest("-m", ENGINE, PER_TEST_LINES, *args), dict(os.environ)),
          "rest": (["nice", "-n", str(REST_NICENESS), *pytest("-m", REST, *args)],
                   {**os.environ, "XDG_STATE_HOME": str(state)})},
-        {"timed": (pytest("-m", TIMED, ENGINE_PROGRESS, *args), dict(os.environ))},
+        {"timed": (pytest("-m", TIMED, PER_TEST_LINES, *args), dict(os.environ))},
     ]
 
 
-def run_side_by_side(args: list[str]) -> int:
+def run_in_phases(args: list[str]) -> int:
     state = ROOT / "build" / "test-state" / "rest"
     state.mkdir(parents=True, exist_ok=True)
     steps = phases(args, state)
@@ -146,7 +146,7 @@ def run_side_by_side(args: list[str]) -> int:
 
 
 def kill(process: subprocess.Popen, sig: int) -> None:
-    """Signal a half's process group (pytest and what runs in its session), if it still runs."""
+    """Signal a pytest process's group (pytest and what runs in its session), if it still runs."""
     if process.poll() is None:
         try:
             os.killpg(process.pid, sig)
@@ -154,8 +154,7 @@ def kill(process: subprocess.Popen, sig: int) -> None:
             pass
 
 
-def supervise(suites: dict[str, tuple[list[str], dict[str, str]]], processes: dict[str, subprocess.Popen],
-              width: int) -> int:
+def supervise(suites: Suite, processes: dict[str, subprocess.Popen], width: int) -> int:
     """Start each suite, relay its output, wait for all; 0 when every one passed, else the first failure's code."""
     started = time.monotonic()
     readers = []
@@ -165,7 +164,7 @@ def supervise(suites: dict[str, tuple[list[str], dict[str, str]]], processes: di
             processes[name] = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
                                                stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1,
                                                start_new_session=True)
-        except OSError:  # a half that cannot start: stop the one that did, as Ctrl-C would
+        except OSError:  # a process that cannot start: stop those that did, as Ctrl-C would
             for process in processes.values():
                 kill(process, signal.SIGINT)
                 process.wait()
@@ -195,7 +194,7 @@ def main(args: list[str]) -> int:
         os.chdir(ROOT)
         command = pytest(*args)
         os.execv(command[0], command)
-    return run_side_by_side(args)
+    return run_in_phases(args)
 
 
 if __name__ == "__main__":

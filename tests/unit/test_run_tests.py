@@ -79,7 +79,7 @@ def test_any_process_failing_fails_the_run_and_the_timed_ones_still_run(tmp_path
     outcomes = iter(["print('one'); raise SystemExit(0)", "print('two'); raise SystemExit(3)",
                      "print('three'); raise SystemExit(0)"])
     monkeypatch.setattr(runner, "pytest", lambda *args: [sys.executable, "-c", next(outcomes)])
-    assert runner.run_side_by_side([]) == 3  # the failing process's own exit code
+    assert runner.run_in_phases([]) == 3  # the failing process's own exit code
     out = capsys.readouterr().out
     assert "[engine] one" in out and "[rest  ] two" in out and "[timed ] three" in out
     assert "[rest  ] FAILED (exit 3)" in out and "[engine] passed" in out and "[timed ] passed" in out
@@ -90,4 +90,4 @@ def test_any_process_failing_fails_the_run_and_the_timed_ones_still_run(tmp_path
 def test_both_halves_passing_passes(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "ROOT", tmp_path)
     monkeypatch.setattr(runner, "pytest", lambda *args: [sys.executable, "-c", "pass"])
-    assert runner.run_side_by_side([]) == 0
+    assert runner.run_in_phases([]) == 0
