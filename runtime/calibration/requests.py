@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import aiohttp
 
 WORKLOAD_HEADER = "X-Specinfer-Workload"  # the simulator honours it; vLLM ignores it
+SYNTHETIC_WORDS = ("alpha", "beta", "gamma", "delta", "omega")  # what the synthetic prompts are made of
 
 
 @dataclass(frozen=True)
@@ -55,11 +56,13 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
+def synthetic_prompt(rng: random.Random, words: int) -> str:
+    """A synthetic prompt of `words` words: what a load without prompts of its own sends."""
+    return " ".join(rng.choice(SYNTHETIC_WORDS) for _ in range(words))
+
+
 def request_body(config: LoadConfig, model: str, rng: random.Random) -> dict:
-    if config.prompts:
-        words = rng.choice(config.prompts)
-    else:
-        words = " ".join(rng.choice(("alpha", "beta", "gamma", "delta", "omega")) for _ in range(config.prompt_tokens))
+    words = rng.choice(config.prompts) if config.prompts else synthetic_prompt(rng, config.prompt_tokens)
     body: dict = {"model": model, "max_tokens": config.output_tokens, "stream": True,
                   "stream_options": {"include_usage": True}, "ignore_eos": True, "temperature": config.temperature}
     if config.chat:

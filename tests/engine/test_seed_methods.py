@@ -34,6 +34,7 @@ import yaml
 from specinfer.api.timestamps import parse_rfc3339, rfc3339
 from specinfer.dev.demo.real_engine import OPERATOR_CONFIG
 from specinfer.dev.demo.stack import Stack
+from specinfer.runtime.calibration.requests import synthetic_prompt
 from tests.engine.engine_client import Metrics, complete, minus, per_position, rounds, settled
 from tests.support import namespaced_stack, wait_for
 
@@ -48,9 +49,9 @@ SEED_OPERATOR_CONFIG = {**OPERATOR_CONFIG, "tuning": {**OPERATOR_CONFIG["tuning"
 # A window must begin this long before the first request: a scrape (1 s) before its first counts
 # reach /metrics, and sampledAt's whole seconds
 BEFORE_FIRST = 3.0
-# prompts of the demo's kind (the load generator's five words), not the ones the drafters' tables were built on
-PROMPTS = [" ".join(random.Random(seed).choice(("alpha", "beta", "gamma", "delta", "omega")) for _ in range(24))
-           for seed in range(100, 108)]
+# prompts of the demo's kind (the load generator's synthetic prompts), not the ones the drafters' tables were
+# built on (until 2026-12-04 each was one word 24 times: a new generator drew every word)
+PROMPTS = [synthetic_prompt(random.Random(seed), 24) for seed in range(100, 108)]
 SCHEDULE = [{"minBatchSize": 1, "maxBatchSize": 1, "numSpeculativeTokens": 3},
             {"minBatchSize": 2, "maxBatchSize": 64, "numSpeculativeTokens": 1}]
 ACCEPTED = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
@@ -152,13 +153,14 @@ def test_each_seed_method_serves_and_reports_the_acceptance_the_engine_measured(
         assert seeds.si(name)["status"]["effective"]["method"] == method
         # what status reports is what the engine counted over the same requests
         assert abs(metrics["perPositionAcceptance"][0] - first_position[name]) <= 0.1, (metrics, first_position)
-    # The hand-set heads' acceptance depends on the prompt: these eight send the target into four loops
-    # (one token repeated, or a three-token cycle); two of them, in five of the eight answers, never
-    # occur on the paths the heads' tables were built from, and a table drafts nothing right there
-    # (eagle3 0.12, eagle 0.05, mtp 0.01-0.26 at position 0 on 2026-12-03/04; on 16 other prompts of this
-    # shape the EAGLE-3 head accepted 0.72; on `specinfer models measure`'s 16 of the demo's kind 0.61).
-    # Not asserted: the heads are toys.
+    # On these prompts of the demo's kind the hand-set heads are right on most first drafts (eagle3 0.65,
+    # eagle 0.62, mtp 0.54 in three runs of 2026-12-04: the drafters' bytes and the greedy paths are
+    # reproducible); issue 23's goal for the EAGLE-3 head is 0.5. (While each prompt here was one word
+    # repeated, they accepted 0.12, 0.05 and 0.01-0.26: the target's answers to those are loops its
+    # tables never saw.) Held loosely, as the toys they are: right on some drafts, not on all.
     print(f"first-position acceptance on the engine: {first_position}")
+    assert first_position["tiny-eagle3"] >= 0.5, first_position
+    assert all(0.2 < rate < 0.95 for rate in first_position.values()), first_position
 
 
 def _reported(seeds: Seeds, name: str, k: int, started: float, counted: float) -> dict | None:
@@ -178,14 +180,19 @@ def test_the_eagle3_schedule_in_the_spec_is_in_force_in_the_engines_counters(see
     before = settled(url, names)
     rounds(url, PROMPTS[0], concurrency=1, count=3, max_tokens=32)
     alone = settled(url, names)
-    rounds(url, PROMPTS[1], concurrency=8, count=2, max_tokens=32)
+    # long requests: a request runs alone (K=3) until the round's second one reaches the engine and after the
+    # others finished, and the longer the requests the smaller those steps' share. With 32 tokens the batch-8
+    # rounds once drafted 1.63 tokens per request-step (2026-12-04; 1.01 in every other run, not reproduced:
+    # most likely a client slow to send a round's eight requests, each starting alone)
+    rounds(url, PROMPTS[1], concurrency=8, count=2, max_tokens=128)
     busy = settled(url, names)
 
     def k_per_step(after: Metrics, then: Metrics) -> float:
         return (after.total(DRAFT_TOKENS) - then.total(DRAFT_TOKENS)) / (after.total(DRAFTS) - then.total(DRAFTS))
 
-    print(f"eagle3 draft tokens per request-step: batch 1 {k_per_step(alone, before):.2f}, "
-          f"batch 8 {k_per_step(busy, alone):.2f}")
+    print(f"eagle3 draft tokens per request-step: batch 1 {k_per_step(alone, before):.2f} "
+          f"({alone.total(DRAFTS) - before.total(DRAFTS):.0f} request-steps), batch 8 {k_per_step(busy, alone):.2f} "
+          f"({busy.total(DRAFTS) - alone.total(DRAFTS):.0f})")
     assert k_per_step(alone, before) == pytest.approx(3.0, rel=0.05)  # K=3 alone
     assert k_per_step(busy, alone) < 1.3  # K=1 from two requests on (a request alone at a round's tail: K=3)
     # the plugin's per-position series over the same window: its draft tokens sum to vLLM's, its

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 from aiohttp.test_utils import TestServer
 
 from specinfer.bench.load import LoadConfig, RequestResult, percentile, run_load, summarize
+from specinfer.runtime.calibration.requests import SYNTHETIC_WORDS, request_body, synthetic_prompt
 from specinfer.runtime.sim.server import build_app
 from specinfer.runtime.sim.settings import SimulatorSettings
 from specinfer.runtime.sim.simulator import Simulator
@@ -20,6 +22,17 @@ def test_percentile_interpolates_and_handles_empty():
     assert percentile([5], 99) == 5
     assert percentile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 90) == pytest.approx(9.1)
     assert math.isnan(percentile([], 50))
+
+
+def test_synthetic_prompts_draw_each_word_and_repeat_with_the_seed():
+    prompt = synthetic_prompt(random.Random(7), 24).split()
+    assert len(prompt) == 24 and set(prompt) <= set(SYNTHETIC_WORDS)
+    assert len(set(prompt)) > 1  # one generator for the whole prompt, not a new one per word
+    assert synthetic_prompt(random.Random(7), 24) == " ".join(prompt)
+    assert synthetic_prompt(random.Random(8), 24) != " ".join(prompt)
+    # a load without prompts of its own sends exactly these
+    body = request_body(LoadConfig(prompt_tokens=24), "m", random.Random(7))
+    assert body["prompt"] == " ".join(prompt) and body["max_tokens"] == 128
 
 
 def test_summary_reports_simulated_seconds_and_counts_failures():

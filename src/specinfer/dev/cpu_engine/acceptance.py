@@ -14,6 +14,8 @@ import json
 import random
 import sys
 
+from specinfer.runtime.calibration.requests import synthetic_prompt
+
 K = 3
 # marks the result's line: vLLM logs to stdout too, and its shutdown lines come after it
 RESULT = "specinfer acceptance: "
@@ -27,8 +29,7 @@ DEMO_OUTPUT_TOKENS = 128
 
 def held_out_prompts() -> list[str]:
     rng = random.Random(HELD_OUT_SEED)
-    words = ("alpha", "beta", "gamma", "delta", "omega")
-    return [" ".join(rng.choice(words) for _ in range(DEMO_PROMPT_WORDS)) for _ in range(PROMPTS)]
+    return [synthetic_prompt(rng, DEMO_PROMPT_WORDS) for _ in range(PROMPTS)]
 
 
 def measure(method: str, drafter: str | None, target: str) -> dict:
