@@ -12,7 +12,7 @@ import threading
 import time
 import urllib.request
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -101,9 +101,11 @@ class ClosedLoop:
     Think time leaves CPU for a new engine to start beside the serving one: on two cores an engine
     serving back-to-back requests takes both (its worker, and an engine core that polls)."""
 
-    def __init__(self, endpoints: Callable[[], list[str]], prompt: str, *, concurrency: int, max_tokens: int = 128,
-                 think_seconds: float = 0.0):
-        self.endpoints, self.prompt, self.concurrency, self.max_tokens = endpoints, prompt, concurrency, max_tokens
+    def __init__(self, endpoints: Callable[[], list[str]], prompt: str | Sequence[str], *, concurrency: int,
+                 max_tokens: int = 128, think_seconds: float = 0.0):
+        # several prompts: each worker sends them in turn, starting at its own
+        self.prompts = (prompt,) if isinstance(prompt, str) else tuple(prompt)
+        self.endpoints, self.concurrency, self.max_tokens = endpoints, concurrency, max_tokens
         self.think_seconds = think_seconds
         self.ok = 0
         self.failed: list[str] = []
@@ -126,6 +128,7 @@ class ClosedLoop:
             thread.join(timeout=180)
 
     def _work(self, index: int) -> None:
+        sent = index
         while not self._stop.is_set():
             urls = self.endpoints()
             if not urls:
@@ -133,12 +136,13 @@ class ClosedLoop:
                 continue
             url = urls[index % len(urls)]
             try:
-                complete(url, self.prompt, self.max_tokens)
+                complete(url, self.prompts[sent % len(self.prompts)], self.max_tokens)
             except Exception as error:  # noqa: BLE001 -- counted: a test asserts on failures
                 with self._lock:
                     self.failed.append(f"{url}: {error}")
                 time.sleep(0.5)
                 continue
+            sent += 1
             with self._lock:
                 self.ok += 1
                 self.served_by[url] += 1
