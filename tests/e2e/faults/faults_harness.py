@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -214,6 +215,29 @@ class Namespace:
             "PATCH", f"{GROUP_PATH}/namespaces/{self.name}/speculativeinferences/{name}/status", body=body,
             content_type="application/apply-patch+yaml", query=[("fieldManager", TUNER_MANAGER), ("force", "true")])
         assert status == 200, answer
+
+    def tuner_applied(self, name: str) -> dict | None:
+        return (((self.si(name) or {}).get("status") or {}).get("tuning") or {}).get("applied")
+
+    def write_tuner_applied_to_stay(self, name: str, applied: dict, *, in_force: Callable[[dict], bool], what: str,
+                                    alive: Callable[[], None], settle_seconds: float = 9.0) -> None:
+        """write_tuner_applied while the operator's tuning loop runs, until the write outlives a tick.
+
+        The write stands in for the tuner's, as its field manager. A tick already in flight read the
+        resource before it, and its apply (the same manager, no `applied` in what it read) takes the
+        field away again: seen beside other work (2026-12-04, the Prometheus faults' module and the kill
+        during a tuning rollout). So: written, in force (`in_force` of the converged resource), and still
+        there `settle_seconds` later (more than a tuning interval and a tick that times out)."""
+        for _ in range(3):
+            self.write_tuner_applied(name, applied)
+            wait_for(lambda: (r := self.converged(name)) and in_force(r), timeout=60, what=what, alive=alive,
+                     why=lambda: self.why)
+            time.sleep(settle_seconds)
+            if self.tuner_applied(name) is not None:
+                return
+            print(f"a tuning tick in flight took {name}'s written config away: writing it again")
+        raise AssertionError(f"status.tuning.applied of {name} does not outlive a tuning tick: "
+                             f"{json.dumps((self.si(name) or {}).get('status'))[-2000:]}")
 
     def deployment(self, name: str) -> dict | None:
         return self.get(f"/apis/apps/v1/namespaces/{self.name}/deployments/{name}")

@@ -101,21 +101,10 @@ def stack(ns, tmp_path_factory):
     operator.start()
     ns.apply(resource(NAME, replicas=2, tuning={"mode": "auto", "intervalSeconds": 5, "minSamples": 10}))
     wait_for(lambda: ns.converged(NAME), timeout=60, what="Ready", alive=operator.assert_alive, why=lambda: ns.why)
-    # The write stands in for the tuner's, as its field manager. A tick already in flight read the resource
-    # before it, and its apply (the same manager, no `applied` in what it read) takes the field away again:
-    # seen once beside other work (2026-12-04, every test of the module then found no status.tuning.applied).
-    # So the config must outlive a tick: written, rolled out, and still there SETTLE_SECONDS later.
-    for _ in range(3):
-        ns.write_tuner_applied(NAME, {"numSpeculativeTokens": 4, "since": "2026-01-01T00:00:00Z"})
-        wait_for(lambda: (ns.converged(NAME) or {}).get("status", {}).get("effective", {}).get("numSpeculativeTokens")
-                 == 4, timeout=60, what="the tuned K=4 rolled out", alive=operator.assert_alive, why=lambda: ns.why)
-        time.sleep(SETTLE_SECONDS)
-        if "applied" in (((ns.si(NAME) or {}).get("status") or {}).get("tuning") or {}):
-            break
-        print("a tuning tick in flight took the written config away: writing it again")
-    else:
-        status = (ns.si(NAME) or {}).get("status")
-        pytest.fail(f"status.tuning.applied does not outlive a tick: {json.dumps(status)[-2000:]}")
+    ns.write_tuner_applied_to_stay(
+        NAME, {"numSpeculativeTokens": 4, "since": "2026-01-01T00:00:00Z"}, alive=operator.assert_alive,
+        in_force=lambda r: r["status"].get("effective", {}).get("numSpeculativeTokens") == 4,
+        what="the tuned K=4 rolled out", settle_seconds=SETTLE_SECONDS)
     yield prometheus, operator
     operator.stop()
     if prometheus.mode != "down":

@@ -119,10 +119,10 @@ def test_upgrade_with_unchanged_specs_restarts_no_pod(ns, old_build, tmp_path_fa
         for name in names:
             wait_for(lambda name=name: ns.converged(name), timeout=60, what=f"{name} Ready under the last release",
                      alive=old.assert_alive, why=lambda: ns.why)
-        ns.write_tuner_applied("tuned", {"numSpeculativeTokens": 6, "since": "2026-01-01T00:00:00Z"})
-        wait_for(lambda: (ns.converged("tuned") or {}).get("status", {}).get("effective", {})
-                 .get("numSpeculativeTokens") == 6, timeout=60, what="tuned K=6 rolled out by the last release",
-                 alive=old.assert_alive, why=lambda: ns.why)
+        ns.write_tuner_applied_to_stay(
+            "tuned", {"numSpeculativeTokens": 6, "since": "2026-01-01T00:00:00Z"}, alive=old.assert_alive,
+            in_force=lambda r: r["status"].get("effective", {}).get("numSpeculativeTokens") == 6,
+            what="tuned K=6 rolled out by the last release")
         before = {name: ns.snapshot(name) for name in names}
         templates = {name: ns.deployment(name)["spec"]["template"] for name in names}
     finally:
