@@ -8,9 +8,8 @@ draftModel with the always-right draft (draft-same) and eagle3 with the tiny EAG
 (eagle3-bigram), `initial: none`: it serves no speculation at once, the operator's comparison (a
 calibration it owns) measures the three candidates and no speculation, and the pods roll out to
 the winner while a closed loop of requests of the comparison's kind runs through the switch without a
-failure. The
-always-right draft must measure acceptance (nearly) 1 at every position and the head what it drafts -- the
-engine's own counters, not the config, say so. Engines: the initial one, four measured, the
+failure. The always-right draft must measure acceptance (nearly) 1 at every position and the head what
+it drafts -- the engine's own counters, not the config, say so. Engines: the initial one, four measured, the
 winner's. A second calibration whose candidate cannot start (its draft directory does not exist)
 fails with the engine's own words in its condition. (That a calibrated table becomes the tuner's
 step-cost prior is tested on the simulator engine: tests/integration/test_calibration.py.)
