@@ -216,6 +216,17 @@ class Namespace:
             content_type="application/apply-patch+yaml", query=[("fieldManager", TUNER_MANAGER), ("force", "true")])
         assert status == 200, answer
 
+    def event(self, reason: str, type_: str | None = None, timeout: float = 15.0) -> dict:
+        """The first Event of this namespace with `reason` (and `type_`), waited for: the operator posts a
+        condition's Event after the status write that shows the condition, so a reader who saw the
+        condition can look a moment too early (seen once beside other work, 2026-12-04)."""
+        def found() -> dict | None:
+            return next((e for e in self.items(f"/api/v1/namespaces/{self.name}/events")
+                         if e["reason"] == reason and type_ in (None, e["type"])), None)
+
+        return wait_for(found, timeout=timeout, what=f"an Event {type_ or ''} {reason}".replace("  ", " "),
+                        why=lambda: str([e["reason"] for e in self.items(f"/api/v1/namespaces/{self.name}/events")]))
+
     def tuner_applied(self, name: str) -> dict | None:
         return (((self.si(name) or {}).get("status") or {}).get("tuning") or {}).get("applied")
 

@@ -83,8 +83,7 @@ def test_a_foreign_object_under_a_child_name_is_never_taken_over(ns, tmp_path):
         conflict = ready_reason(ns, "taken", "ChildConflict", operator)
         print(f"ChildConflict: {conflict['message']}")
         assert "Service" in conflict["message"] and "taken" in conflict["message"]
-        events = ns.items(f"/api/v1/namespaces/{ns.name}/events")
-        assert any(e["reason"] == "ChildConflict" and e["type"] == "Warning" for e in events)
+        ns.event("ChildConflict", "Warning")
         time.sleep(6)  # a resync or two: still hands off
         after = ns.get(f"/api/v1/namespaces/{ns.name}/services/taken")
         assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"], "the Service was written"
