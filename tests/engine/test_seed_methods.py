@@ -154,7 +154,7 @@ def test_each_seed_method_serves_and_reports_the_acceptance_the_engine_measured(
         # what status reports is what the engine counted over the same requests
         assert abs(metrics["perPositionAcceptance"][0] - first_position[name]) <= 0.1, (metrics, first_position)
     # On these prompts of the demo's kind the hand-set heads are right on most first drafts (eagle3 0.65,
-    # eagle 0.62, mtp 0.54 in three runs of 2026-12-04: the drafters' bytes and the greedy paths are
+    # eagle 0.62, mtp 0.54 in four runs of 2026-12-04: the drafters' bytes and the greedy paths are
     # reproducible); issue 23's goal for the EAGLE-3 head is 0.5. (While each prompt here was one word
     # repeated, they accepted 0.12, 0.05 and 0.01-0.26: the target's answers to those are loops its
     # tables never saw.) Held loosely, as the toys they are: right on some drafts, not on all.
