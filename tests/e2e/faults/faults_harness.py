@@ -170,8 +170,12 @@ class Namespace:
     def create(self) -> Namespace:
         for crd in CRDS:
             self.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(crd))
-        self.kubectl("wait", "--for=condition=Established", "crd/speculativeinferences.specinfer.io",
-                     "crd/kopfpeerings.kopf.dev", "--timeout=60s")
+        # Not `kubectl wait --for=condition=Established`: on a CRD just created, before the API server has
+        # written any condition, it fails at once (".status.conditions accessor error: <nil>", 2026-12-04)
+        for crd in ("speculativeinferences.specinfer.io", "kopfpeerings.kopf.dev"):
+            wait_for(lambda crd=crd: condition(self.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+                                                        f"{crd}"), "Established").get("status") == "True",
+                     timeout=60, what=f"CRD {crd} Established")
         self.kubectl("create", "namespace", self.name)
         return self
 
