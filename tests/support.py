@@ -65,3 +65,13 @@ def namespaced_stack(cluster, prometheus, folder, prefix: str, operator_config: 
     finally:
         stack.stop()
         cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+
+
+def wait_for_crds_established(kubectl: Callable[..., Any], *crds: str, timeout: float = 60) -> None:
+    """`kubectl wait --for=condition=Established` for each CRD, again while it fails: on a CRD just created,
+    before the API server has written any condition, it fails at once (".status.conditions accessor
+    error: <nil>", seen 2026-12-04) instead of waiting."""
+    for crd in crds:
+        wait_for(lambda crd=crd: kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=10s",
+                                         check=False).returncode == 0,
+                 timeout=timeout, interval=1, what=f"CRD {crd} Established")

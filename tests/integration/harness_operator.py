@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support import condition, wait_for
+from tests.support import condition, wait_for, wait_for_crds_established
 
 REPO = Path(__file__).resolve().parents[2]
 SPECINFER = str(Path(sys.executable).parent / "specinfer")
@@ -67,8 +67,7 @@ class OperatorProcess:
 def operator_crds(cluster):
     for crd in CRDS:
         cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(crd))
-    for crd in ("speculativeinferences.specinfer.io", "kopfpeerings.kopf.dev"):
-        cluster.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=30s")
+    wait_for_crds_established(cluster.kubectl, "speculativeinferences.specinfer.io", "kopfpeerings.kopf.dev")
     return CRDS
 
 

@@ -15,6 +15,7 @@ import yaml
 
 from specinfer.api import API_VERSION, CRD_NAME, GROUP, KIND, PLURAL, VERSION
 from specinfer.runtime.methods import ACCELERATORS, all_methods
+from tests.support import wait_for_crds_established
 from tests.unit.test_api_rules import BASE, CASES
 
 pytestmark = pytest.mark.integration
@@ -30,7 +31,7 @@ def custom_objects(cluster):
     from kubernetes import client
 
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE))
-    cluster.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
+    wait_for_crds_established(cluster.kubectl, CRD_NAME)
     return client.CustomObjectsApi(cluster.api_client())
 
 
