@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from tests.support import condition
+from tests.support import condition, wait_for_crds_established
 from tests.support import wait_for as _wait_for
 
 # These tests time recoveries to a tenth of a second, so they poll faster than the default.
@@ -170,12 +170,7 @@ class Namespace:
     def create(self) -> Namespace:
         for crd in CRDS:
             self.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(crd))
-        # Not `kubectl wait --for=condition=Established`: on a CRD just created, before the API server has
-        # written any condition, it fails at once (".status.conditions accessor error: <nil>", 2026-12-04)
-        for crd in ("speculativeinferences.specinfer.io", "kopfpeerings.kopf.dev"):
-            wait_for(lambda crd=crd: condition(self.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
-                                                        f"{crd}"), "Established").get("status") == "True",
-                     timeout=60, what=f"CRD {crd} Established")
+        wait_for_crds_established(self.kubectl, "speculativeinferences.specinfer.io", "kopfpeerings.kopf.dev")
         self.kubectl("create", "namespace", self.name)
         return self
 
