@@ -31,10 +31,24 @@ THREADS = EngineNote(
 )
 STARTUP = EngineNote(
     "start-up",
-    "50-220 s from exec to /health for the tiny models of `specinfer models make` on 2 shared cores "
-    "(imports of torch and vLLM in three processes, then torch.compile warm-up; a shared compile cache "
-    "saves ~20 s); real models add their load time, hence the 900 s startup budget. Measured by the "
-    "engine tests (tests/engine/), not a line of source.",
+    "25-30 s from exec to /health for the tiny models of `specinfer models make` on 2 quiet cores, "
+    "50-220 s on shared ones: imports of torch and vLLM in three processes, one after the other (~8 s "
+    "each), then the torch.compile warm-up (COMPILE_CACHE below); real models add their load time, hence "
+    "the 900 s startup budget. Measured by the engine tests (tests/engine/), not a line of source.",
+)
+COMPILE_CACHE = EngineNote(
+    "compile cache",
+    "With torch 2.10 or newer vLLM compiles ahead of time (AOT) by default and saves the artifact in "
+    "VLLM_CACHE_ROOT. On the CPU backend loading it back fails (\"'function' object has no attribute "
+    "'finalize_loading'\") and vLLM compiles again at every start, so a compile cache that outlives a pod "
+    "saves nothing; with VLLM_USE_AOT_COMPILE=0 it is used (the tiny models' warm-up: 4 s instead of 9 s, "
+    "2026-12-04). A pod's HOME is an emptyDir, so this matters only where a cache volume persists (the "
+    "local pod runner shares one and sets the variable).",
+    (SourceLine("vllm/envs.py", 382, 'if is_torch_equal_or_newer("2.10.0") and not disable_compile_cache()'),
+     SourceLine("vllm/compilation/decorators.py", 315,
+                "loaded_fn._artifacts.compiled_fn.finalize_loading(model.vllm_config)"),
+     SourceLine("vllm/compilation/decorators.py", 334, '"%sCompiling model again due to a load failure from %s'),
+     SourceLine("vllm/envs.py", 386, 'os.environ.get("VLLM_USE_AOT_COMPILE", default_value) == "1"')),
 )
 OPENMP = EngineNote(
     "Intel OpenMP",
@@ -62,7 +76,7 @@ CPU = register_accelerator(Accelerator(
                      SourceLine("vllm/utils/cpu_triton_utils.py", 330,
                                 'assert not SYNTHETIC_MODE, "Synthetic acceptance not supported with CPU sampling"')),
     ),
-    notes=(KV_CACHE, THREADS, STARTUP, OPENMP),
+    notes=(KV_CACHE, THREADS, STARTUP, COMPILE_CACHE, OPENMP),
     pod=PodDefaults(
         image_flavour="cpu",
         # a fixed KV cache in GiB: without it vLLM reserves 0.92 of the node's memory (KV_CACHE above)

@@ -41,6 +41,9 @@ def cpu_image_env(pod_env: Mapping[str, str]) -> dict[str, str]:
 
     env = engine_process_env(pod_env)
     env.setdefault("VLLM_CACHE_ROOT", str(compile_cache_dir()))
+    # the shared cache is of use only without AOT compile, whose artifacts the CPU backend fails to load
+    # (runtime/methods/accelerators/cpu.py, COMPILE_CACHE): ~5 s of every start on a quiet machine
+    env.setdefault("VLLM_USE_AOT_COMPILE", "0")
     return env
 
 
