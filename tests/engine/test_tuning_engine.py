@@ -63,6 +63,10 @@ PROMPT = "the quick brown fox jumps over the lazy dog " * 2
 LOW, HIGH = 1, MAX_BATCH
 MEASURE_SECONDS = 12.0
 THINK = 0.5  # seconds between a client's requests while a new engine may be starting beside the old
+# ... and once the collapse is decided, while the engine without speculation starts: an engine serving two
+# clients every 0.5 s took most of both cores (its worker, and an engine core that polls), and the new one
+# needed 164 s to start beside it (2026-12-04); what the rollout must show is that requests keep being answered
+ROLLOUT_THINK = 3.0
 SETTLING = {"ChangeApplied", "Settling", "Verifying"}  # Tuned reasons while a change is judged
 # A hold whose predicted gain is inside the step times' measured noise (guards.required_gain): the policy
 # has not judged the load yet, it waits for windows that narrow the noise (Tuned says WithinThreshold for
@@ -289,6 +293,7 @@ def collapse_story(setup: Setup) -> dict:
         detected = time.monotonic() - started
         wait_for(lambda: "--speculative-config" not in setup.engine_command("collapse"), timeout=60,
                  what="the Deployment without --speculative-config")
+        load.think_seconds = ROLLOUT_THINK
         new = wait_for(lambda: [p for p in setup.pods("collapse") if p.name not in first], timeout=ROLLOUT_TIMEOUT,
                        interval=2, what="the engine without speculation serving", why=setup.pod_logs)[0]
         url = f"http://127.0.0.1:{new.port}"
