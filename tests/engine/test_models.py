@@ -2,7 +2,8 @@
 
 That the real vLLM CPU engine loads them with the acceptance they promise is shown where engines
 already run, from vLLM's own counters: the same-weights draft is accepted at every position
-(tests/engine/test_pod_engine.py); the random drafters collapse (dflash-random in test_tuning_engine.py;
+(the tuning story's schedules and method `auto`'s comparison: test_tuning_engine.py, test_calibration_engine.py);
+the random drafters collapse (dflash-random in test_tuning_engine.py;
 the other-weights draft did there in every run until 2026-12-04).
 """
 

@@ -1,24 +1,32 @@
-"""The seed methods on the real vLLM CPU engine, through the operator: EAGLE, EAGLE-3 and MTP (issue 23).
+"""The seed methods on the real vLLM CPU engine, through the operator: EAGLE, EAGLE-3 and MTP (issue 23),
+and ngram beside them.
 
 Everything is real: the local control plane, `specinfer operator` (the demo's short tuning clocks, with a 30 s window),
-Debian's Prometheus, and the pod runner running `specinfer runtime` -> `vllm serve` with the tiny
-drafters of `specinfer models make` (docs/development.md, "Seed-method drafters"): toys that run
-vLLM's real loaders and drafting code, not quality drafters. Three resources start side by side, one
-engine each, and every test of the module shares them:
+Debian's Prometheus (file-based discovery), and the pod runner running the rendered pod's own command
+(`specinfer runtime`: config -> preflight -> argv -> exec `vllm serve`) inside the cached engine
+environment that models the CPU runtime image, with the tiny drafters of `specinfer models make`
+(docs/development.md, "Seed-method drafters"): toys that run vLLM's real loaders and drafting code,
+not quality drafters. Four resources start side by side, one engine each, and every test of the
+module shares them:
 
   tiny-eagle3  eagle3 with the hand-set EAGLE-3 head (eagle3-bigram), K=3 and a Dynamic SD schedule
                (K=3 alone, K=1 from two requests on), tuning observe;
   tiny-eagle   eagle with the hand-set EAGLE head (eagle-bigram), K=2, tuning observe;
-  tiny-mtp     mtp on a MiMo target carrying its own MTP layer (mtp-target-bigram), K=1, tuning observe.
+  tiny-mtp     mtp on a MiMo target carrying its own MTP layer (mtp-target-bigram), K=1, tuning observe;
+  tiny-ngram   ngram (prompt lookup 2-4), K=3, tuning observe.
 
 DFlash runs in the tuning story (test_tuning_engine.py): its random drafter (dflash-random,
 acceptance 0) is the collapse the tuner answers by switching speculation off, and that engine then
 serves as the no-speculation reference -- one engine start fewer than a collapse of its own here.
+draftModel serves in the tuning story too (the always-right draft, its schedules in force in vLLM's
+counters) and in method `auto`'s comparison (test_calibration_engine.py); until 2026-12-04 a module of
+its own served ngram and draftModel with the same checks as here, two engines more.
 
 What each shows: it serves completions through the runner's serving endpoints with the method in
-vLLM's own argv; vLLM's spec-decode counters and the plugin's series are scraped by Prometheus and
-agree; status.metrics reports the acceptance per position the engine measured; the schedule in the
-spec is in force in the engine's own counters (EAGLE-3).
+vLLM's own argv, the runtime exec'd the engine, which loaded the plugin through its entry point;
+vLLM's spec-decode counters and the plugin's series are scraped by Prometheus and agree;
+status.metrics reports the acceptance per position the engine measured; the schedule in the spec is
+in force in the engine's own counters (EAGLE-3).
 """
 
 from __future__ import annotations
@@ -36,11 +44,11 @@ from specinfer.dev.demo.real_engine import OPERATOR_CONFIG
 from specinfer.dev.demo.stack import Stack
 from specinfer.runtime.calibration.requests import synthetic_prompt
 from tests.engine.engine_client import Metrics, complete, minus, per_position, rounds, settled
-from tests.support import namespaced_stack, wait_for
+from tests.support import condition, namespaced_stack, wait_for
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(1200)]
 
-STARTUP_TIMEOUT = 600  # three engines starting at once on two shared cores
+STARTUP_TIMEOUT = 600  # four engines starting at once on two shared cores
 # The tuner's window here: the demo's 15 s would leave about one 5 s tick whose window holds all of a
 # burst of requests (it must end after the last one's counters reach Prometheus and begin before the
 # first's); 30 s leaves several
@@ -52,6 +60,8 @@ BEFORE_FIRST = 3.0
 # prompts of the demo's kind (the load generator's synthetic prompts), not the ones the drafters' tables were
 # built on (until 2026-12-04 each was one word 24 times: a new generator drew every word)
 PROMPTS = [synthetic_prompt(random.Random(seed), 24) for seed in range(100, 108)]
+# a prompt that repeats itself, for the n-gram drafter to copy from
+REPETITIVE = "one two three four five one two three four five one two three four five one two three"
 SCHEDULE = [{"minBatchSize": 1, "maxBatchSize": 1, "numSpeculativeTokens": 3},
             {"minBatchSize": 2, "maxBatchSize": 64, "numSpeculativeTokens": 1}]
 ACCEPTED = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
@@ -59,6 +69,9 @@ DRAFTS = "vllm:spec_decode_num_drafts_total"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
 PLUGIN_DRAFTS = "specinfer:spec_decode_num_draft_tokens_per_pos_total"
 PLUGIN_ACCEPTED = "specinfer:spec_decode_num_accepted_tokens_per_pos_total"
+PLUGIN_LOADED = "specinfer-telemetry -> specinfer.runtime.telemetry.vllm_plugin:SpecinferStatLogger"
+# the heads' first test, which reads each engine's acceptance: (resource, method, K)
+HEADS = (("tiny-eagle3", "eagle3", 3), ("tiny-eagle", "eagle", 2), ("tiny-mtp", "mtp", 1))
 
 
 def resource(namespace: str, name: str, models: Path, speculation: dict, *, target: str = "target") -> dict:
@@ -82,12 +95,15 @@ def wanted(namespace: str, models: Path) -> dict[str, dict]:
             "method": "eagle", "draftModel": {"name": str(models / "eagle-bigram")}, "numSpeculativeTokens": 2}),
         "tiny-mtp": resource(namespace, "tiny-mtp", models, {"method": "mtp", "numSpeculativeTokens": 1},
                              target="mtp-target-bigram"),
+        "tiny-ngram": resource(namespace, "tiny-ngram", models, {
+            "method": "ngram", "numSpeculativeTokens": 3, "promptLookup": {"min": 2, "max": 4}}),
     }
 
 
 class Seeds:
     def __init__(self, cluster, namespace: str, stack: Stack, prometheus):
         self.cluster, self.namespace, self.stack, self.prometheus = cluster, namespace, stack, prometheus
+        self.methods: dict[str, str] = {}  # resource -> its method
 
     def si(self, name: str) -> dict:
         result = self.cluster.kubectl("-n", self.namespace, "get", "si", name, "-o", "json", check=False)
@@ -95,6 +111,10 @@ class Seeds:
 
     def pods(self, name: str) -> list:
         return [p for p in self.stack.runner.serving_pods() if p.labels.get("specinfer.io/name") == name]
+
+    def log(self, name: str) -> str:
+        (pod,) = self.pods(name)
+        return Path(pod.record.log).read_text()
 
     def url(self, name: str) -> str:
         (pod,) = self.pods(name)
@@ -112,20 +132,64 @@ def seeds(cluster, prometheus, tmp_path_factory, engine_env, tiny_models):
         state = Seeds(cluster, namespace, stack, prometheus)
         started = time.monotonic()
         resources = wanted(namespace, tiny_models)
+        state.methods = {name: document["spec"]["speculation"]["method"] for name, document in resources.items()}
         cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(list(resources.values())))
         wait_for(lambda: all(state.pods(name) for name in resources), timeout=STARTUP_TIMEOUT, interval=2,
-                 what="the three seed-method engines serving", why=state.pod_logs)
-        print(f"eagle3, eagle and mtp engines ready {time.monotonic() - started:.0f} s after apply")
+                 what="the four engines serving", why=state.pod_logs)
+        print(f"eagle3, eagle, mtp and ngram engines ready {time.monotonic() - started:.0f} s after apply")
         yield state
+
+
+def exec_line(log: str) -> str:
+    """The runtime's last word before it became `vllm serve`: the engine's argv."""
+    return next((line for line in log.splitlines() if line.startswith("specinfer runtime: exec vllm serve")), "")
+
+
+def test_every_engine_is_the_runtimes_exec_with_the_plugin_and_ready_from_its_probe(seeds):
+    """The pod's own command ran: `specinfer runtime` exec'd `vllm serve` with the method in its argv, the
+    live engine loaded the stat-logger plugin through its entry point, and Ready follows the engine's
+    readiness probe (the runner owns these pods' status, not kwok)."""
+    for name, method in seeds.methods.items():
+        log = seeds.log(name)
+        assert f'"method":"{method}"' in exec_line(log), log[-2000:]
+        assert PLUGIN_LOADED in log, log[-2000:]
+        wait_for(lambda name=name: condition(seeds.si(name), "Ready").get("status") == "True", timeout=60,
+                 interval=1, what=f"{name}: Ready=True")
+
+
+def test_ngram_serves_and_both_series_reach_prometheus(seeds):
+    """ngram, which drafts from the prompt itself: a prompt that repeats is drafted from, vLLM's counters
+    and the plugin's per-position series reach Prometheus, and they agree."""
+    url = seeds.url("tiny-ngram")
+    names = (ACCEPTED, DRAFTS, PLUGIN_DRAFTS, PLUGIN_ACCEPTED)
+    before = settled(url, names)
+    answer = complete(url, REPETITIVE)
+    assert answer["model"] == "tiny" and answer["usage"]["completion_tokens"] == 48, answer
+    assert answer["choices"][0]["text"], answer
+    after = settled(url, names)
+    drafted = after.total(DRAFT_TOKENS) - before.total(DRAFT_TOKENS)
+    plugin_drafts = minus(per_position(after, PLUGIN_DRAFTS), per_position(before, PLUGIN_DRAFTS))
+    accepted = minus(per_position(after, ACCEPTED), per_position(before, ACCEPTED))
+    plugin_accepted = minus(per_position(after, PLUGIN_ACCEPTED), per_position(before, PLUGIN_ACCEPTED))
+    print(f"ngram: {drafted:.0f} draft tokens, plugin drafts per position {plugin_drafts}, accepted {accepted}")
+    assert drafted > 0 and sum(plugin_drafts) == drafted and plugin_accepted == accepted
+    both_series_in_prometheus(seeds, "tiny-ngram")
+
+
+def both_series_in_prometheus(seeds: Seeds, name: str) -> None:
+    """vLLM's own draft counter and the plugin's per-position one, scraped by Prometheus for `name`."""
+    selector = f'namespace="{seeds.namespace}",specinfer_io_name="{name}"'
+    for series in (DRAFT_TOKENS, PLUGIN_DRAFTS):
+        seeds.prometheus.wait_for(f"sum({series}{{{selector}}})", lambda r: r and float(r[0]["value"][1]) > 0,
+                                  timeout=60)
 
 
 def test_each_seed_method_serves_and_reports_the_acceptance_the_engine_measured(seeds):
     first_position: dict[str, float] = {}
-    for name, method, k in (("tiny-eagle3", "eagle3", 3), ("tiny-eagle", "eagle", 2), ("tiny-mtp", "mtp", 1)):
+    for name, method, k in HEADS:
         url = seeds.url(name)
-        log = Path(seeds.pods(name)[0].record.log).read_text()
-        argv = next((line for line in log.splitlines() if line.startswith("specinfer runtime: exec vllm serve")), "")
-        assert f'"method":"{method}"' in argv, log[-2000:]  # the method in vLLM's own argv
+        log = seeds.log(name)
+        assert f'"method":"{method}"' in exec_line(log), log[-2000:]  # the method in vLLM's own argv
         before = settled(url, (ACCEPTED, DRAFTS))
         started = time.time()
         for prompt in PROMPTS:
@@ -153,6 +217,7 @@ def test_each_seed_method_serves_and_reports_the_acceptance_the_engine_measured(
         assert seeds.si(name)["status"]["effective"]["method"] == method
         # what status reports is what the engine counted over the same requests
         assert abs(metrics["perPositionAcceptance"][0] - first_position[name]) <= 0.1, (metrics, first_position)
+        both_series_in_prometheus(seeds, name)
     # On these prompts of the demo's kind the hand-set heads are right on most first drafts (eagle3 0.65,
     # eagle 0.62, mtp 0.54 in four runs of 2026-12-04: the drafters' bytes and the greedy paths are
     # reproducible); issue 23's goal for the EAGLE-3 head is 0.5. (While each prompt here was one word

