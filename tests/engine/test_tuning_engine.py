@@ -591,8 +591,12 @@ def test_the_crossover_live(setup):
     assert condition(story["tuned"], "Ready").get("status") == "True"
     # Issue 25: no change on a window that straddles the ramp from 1 to 64 requests (a mean batch in
     # between): the policy waits for a window of the new load, and acts on what it measured there.
+    # A tick in the load's first seconds still decides on a window of the low load before it (mean ~1: seen
+    # 2026-12-04, `disable` at mean 1.0 one second in, the low-load story's K=2 measured 0.87x of none): that
+    # is no window of the ramp
     means = changes_since(story["tuned"], story["since"])
-    assert all(mean >= HIGH / 2 for mean in means), f"a change decided mid-ramp:\n{decisions(story['tuned'])}"
+    assert all(mean >= HIGH / 2 or mean < LOW + 0.5 for mean in means), \
+        f"a change decided mid-ramp:\n{decisions(story['tuned'])}"
     # ... and it does act there: what the low-load schedule drafts at batch 64 (K=2: 0.64x of no
     # speculation) is changed, on a window of the high load -- unless low load already ended with
     # speculation off (measured slower than none at batch 1 beside other work: static K=2 0.78x on
