@@ -68,14 +68,6 @@ THINK = 0.5  # seconds between a client's requests while a new engine may be sta
 # needed 164 s to start beside it (2026-12-04); what the rollout must show is that requests keep being answered
 ROLLOUT_THINK = 3.0
 
-
-def pace_while_an_engine_starts(setup: Setup, name: str, load: ClosedLoop, think: float) -> None:
-    """The clients every ROLLOUT_THINK seconds while a new engine of `name` starts, at `think` otherwise. On a node
-    the new pod would have cores of its own; here it shares two with the engine serving, which under 64
-    back-to-back clients left it so little that it took 148 s to 7.5 minutes to start (2026-12-04)."""
-    starting = any(pod.labels.get("specinfer.io/name") == name and not pod.ready and pod.terminating_since is None
-                   for pod in (setup.stack.runner.pods.values() if setup.stack.runner else ()))
-    load.think_seconds = ROLLOUT_THINK if starting else think
 SETTLING = {"ChangeApplied", "Settling", "Verifying"}  # Tuned reasons while a change is judged
 # A hold whose predicted gain is inside the step times' measured noise (guards.required_gain): the policy
 # has not judged the load yet, it waits for windows that narrow the noise (Tuned says WithinThreshold for
@@ -107,6 +99,15 @@ HAND_SCHEDULES = (
                                              {"minBatchSize": 2, "maxBatchSize": 64, "numSpeculativeTokens": 1}]},
     {"numSpeculativeTokens": 2},
 )
+
+
+def pace_while_an_engine_starts(setup: Setup, name: str, load: ClosedLoop, think: float) -> None:
+    """The clients every ROLLOUT_THINK seconds while a new engine of `name` starts, at `think` otherwise. On a node
+    the new pod would have cores of its own; here it shares two with the engine serving, which under 64
+    back-to-back clients left it so little that it took 148 s to 7.5 minutes to start (2026-12-04)."""
+    starting = any(pod.labels.get("specinfer.io/name") == name and not pod.ready and pod.terminating_since is None
+                   for pod in (setup.stack.runner.pods.values() if setup.stack.runner else ()))
+    load.think_seconds = ROLLOUT_THINK if starting else think
 
 
 def resource(namespace: str, name: str, models: Path, speculation: dict, *, mode: str, k_max: int,
