@@ -93,6 +93,13 @@ def settled(base_url: str, names: tuple[str, ...], *, timeout: float = 30, quiet
     return last
 
 
+# Seconds between a client's requests while a new engine starts beside the one serving: an engine serving two
+# clients every 0.5 s took most of both cores (its worker, and an engine core that polls), and a new one beside it
+# then needed 40-164 s to start, beside 64 back-to-back clients up to 7.5 minutes (2026-12-04). On a node the new
+# pod would have cores of its own; a rollout must show only that requests keep being answered.
+ROLLOUT_THINK = 3.0
+
+
 class ClosedLoop:
     """`concurrency` workers sending completions to whichever URLs `endpoints` returns (pods come and
     go in a rollout: a worker waits while none serves), each `think_seconds` after its last answer

@@ -28,7 +28,7 @@ import yaml
 
 from specinfer.api.load import Load
 from specinfer.runtime.calibration.requests import synthetic_prompt
-from tests.engine.engine_client import ClosedLoop
+from tests.engine.engine_client import ROLLOUT_THINK, ClosedLoop
 from tests.support import condition, namespaced_stack, wait_for
 
 pytestmark = pytest.mark.engine
@@ -49,10 +49,7 @@ OPERATOR_CONFIG = {"tuning": {"windowSeconds": 15}}
 # was rolled back in three of six runs (2026-12-03/04) -- the product's right call on that traffic, and
 # each time one more engine start. (A rollback's path is tests/unit/test_selection_verification.py.)
 TRAFFIC = [synthetic_prompt(random.Random(seed), Load().prompt_tokens) for seed in range(1000, 1032)]
-# Seconds between a client's requests: while the winner's engine starts beside the serving one, and after. An engine
-# serving two clients every 0.5 s takes most of both cores (its worker, and an engine core that polls): the
-# winner's then took 40-154 s to start (2026-12-04); the verification that follows wants the steadier traffic
-ROLLOUT_THINK, THINK = 3.0, 0.5
+THINK = 0.5  # seconds between a client's requests once the winner serves (ROLLOUT_THINK while it starts)
 
 
 def target(namespace: str, name: str, models: Path, speculation: dict, replicas: int = 1) -> dict:

@@ -46,7 +46,7 @@ from specinfer.dev.demo.real_engine import MAX_BATCH, OPERATOR_CONFIG
 from specinfer.dev.demo.stack import Stack
 from specinfer.runtime.live_schedule.published import schedule_digest
 from specinfer.runtime.methods.schedule import effective_k
-from tests.engine.engine_client import ClosedLoop, Metrics, minus, per_position
+from tests.engine.engine_client import ROLLOUT_THINK, ClosedLoop, Metrics, minus, per_position
 from tests.support import condition, wait_for
 
 # measures_speed: what it asserts are the tuner's decisions on speeds measured here, so `make test` runs it
@@ -63,10 +63,6 @@ PROMPT = "the quick brown fox jumps over the lazy dog " * 2
 LOW, HIGH = 1, MAX_BATCH
 MEASURE_SECONDS = 12.0
 THINK = 0.5  # seconds between a client's requests while a new engine may be starting beside the old
-# ... and once the collapse is decided, while the engine without speculation starts: an engine serving two
-# clients every 0.5 s took most of both cores (its worker, and an engine core that polls), and the new one
-# needed 164 s to start beside it (2026-12-04); what the rollout must show is that requests keep being answered
-ROLLOUT_THINK = 3.0
 
 SETTLING = {"ChangeApplied", "Settling", "Verifying"}  # Tuned reasons while a change is judged
 # A hold whose predicted gain is inside the step times' measured noise (guards.required_gain): the policy
@@ -102,9 +98,7 @@ HAND_SCHEDULES = (
 
 
 def pace_while_an_engine_starts(setup: Setup, name: str, load: ClosedLoop, think: float) -> None:
-    """The clients every ROLLOUT_THINK seconds while a new engine of `name` starts, at `think` otherwise. On a node
-    the new pod would have cores of its own; here it shares two with the engine serving, which under 64
-    back-to-back clients left it so little that it took 148 s to 7.5 minutes to start (2026-12-04)."""
+    """The clients every ROLLOUT_THINK seconds while a new engine of `name` starts, at `think` otherwise."""
     starting = any(pod.labels.get("specinfer.io/name") == name and not pod.ready and pod.terminating_since is None
                    for pod in (setup.stack.runner.pods.values() if setup.stack.runner else ()))
     load.think_seconds = ROLLOUT_THINK if starting else think
