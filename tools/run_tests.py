@@ -6,8 +6,8 @@ The `engine` tests (real vLLM CPU engines) and the rest (unit, contract, integra
 ~24 minutes alone, mostly waiting on the local control plane) share no state but the caches and
 pytest's own cache (last failures: the process that ends last writes it), so they run as two
 pytest processes at once: the engine tests at normal priority, the rest at a lower one (`nice`),
-with a control plane of their own (`XDG_STATE_HOME` under build/test-state/, the only state two
-local clusters would share). Then the tests whose verdict is a decision the product takes by
+each process with a control plane of its own (`XDG_STATE_HOME` = build/test-state/<process>, the only
+state two local clusters would share -- so two checkouts testing side by side share none either). Then the tests whose verdict is a decision the product takes by
 timing this machine (marker `measures_speed`: the real-engine tuning story, the newcomer's raised
 K) run alone: beside other work the tuner decided differently from what they assert (two of three
 clean-clone runs on 2026-12-04, docs/development.md). The wall time is the longer of the first two
@@ -93,20 +93,25 @@ def stream(name: str, process: subprocess.Popen, width: int) -> None:
 Suite = dict[str, tuple[list[str], dict[str, str]]]  # name -> (command, environment) of pytest processes
 
 
-def phases(args: list[str], state: Path) -> list[Suite]:
-    """The pytest processes, phase by phase: the engine tests beside the rest, then the timed ones alone."""
+def phases(args: list[str], states: Path) -> list[Suite]:
+    """The pytest processes, phase by phase: the engine tests beside the rest, then the timed ones alone;
+    each keeps its clusters' state in a folder of its own under `states`."""
+    def env(name: str) -> dict[str, str]:
+        return {**os.environ, "XDG_STATE_HOME": str(states / name)}
+
     return [
-        {"engine": (pytest("-m", ENGINE, PER_TEST_LINES, *args), dict(os.environ)),
-         "rest": (["nice", "-n", str(REST_NICENESS), *pytest("-m", REST, *args)],
-                  {**os.environ, "XDG_STATE_HOME": str(state)})},
-        {"timed": (pytest("-m", TIMED, PER_TEST_LINES, *args), dict(os.environ))},
+        {"engine": (pytest("-m", ENGINE, PER_TEST_LINES, *args), env("engine")),
+         "rest": (["nice", "-n", str(REST_NICENESS), *pytest("-m", REST, *args)], env("rest"))},
+        {"timed": (pytest("-m", TIMED, PER_TEST_LINES, *args), env("timed"))},
     ]
 
 
 def run_in_phases(args: list[str]) -> int:
-    state = ROOT / "build" / "test-state" / "rest"
-    state.mkdir(parents=True, exist_ok=True)
-    steps = phases(args, state)
+    states = ROOT / "build" / "test-state"
+    steps = phases(args, states)
+    for suite in steps:
+        for _, env in suite.values():
+            Path(env["XDG_STATE_HOME"]).mkdir(parents=True, exist_ok=True)
     width = max(len(name) for suite in steps for name in suite)
     processes: dict[str, subprocess.Popen] = {}
     stopping: list[int] = []
@@ -133,8 +138,8 @@ def run_in_phases(args: list[str]) -> int:
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        print(f"running the tests marked {ENGINE!r} and the rest ({REST!r}, nice {REST_NICENESS}, its own "
-              f"control plane under {state}) side by side, then those marked {TIMED!r} alone", flush=True)
+        print(f"running the tests marked {ENGINE!r} and the rest ({REST!r}, nice {REST_NICENESS}) side by side, "
+              f"then those marked {TIMED!r} alone; each with its own control plane under {states}", flush=True)
         codes = []
         for suite in steps:
             processes.clear()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import os
 import sys
 from pathlib import Path
 
@@ -60,12 +61,15 @@ def test_the_processes_get_the_arguments_and_the_engine_ones_report_each_test(tm
     rest, rest_env = side_by_side["rest"]
     timed, timed_env = alone["timed"]
     assert timed[-5:] == ["-m", runner.TIMED, "-v", "-q", "--durations=40"] and "nice" not in timed
-    assert "XDG_STATE_HOME" not in timed_env or timed_env["XDG_STATE_HOME"] != str(tmp_path)
     # -v after the marker and before the caller's -q: verbosity adds up (a line per module under -q)
     assert engine[-5:] == ["-m", runner.ENGINE, "-v", "-q", "--durations=40"]
     assert rest[:3] == ["nice", "-n", str(runner.REST_NICENESS)]
     assert rest[-4:] == ["-m", runner.REST, "-q", "--durations=40"]
-    assert rest_env["XDG_STATE_HOME"] == str(tmp_path)
+    # each process keeps its local clusters apart from the others' and from any other checkout's
+    states = {suite[name][1]["XDG_STATE_HOME"] for suite in (side_by_side, alone) for name in suite}
+    assert states == {str(tmp_path / name) for name in ("engine", "rest", "timed")}
+    assert rest_env["XDG_STATE_HOME"] == str(tmp_path / "rest") and timed_env["XDG_STATE_HOME"] != os.environ.get(
+        "XDG_STATE_HOME")
 
 
 def test_pytest_adds_no_path_of_its_own():
