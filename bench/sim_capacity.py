@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ import click
 
 from specinfer.bench.load import LoadConfig, run_load
 from specinfer.dev.cluster.http_probe import wait_http_ok
+from specinfer.dev.cluster.ports import free_port
 
 
 @dataclass(frozen=True)
@@ -36,12 +36,6 @@ class CapacityResult:
     lag_fraction: float
     sim_cpu_fraction: float
     failed: int
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def cpu_seconds(pid: int) -> float:

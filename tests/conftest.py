@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tomllib
@@ -130,3 +131,34 @@ def prometheus(tmp_path_factory):
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def lose_reserved_ports(monkeypatch):
+    """Something binds each of the next `count` ports reserved (`lose_reserved_ports(count)`), after they are
+    reserved and before the server that should bind them starts: the race a busy machine runs, forced.
+    Returns the stolen ports (port -> the socket that holds it, closed after the test)."""
+    from specinfer.dev.cluster import ports as _ports
+
+    stolen: dict[int, socket.socket] = {}
+    reserve = _ports.reserve
+    budget = {"count": 0}
+
+    def reserve_then_lose_it(owner, **kwargs):
+        reservation = reserve(owner, **kwargs)
+        if budget["count"] > 0:
+            budget["count"] -= 1
+            thief = socket.socket()
+            thief.bind(("127.0.0.1", reservation.port))
+            thief.listen()
+            stolen[reservation.port] = thief
+        return reservation
+
+    def arm(count: int) -> dict[int, socket.socket]:
+        budget["count"] = count
+        return stolen
+
+    monkeypatch.setattr(_ports, "reserve", reserve_then_lose_it)
+    yield arm
+    for thief in stolen.values():
+        thief.close()

@@ -18,7 +18,7 @@ import time
 import pytest
 import yaml
 
-from specinfer.dev.cluster import processes
+from specinfer.dev.cluster import ports, processes
 from specinfer.dev.cluster.http_probe import http_ok
 from specinfer.dev.demo.stack import specinfer_executable
 from tests.support import condition, namespaced_stack, wait_for
@@ -223,7 +223,7 @@ def test_the_cli_measures_endpoints_and_compares_them(tmp_path):
     records, urls = [], {}
     try:
         for name, args in servers.items():
-            port = processes.free_port()
+            port = ports.free_port()
             records.append(processes.start(f"sim-{name}", [specinfer_executable(), "sim", *args, "--cost-model",
                                                            "cpu-small", "--time-scale", "10", "--workload", "code",
                                                            "--port", str(port)], log_dir=tmp_path))
@@ -255,7 +255,7 @@ def test_the_cli_measures_endpoints_and_compares_them(tmp_path):
 
 def test_a_stopped_calibration_pod_stops_its_engine(tmp_path):
     """SIGTERM to `specinfer calibrate --engine-config` (how a pod is stopped) stops the engine it started."""
-    port = processes.free_port()
+    port = ports.free_port()
     runtime_config = {"apiVersion": "specinfer.io/v1alpha1", "kind": "RuntimeConfig", "name": "t", "namespace": "n",
                       "spec": {"model": {"name": "tiny/model"}, "speculation": {"method": "ngram",
                                                                                  "numSpeculativeTokens": 2},

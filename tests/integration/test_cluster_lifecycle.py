@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from specinfer.dev.cluster import processes
 from specinfer.dev.cluster.cli import cluster as cluster_cli
-from specinfer.dev.cluster.control_plane import COMPONENTS, LocalCluster
+from specinfer.dev.cluster.control_plane import COMPONENTS, ClusterError, LocalCluster
 
 pytestmark = pytest.mark.integration
 
@@ -56,3 +56,29 @@ def test_up_restarts_a_half_dead_cluster(cluster, second_cluster):
     second_cluster.up()
     assert second_cluster.is_healthy()
     assert second_cluster.state().processes["kube-scheduler"].pid != scheduler.pid
+
+
+def test_up_starts_each_component_again_on_new_ports_when_its_ports_are_taken(cluster, second_cluster,
+                                                                               lose_reserved_ports):
+    """etcd's client port and the API server's port bound by another process between the choice and the start."""
+    logged: list[str] = []
+    second_cluster.log = logged.append
+    stolen = lose_reserved_ports(3)  # up() reserves etcd, etcd_peer and apiserver first, in that order
+    second_cluster.up()
+    assert second_cluster.is_healthy()
+    in_use = set(second_cluster.state().ports.values())
+    assert len(stolen) >= 3 and not in_use & set(stolen)
+    assert any("etcd: port" in line and "was taken by another process" in line for line in logged), logged
+    assert any("kube-apiserver: port" in line and "was taken by another process" in line for line in logged), logged
+    kubeconfig = second_cluster.kubeconfig.read_text()
+    assert f"127.0.0.1:{second_cluster.state().ports['apiserver']}" in kubeconfig
+
+
+def test_up_names_the_component_and_port_when_every_attempt_loses_it(cluster, second_cluster, lose_reserved_ports):
+    from specinfer.dev.cluster import ports
+
+    lose_reserved_ports(100)  # every port reserved is taken before etcd can bind it
+    with pytest.raises(ClusterError, match=r"etcd could not bind 127\.0\.0\.1:\d+: another process took the port "
+                                           rf"\({ports.ATTEMPTS} attempts, each on new ports\)"):
+        second_cluster.up()
+    assert not any(processes.is_running(record) for record in second_cluster.state().processes.values())

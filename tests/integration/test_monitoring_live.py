@@ -32,7 +32,7 @@ import yaml
 from harness_operator import OperatorProcess, apply, get, operator_crds, simulator_resource  # noqa: F401
 
 from specinfer.dev.cluster.pod_runner import PodRunner
-from specinfer.dev.cluster.processes import free_port
+from specinfer.dev.cluster.ports import free_port
 from specinfer.dev.cluster.prometheus import PrometheusServer
 from specinfer.dev.demo.load import Phase, PhasedLoad
 from specinfer.monitoring.cli import CHART_FILES, RULES_FILE

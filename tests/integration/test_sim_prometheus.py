@@ -20,7 +20,7 @@ import pytest
 
 from specinfer.bench.load import LoadConfig, run_load
 from specinfer.dev.cluster.http_probe import wait_http_ok
-from specinfer.dev.cluster.processes import free_port
+from specinfer.dev.cluster.ports import free_port
 from specinfer.runtime.sim.model import acceptance_profile
 
 pytestmark = pytest.mark.integration

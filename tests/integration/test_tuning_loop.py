@@ -36,7 +36,7 @@ from harness_operator import (  # noqa: F401  (fixtures)
 )
 
 from specinfer.dev.cluster.pod_runner import PodRunner
-from specinfer.dev.cluster.processes import free_port
+from specinfer.dev.cluster.ports import free_port
 from specinfer.dev.cluster.prometheus import PrometheusServer
 from specinfer.dev.demo.load import Phase, PhasedLoad
 from specinfer.runtime.methods.schedule import effective_k

@@ -9,6 +9,9 @@ from __future__ import annotations
 import base64
 import json
 import os
+import socket
+import sys
+import time
 
 import pytest
 from kubernetes import client
@@ -222,3 +225,40 @@ def test_an_api_error_keeps_the_files_and_the_pod(api, runner):
     assert (local.volumes[0].folder / "schedule.json").read_text() == "v1"
     assert processes.is_running(local.record)
     assert any("volumes not refreshed" in line for line in runner.logged)
+
+
+SERVE_THE_CONFIGS_PORT = ("import json, os, socket, time\n"
+                          "config = json.load(open(os.environ['SPECINFER_CONFIG']))\n"
+                          "server = socket.socket()\n"
+                          "server.bind(('127.0.0.1', config['spec']['runtime']['port']))\n"
+                          "server.listen()\n"
+                          "time.sleep(120)\n")
+
+
+def test_a_pod_whose_port_another_process_took_is_started_again_on_a_new_port(api, runner, lose_reserved_ports):
+    """The collision a busy machine makes: something binds the pod's port after the runner chose it."""
+    stolen = lose_reserved_ports(1)
+    api.config_maps["demo-runtime"] = {"runtime.json": runtime_json()}
+    pod = engine_pod([config_volume()], [CONFIG_MOUNT])
+    pod.spec.containers[0].command = [sys.executable, "-c", SERVE_THE_CONFIGS_PORT]
+    api.pods = [pod]
+    runner.sync_once()
+    local = only_pod(runner)
+    [taken] = stolen
+    assert local.port == taken
+
+    def serving() -> bool:
+        runner.sync_once()
+        if local.port == taken or not processes.is_running(local.record):
+            return False
+        with socket.socket() as probe:
+            return probe.connect_ex(("127.0.0.1", local.port)) == 0
+
+    deadline = time.monotonic() + 60
+    while not serving():
+        assert time.monotonic() < deadline, runner.logged
+        time.sleep(0.2)
+    config = json.loads((local.volumes[0].folder / "runtime.json").read_text())
+    assert config["spec"]["runtime"]["port"] == local.port != taken
+    assert local.restarts == 0  # the machine's clash, not the container's failure
+    assert any("an address was in use" in line and f"on port {local.port}" in line for line in runner.logged)

@@ -2,8 +2,9 @@
 
 `LocalCluster(name).up()` is idempotent: a healthy cluster is left alone, a
 half-dead one is stopped (only the processes it recorded) and started afresh.
-Every process binds loopback on a free port, so several clusters (the demo and
-a test run) can coexist.
+Every process binds loopback on a port reserved for it (dev/cluster/ports.py: outside the kernel's
+ephemeral range, locked against other specinfer processes), so several clusters (the demo and a test
+run) coexist on a busy machine; a component whose port was taken anyway is started again on new ones.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from specinfer.dev.cluster import binaries, kwok_stages, processes
+from specinfer.dev.cluster import binaries, kwok_stages, ports, processes
 from specinfer.dev.cluster.binaries import ETCD, K8S, KWOK
 from specinfer.dev.cluster.fake_nodes import create_fake_nodes, wait_nodes_ready
 from specinfer.dev.cluster.paths import cluster_dir
@@ -29,6 +30,8 @@ SERVICE_CIDR = "10.96.0.0/16"
 SERVICE_IP = "10.96.0.1"
 POD_CIDR = "10.244.0.0/16"  # kwok's pod IPs; must not overlap the service range
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+# The ports each component listens on (state.json keys); the others serve none here.
+COMPONENT_PORTS = {"etcd": ("etcd", "etcd_peer"), "kube-apiserver": ("apiserver",)}
 
 
 class ClusterError(RuntimeError):
@@ -59,6 +62,7 @@ class LocalCluster:
         self.dir = cluster_dir(name)
         self.log = log
         self._started_at: dict[str, float] = {}
+        self._reservations: dict[str, ports.Reservation] = {}  # held while this object runs the cluster
 
     # -- paths ------------------------------------------------------------------------------
     @property
@@ -110,14 +114,13 @@ class LocalCluster:
         for binary in binaries.CONTROL_PLANE:
             binaries.ensure_built(binary, log=self.log)
         self.dir.mkdir(parents=True, exist_ok=True)
-        state = ClusterState(ports={"etcd": processes.free_port(), "etcd_peer": processes.free_port(),
-                                    "apiserver": processes.free_port()})
+        state = ClusterState(ports={key: self._reserve(key) for keys in COMPONENT_PORTS.values() for key in keys})
         state.save(self.state_file)
         create_pki(self.pki.folder, service_ip=SERVICE_IP)
         self._write_kubeconfig(state.ports["apiserver"])
         try:
             for component in COMPONENTS:
-                self.start_component(component)
+                self.start_component(component, new_ports=True)
             self.log("registering fake nodes (kwok) ...")
             create_fake_nodes(self.kubeconfig, count=nodes)
             wait_nodes_ready(self.kubeconfig, count=nodes, timeout=60)
@@ -142,6 +145,9 @@ class LocalCluster:
     def stop_all(self) -> None:
         for component in reversed(COMPONENTS):
             self.stop_component(component)
+        for reservation in self._reservations.values():
+            reservation.release()
+        self._reservations.clear()
 
     def stop_component(self, component: str) -> None:
         state = self.state()
@@ -150,37 +156,79 @@ class LocalCluster:
             processes.stop(record)
             state.save(self.state_file)
 
-    def start_component(self, component: str) -> None:
-        """(Re)start one component and wait until it is ready; fault tests use this too."""
+    def start_component(self, component: str, *, new_ports: bool = False) -> None:
+        """(Re)start one component and wait until it is ready; fault tests use this too.
+
+        A component that finds its port taken is started again: on new ports with `new_ports` (while
+        `up` starts the cluster, before any client has its address), else on the same ones (a restart
+        keeps the address the kubeconfig and the clients hold), at most `ports.ATTEMPTS` times."""
         state = self.state()
         if component in state.processes and processes.is_running(state.processes[component]):
             return
-        argv = self._argv(component, state.ports)
-        self.log(f"starting {component} ...")
-        record = processes.start(component, argv, log_dir=self.dir / "logs")
-        self._started_at[component] = time.monotonic()
-        state.processes[component] = record
-        state.save(self.state_file)
-        self._wait_ready(component, record, state.ports)
+        for key in COMPONENT_PORTS.get(component, ()):  # a restart: hold the port against other processes
+            self._hold(key, state.ports[key])
+        for attempt in range(1, ports.ATTEMPTS + 1):
+            argv = self._argv(component, state.ports)
+            self.log(f"starting {component} ...")
+            record = processes.start(component, argv, log_dir=self.dir / "logs")
+            self._started_at[component] = time.monotonic()
+            state.processes[component] = record
+            state.save(self.state_file)
+            try:
+                self._wait_ready(component, record, state.ports)
+                return
+            except ports.PortTaken as taken:
+                processes.stop(record)
+                del state.processes[component]
+                if attempt == ports.ATTEMPTS:
+                    raise ClusterError(f"{taken} ({attempt} attempts{', each on new ports' if new_ports else ''}); "
+                                       f"last log lines ({record.log}):\n{taken.log_tail}") from None
+                if new_ports:
+                    for key in COMPONENT_PORTS[component]:
+                        old = self._reservations.pop(key, None)
+                        state.ports[key] = self._reserve(key)  # before releasing: never the same port again
+                        if old is not None:
+                            old.release()
+                    if component == "kube-apiserver":
+                        self._write_kubeconfig(state.ports["apiserver"])
+                self.log(f"{taken.component}: port {taken.port} was taken by another process; starting it again"
+                         + (f" on port(s) {', '.join(str(state.ports[k]) for k in COMPONENT_PORTS[component])}"
+                            if new_ports else " in a moment"))
+                state.save(self.state_file)
+                if not new_ports:
+                    time.sleep(2.0 * attempt)
+
+    def _reserve(self, key: str) -> int:
+        reservation = ports.reserve(f"{self.name} {key}")
+        self._reservations[key] = reservation
+        return reservation.port
+
+    def _hold(self, key: str, port: int) -> None:
+        """Hold `port` (known to clients already) against other specinfer processes while we run it."""
+        held = self._reservations.get(key)
+        if held is None or held.port != port:
+            reservation = ports.hold(port, f"{self.name} {key}")
+            if reservation is not None:
+                self._reservations[key] = reservation
 
     # -- internals --------------------------------------------------------------------------
-    def _argv(self, component: str, ports: dict[str, int]) -> list[str]:
+    def _argv(self, component: str, addresses: dict[str, int]) -> list[str]:
         pki = self.pki
         k8s_bin = K8S.bin_dir()
         if component == "etcd":
             return [str(ETCD.bin_dir() / "etcd"), "--name", "specinfer", "--data-dir", str(self.dir / "etcd"),
-                    "--listen-client-urls", f"http://127.0.0.1:{ports['etcd']}",
-                    "--advertise-client-urls", f"http://127.0.0.1:{ports['etcd']}",
-                    "--listen-peer-urls", f"http://127.0.0.1:{ports['etcd_peer']}",
-                    "--initial-advertise-peer-urls", f"http://127.0.0.1:{ports['etcd_peer']}",
-                    "--initial-cluster", f"specinfer=http://127.0.0.1:{ports['etcd_peer']}",
+                    "--listen-client-urls", f"http://127.0.0.1:{addresses['etcd']}",
+                    "--advertise-client-urls", f"http://127.0.0.1:{addresses['etcd']}",
+                    "--listen-peer-urls", f"http://127.0.0.1:{addresses['etcd_peer']}",
+                    "--initial-advertise-peer-urls", f"http://127.0.0.1:{addresses['etcd_peer']}",
+                    "--initial-cluster", f"specinfer=http://127.0.0.1:{addresses['etcd_peer']}",
                     "--unsafe-no-fsync", "--quota-backend-bytes", str(2 * 1024**3),
                     "--log-level", "warn"]
         if component == "kube-apiserver":
             return [str(k8s_bin / "kube-apiserver"),
-                    "--etcd-servers", f"http://127.0.0.1:{ports['etcd']}",
+                    "--etcd-servers", f"http://127.0.0.1:{addresses['etcd']}",
                     "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
-                    "--secure-port", str(ports["apiserver"]),
+                    "--secure-port", str(addresses["apiserver"]),
                     "--tls-cert-file", str(pki.serving_cert), "--tls-private-key-file", str(pki.serving_key),
                     "--client-ca-file", str(pki.ca_cert),
                     "--authorization-mode", "RBAC",
@@ -223,27 +271,32 @@ class LocalCluster:
                     "--cidr", POD_CIDR, "--node-ip", "127.0.0.1", "--v=INFO"]
         raise ValueError(f"unknown component {component!r}; known: {', '.join(COMPONENTS)}")
 
-    def _wait_ready(self, component: str, record: processes.ProcessRecord, ports: dict[str, int]) -> None:
+    def _wait_ready(self, component: str, record: processes.ProcessRecord, addresses: dict[str, int]) -> None:
         deadline = time.monotonic() + (120 if component == "kube-apiserver" else 60)
         while time.monotonic() < deadline:
             if not processes.is_running(record):
+                output = processes.log_since_start(record)
+                if ports.address_in_use(output) and component in COMPONENT_PORTS:
+                    candidates = [addresses[key] for key in COMPONENT_PORTS[component]]
+                    raise ports.PortTaken(component, ports.taken_port(output, candidates),
+                                          processes.log_tail(record, 5))
                 raise ClusterError(f"{component} exited during startup; last log lines "
                                    f"({record.log}):\n{processes.log_tail(record)}")
-            if self._component_ready(component, ports):
+            if self._component_ready(component, addresses):
                 return
             time.sleep(0.25)
         raise ClusterError(f"{component} did not become ready in time; last log lines "
                            f"({record.log}):\n{processes.log_tail(record)}")
 
-    def _component_ready(self, component: str, ports: dict[str, int]) -> bool:
+    def _component_ready(self, component: str, addresses: dict[str, int]) -> bool:
         if component == "etcd":
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{ports['etcd']}/health", timeout=2) as response:
+                with urllib.request.urlopen(f"http://127.0.0.1:{addresses['etcd']}/health", timeout=2) as response:
                     return json.load(response).get("health") == "true"
             except (urllib.error.URLError, OSError, ValueError):
                 return False
         if component == "kube-apiserver":
-            return self._apiserver_ready(ports["apiserver"])
+            return self._apiserver_ready(addresses["apiserver"])
         # The others serve no port here: ready once they have stayed up for a moment (a bad flag
         # makes them exit at once, which _wait_ready reports with the log).
         return time.monotonic() - self._started_at.get(component, 0) > 2.0

@@ -20,8 +20,11 @@ emulated and nothing else:
   engine environment with this checkout's code on its path (dev/cluster/cpu_engine_pods.py), from
   its own folder as working directory; other pods run in this process's venv;
 - network: every pod has its own IP in a cluster, locally they share loopback, so the
-  serving port in the mounted runtime config is remapped to a free port (in every projection of
-  it, so an update keeps the pod's port);
+  serving port in the mounted runtime config is remapped to a port reserved for the pod (ports.py;
+  in every projection of it, so an update keeps the pod's port), and a real engine's own internal
+  ports (vLLM's `VLLM_PORT`, where its torch.distributed store listens) start at a block reserved
+  for it; a process that exits because one of its addresses was in use is started again at once on
+  new ones, as the port clash cannot happen between pods that have addresses of their own;
 - restarts: a process that exits is restarted with a back-off (restartPolicy Always);
 - readiness: the container's readinessProbe (httpGet) is probed every sync round, and only
   ready pods serve (`serving_pods`), as kube-proxy routes only to Ready endpoints. kwok still
@@ -56,7 +59,7 @@ from pathlib import Path
 from kubernetes import client, config
 from kubernetes.client import V1Pod
 
-from specinfer.dev.cluster import atomic_volume, processes
+from specinfer.dev.cluster import atomic_volume, ports, processes
 from specinfer.dev.cluster.cpu_engine_pods import (
     THREADS_BIND,
     EngineNotInstalled,
@@ -76,6 +79,8 @@ TERMINATION_GRACE_SECONDS = 30.0
 TERMINATION_LOG = "termination-log"  # in the pod folder: the kubelet's /dev/termination-log
 TERMINATION_LOG_ENV = "SPECINFER_TERMINATION_LOG"  # runtime/entrypoint.py writes its failure there
 PROBE_TIMEOUT_SECONDS = 0.5  # loopback: a healthy engine answers in milliseconds
+ENGINE_PORT_ENV = "VLLM_PORT"  # vLLM's first port for its own servers; it counts up from there when one is taken
+ENGINE_INTERNAL_PORTS = 8  # a block per engine pod: vLLM asks for at most a handful
 
 
 def _now() -> str:
@@ -143,6 +148,14 @@ class LocalPod:
     finished: Termination | None = None  # a pod that never restarts ran to completion (Succeeded / Failed)
     cpu: int | None = None  # the CPU an engine pod's OpenMP threads are bound to (cpu_engine_pods.cpu_for_next_engine)
     volumes: list[ProjectedVolume] = field(default_factory=list)  # re-projected every sync round
+    serving_ports: ports.Reservation | None = None  # `port`, held while the pod lives
+    engine_ports: ports.Reservation | None = None  # the block VLLM_PORT starts, for pods of the real engine
+    port_moves: int = 0  # starts on new ports after an address was in use (at most ports.ATTEMPTS)
+
+    def release_ports(self) -> None:
+        for reservation in (self.serving_ports, self.engine_ports):
+            if reservation is not None:
+                reservation.release()
 
     @property
     def key(self) -> str:
@@ -262,7 +275,17 @@ class PodRunner:
         namespace, name = pod.metadata.namespace, pod.metadata.name
         container = pod.spec.containers[0]
         folder = self.workdir / f"{namespace}_{name}_{pod.metadata.uid[:8]}"
-        mounts, volumes, port = self._materialise_volumes(pod, container, folder)
+        mounts, volumes, serving = self._materialise_volumes(pod, container, folder)
+        try:
+            return self._local_pod(pod, container, folder, mounts, volumes, serving)
+        except BaseException:
+            if serving is not None:
+                serving.release()
+            raise
+
+    def _local_pod(self, pod, container, folder: Path, mounts: dict[str, Path], volumes: list[ProjectedVolume],
+                   serving: ports.Reservation | None) -> LocalPod:
+        namespace, name = pod.metadata.namespace, pod.metadata.name
 
         def local(value: str) -> str:
             # the deepest mount that holds the path, as in the container's filesystem
@@ -298,13 +321,18 @@ class PodRunner:
         argv = [local(arg) for arg in [*(container.command or []), *(container.args or [])]]
         if not argv:
             raise ValueError("container has no command: the image's entrypoint cannot be known locally")
+        engine_ports = None
+        if owns_status and cannot_start is None and ENGINE_PORT_ENV not in env:  # the pod's own setting wins
+            engine_ports = ports.reserve(f"pod {namespace}/{name} engine", block=ENGINE_INTERNAL_PORTS)
+            env[ENGINE_PORT_ENV] = str(engine_ports.port)
         probe = container.readiness_probe
         http_get = probe.http_get if probe is not None else None
         pre_stop = container.lifecycle.pre_stop if container.lifecycle is not None else None
         prestop = float(pre_stop.sleep.seconds) if pre_stop is not None and pre_stop.sleep is not None else 0.0
         restart_policy = pod.spec.restart_policy or "Always"
         return LocalPod(namespace=namespace, name=name, uid=pod.metadata.uid, folder=folder, argv=argv,
-                        env=env, port=port, labels=dict(pod.metadata.labels or {}), cwd=cwd,
+                        env=env, port=serving.port if serving is not None else None, serving_ports=serving,
+                        engine_ports=engine_ports, labels=dict(pod.metadata.labels or {}), cwd=cwd,
                         owns_status=owns_status or restart_policy != "Always", cannot_start=cannot_start,
                         restart_policy=restart_policy, container=container.name,
                         image=container.image or "", termination_policy=container.termination_message_policy,
@@ -313,9 +341,9 @@ class PodRunner:
                         prestop_seconds=prestop, volumes=volumes)
 
     def _materialise_volumes(self, pod, container, folder: Path
-                             ) -> tuple[dict[str, Path], list[ProjectedVolume], int | None]:
+                             ) -> tuple[dict[str, Path], list[ProjectedVolume], ports.Reservation | None]:
         """Mount path -> local folder, the ConfigMap and Secret volumes projected there, and the
-        pod's local serving port (None: no runtime config is mounted)."""
+        pod's local serving port, reserved (None: no runtime config is mounted)."""
         volumes = {volume.name: volume for volume in pod.spec.volumes or []}
         mounts: dict[str, Path] = {}
         projected: dict[Path, ProjectedVolume] = {}
@@ -342,10 +370,10 @@ class PodRunner:
                 raise ValueError(f"{source.kind} {pod.metadata.namespace}/{source.name} not found")
             payloads[source] = payload
         serves = any(source.runtime_config and RUNTIME_CONFIG_FILE in files for source, files in payloads.items())
-        port = processes.free_port() if serves else None
+        serving = ports.reserve(f"pod {pod.metadata.namespace}/{pod.metadata.name}") if serves else None
         for source, files in payloads.items():
-            atomic_volume.write(source.folder, local_payload(source, files, port))
-        return mounts, list(payloads), port
+            atomic_volume.write(source.folder, local_payload(source, files, serving.port if serving else None))
+        return mounts, list(payloads), serving
 
     def _payload(self, namespace: str, volume: ProjectedVolume) -> dict[str, bytes] | None:
         """The files the kubelet projects for `volume` now (path -> content); None when its object is
@@ -404,14 +432,17 @@ class PodRunner:
         now = time.monotonic()
         if pod.finished is not None:
             return
-        if pod.record is not None and pod.restart_policy != "Always":  # a Job's pod runs once
+        moved = pod.record is not None and pod.next_start == 0.0 and self._moved_to_new_ports(pod)
+        if pod.record is not None and not moved and pod.restart_policy != "Always":  # a Job's pod runs once
             self._record_termination(pod)
             code = pod.last_termination.exit_code if pod.last_termination else 1
             if pod.restart_policy == "Never" or code == 0:
                 pod.finished, pod.last_termination = pod.last_termination, None
                 self.log(f"pod {pod.namespace}/{pod.name} finished with exit code {code} (log: {pod.record.log})")
                 return
-        if pod.record is not None:  # it exited: restart with a capped exponential back-off
+        if moved:
+            pass  # a port clash of this machine, not the container's failure: started again at once
+        elif pod.record is not None:  # it exited: restart with a capped exponential back-off
             if pod.next_start == 0.0:
                 self._record_termination(pod)
                 pod.restarts += 1
@@ -432,6 +463,29 @@ class PodRunner:
             labels = {"namespace": pod.namespace, "pod": pod.name, "container": "engine",
                       **{prometheus_label_name(k): v for k, v in pod.labels.items()}}
             self.prometheus.add_target(pod.key, f"127.0.0.1:{pod.port}", labels)
+
+    def _moved_to_new_ports(self, pod: LocalPod) -> bool:
+        """A process that exited because an address was in use gets new ports (pods of a cluster have an
+        address each, so this is the local emulation's clash, never the pod's): True when moved."""
+        assert pod.record is not None
+        if (pod.serving_ports is None or pod.port_moves >= ports.ATTEMPTS
+                or not ports.address_in_use(processes.log_since_start(pod.record))):
+            return False
+        pod.port_moves += 1
+        old = (pod.serving_ports, pod.engine_ports)
+        pod.serving_ports = ports.reserve(old[0].owner)
+        pod.port = pod.serving_ports.port
+        if old[1] is not None:
+            pod.engine_ports = ports.reserve(old[1].owner, block=len(old[1].ports))
+            pod.env[ENGINE_PORT_ENV] = str(pod.engine_ports.port)
+        for reservation in old:  # after the new ones: never the same ports again
+            if reservation is not None:
+                reservation.release()
+        self.log(f"pod {pod.namespace}/{pod.name}: an address was in use (log: {pod.record.log}); starting it "
+                 f"again on port {pod.port}" + (f", engine ports from {pod.env[ENGINE_PORT_ENV]}"
+                                                 if ENGINE_PORT_ENV in pod.env else ""))
+        self._refresh_volumes(pod)  # the runtime config's port is the pod's new one
+        return True
 
     def _record_termination(self, pod: LocalPod) -> None:
         assert pod.record is not None
@@ -490,4 +544,5 @@ class PodRunner:
             self.prometheus.remove_target(pod.key)
         if pod.record is not None:
             processes.stop(pod.record, timeout=10)
+        pod.release_ports()
         shutil.rmtree(pod.folder, ignore_errors=True)

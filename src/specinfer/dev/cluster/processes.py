@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from dataclasses import asdict, dataclass
@@ -29,16 +28,10 @@ class ProcessRecord:
     argv: list[str]
     log: str
     start_ticks: int | None = None  # /proc/<pid>/stat field 22: identifies this process, not just its pid
+    log_offset: int = 0  # the log's size when this run started: what it wrote comes after
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-def free_port() -> int:
-    """A currently free loopback port (the kernel picks; tiny race accepted for local use)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _stat_fields(pid: int) -> list[str] | None:
@@ -62,11 +55,12 @@ def start(name: str, argv: list[str], *, log_dir: Path, env: dict | None = None,
     environment = {**os.environ, **(env or {})}
     executable = shutil.which(argv[0], path=environment.get("PATH")) or argv[0]
     with open(log_path, "ab") as log:
+        offset = log.tell()
         process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    env=environment, start_new_session=True, cwd=cwd)
     _children[process.pid] = process
     return ProcessRecord(name=name, pid=process.pid, executable=executable, argv=argv, log=str(log_path),
-                         start_ticks=_start_ticks(process.pid))
+                         start_ticks=_start_ticks(process.pid), log_offset=offset)
 
 
 def is_running(record: ProcessRecord) -> bool:
@@ -131,3 +125,13 @@ def log_tail(record: ProcessRecord, lines: int = 25) -> str:
         return "\n".join(Path(record.log).read_text(errors="replace").splitlines()[-lines:])
     except FileNotFoundError:
         return "(no log)"
+
+
+def log_since_start(record: ProcessRecord) -> str:
+    """What this run of the process wrote (its log is appended to across restarts)."""
+    try:
+        with open(record.log, "rb") as log:
+            log.seek(record.log_offset)
+            return log.read().decode(errors="replace")
+    except FileNotFoundError:
+        return ""

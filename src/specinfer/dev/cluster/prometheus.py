@@ -1,4 +1,4 @@
-"""A real Prometheus server (Debian's `prometheus` package) on a free loopback port.
+"""A real Prometheus server (Debian's `prometheus` package) on a reserved loopback port (ports.py).
 
 Targets are added through file-based service discovery: one JSON file per group
 in `targets/`, picked up by Prometheus within a second, so tests and the demo can
@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 from prometheus_api_client import PrometheusConnect
 
-from specinfer.dev.cluster import processes
+from specinfer.dev.cluster import ports, processes
 
 
 class PrometheusServer:
@@ -27,6 +27,7 @@ class PrometheusServer:
         self.scrape_interval = scrape_interval
         self.binary = binary or shutil.which("prometheus") or "/usr/bin/prometheus"
         self.port: int | None = None
+        self.reservation: ports.Reservation | None = None  # held while this object serves on the port
         self.record: processes.ProcessRecord | None = None
         self.log = log
 
@@ -51,6 +52,8 @@ class PrometheusServer:
         }
 
     def start(self, *, timeout: float = 60) -> PrometheusServer:
+        """Start it and wait until it is ready. A first start whose port was taken meanwhile is retried on
+        a new port; a restart keeps the URL clients were given, and says so when that port is taken."""
         if not Path(self.binary).exists():
             raise FileNotFoundError(
                 f"prometheus not found at {self.binary}; install Debian's package: "
@@ -58,19 +61,45 @@ class PrometheusServer:
         self.targets_dir.mkdir(parents=True, exist_ok=True)
         config_file = self.workdir / "prometheus.yml"
         config_file.write_text(yaml.safe_dump(self.config()))
-        self.port = self.port or processes.free_port()  # a restart keeps the URL clients were given
+        restart = self.port is not None
+        for attempt in range(1, ports.ATTEMPTS + 1):
+            if self.port is None:
+                self.reservation = ports.reserve("prometheus")
+                self.port = self.reservation.port
+            elif self.reservation is None:
+                self.reservation = ports.hold(self.port, "prometheus")
+            try:
+                return self._start_once(config_file, timeout)
+            except ports.PortTaken as taken:
+                if restart or attempt == ports.ATTEMPTS:
+                    raise RuntimeError(f"{taken} ({attempt} attempt{'s' if attempt > 1 else ''}); last log lines "
+                                       f"({self.workdir / 'prometheus.log'}):\n{taken.log_tail}") from None
+                self.log(f"prometheus: port {taken.port} was taken by another process; starting it on a new port")
+                taken_reservation = self.reservation
+                self.reservation = ports.reserve("prometheus")  # before releasing: never the same port again
+                self.port = self.reservation.port
+                if taken_reservation is not None:
+                    taken_reservation.release()
+        raise AssertionError("unreachable")
+
+    def _start_once(self, config_file: Path, timeout: float) -> PrometheusServer:
         argv = [self.binary, f"--config.file={config_file}", f"--storage.tsdb.path={self.workdir / 'data'}",
                 f"--web.listen-address=127.0.0.1:{self.port}", "--storage.tsdb.retention.time=1d",
                 "--web.enable-lifecycle", "--log.level=warn"]
-        self.record = processes.start("prometheus", argv, log_dir=self.workdir)
+        record = self.record = processes.start("prometheus", argv, log_dir=self.workdir)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if not processes.is_running(self.record):
-                raise RuntimeError(f"prometheus exited during startup:\n{processes.log_tail(self.record)}")
+            if not processes.is_running(record):
+                output = processes.log_since_start(record)
+                self.record = None
+                processes.stop(record)
+                if ports.address_in_use(output):
+                    raise ports.PortTaken("prometheus", self.port or 0, processes.log_tail(record, 5))
+                raise RuntimeError(f"prometheus exited during startup:\n{processes.log_tail(record)}")
             if self.is_ready():
                 return self
             time.sleep(0.2)
-        raise TimeoutError(f"prometheus not ready after {timeout:.0f}s:\n{processes.log_tail(self.record)}")
+        raise TimeoutError(f"prometheus not ready after {timeout:.0f}s:\n{processes.log_tail(record)}")
 
     def is_ready(self) -> bool:
         try:
