@@ -6,6 +6,10 @@ repository root on sys.path).
 
 from __future__ import annotations
 
+import atexit
+import functools
+import shutil
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -14,6 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+
+@functools.cache
+def helm_homes() -> dict[str, str]:
+    """Helm's cache, config and data folders for this test process alone: two runs side by side (the engine
+    tests beside the rest, a second clone) share no repository index or lock, and none is left behind."""
+    base = Path(tempfile.mkdtemp(prefix="specinfer-helm-"))
+    atexit.register(shutil.rmtree, base, ignore_errors=True)
+    return {f"HELM_{kind}_HOME": str(base / kind.lower()) for kind in ("CACHE", "CONFIG", "DATA")}
 
 
 def wait_for(predicate: Callable[[], Any], *, timeout: float, what: str, interval: float = 0.3,

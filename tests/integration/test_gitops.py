@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,8 @@ import yaml
 from harness_operator import apply, get, simulator_resource, wait_ready, wait_until
 
 from specinfer.dev.cluster.binaries import HELM, binary_path, ensure_built
+from specinfer.dev.cluster.ports import free_port
+from tests.support import helm_homes
 
 pytestmark = pytest.mark.integration
 
@@ -38,8 +39,7 @@ RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted"}
 
 def helm(cluster, *args: str) -> subprocess.CompletedProcess:
     ensure_built(HELM)
-    env = {**cluster.env(), "HELM_CACHE_HOME": "/tmp/specinfer-helm-cache",
-           "HELM_CONFIG_HOME": "/tmp/specinfer-helm-config", "HELM_DATA_HOME": "/tmp/specinfer-helm-data"}
+    env = {**cluster.env(), **helm_homes()}
     result = subprocess.run([str(binary_path(HELM, "helm")), *args], capture_output=True, text=True,
                             env=env, timeout=240)
     assert result.returncode == 0, f"helm {args[0]} failed:\n{result.stderr}"
@@ -98,12 +98,6 @@ def chart_operator(cluster, tmp_path):
         helm(cluster, "uninstall", release, "-n", home, "--wait", "--timeout", "60s")
         for name in (home, watched):
             cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 # A denied request: the API's "Forbidden" reason, or HTTP 403 as a number of its own -- not the

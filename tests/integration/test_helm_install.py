@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from specinfer.dev.cluster.binaries import HELM, binary_path, ensure_built
+from tests.support import helm_homes
 
 pytestmark = pytest.mark.integration
 
@@ -31,8 +32,7 @@ def helm(cluster):
     path = binary_path(HELM, "helm")
 
     def run(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-        env = {**cluster.env(), "HELM_CACHE_HOME": "/tmp/specinfer-helm-cache",
-               "HELM_CONFIG_HOME": "/tmp/specinfer-helm-config", "HELM_DATA_HOME": "/tmp/specinfer-helm-data"}
+        env = {**cluster.env(), **helm_homes()}
         return subprocess.run([str(path), *args], capture_output=True, text=True, env=env, timeout=timeout)
 
     return run

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from specinfer.dev.cluster.binaries import HELM, binary_path, ensure_built
+from tests.support import helm_homes
 
 pytestmark = pytest.mark.unit
 
@@ -55,7 +56,7 @@ def helm() -> Path:
 
 def run_helm(helm: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(helm), *args], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "HELM_CACHE_HOME": "/tmp/specinfer-helm-cache"})
+                          env={**os.environ, **helm_homes()})
 
 
 def render(helm: Path, settings: list[str]) -> str:
