@@ -52,7 +52,7 @@ def test_configmap_update_reaches_the_running_pod_without_a_restart(cluster, nam
         data, record = os.readlink(local.volumes[0].folder / DATA), local.record
 
         cluster.kubectl("apply", "-f", "-", input=workload(namespace, '{"k": 5}'))
-        wait_for(lambda: schedule.read_text() == '{"k": 5}', timeout=10)
+        wait_for(lambda: schedule.read_text() == '{"k": 5}', timeout=60)
 
         assert os.readlink(local.volumes[0].folder / DATA) != data
         assert local.record is record and processes.is_running(record) and local.restarts == 0

@@ -114,7 +114,7 @@ def test_the_simulator_workload_runs_in_a_restricted_namespace(cluster, core, re
         assert pod.spec.security_context.run_as_non_root is True
         wait_for(runner.serving_pods, timeout=90, what="the pod runner to run the rendered pod and pass its probe")
         (local,) = runner.serving_pods()
-        wait_http_ok(f"http://127.0.0.1:{local.port}/health", timeout=10)
+        wait_http_ok(f"http://127.0.0.1:{local.port}/health", timeout=60)
         assert local.env["HOME"].startswith(str(tmp_path)) and local.env["HOME"].endswith("/volumes/home")
     finally:
         stop.set()

@@ -215,7 +215,7 @@ class Namespace:
             content_type="application/apply-patch+yaml", query=[("fieldManager", TUNER_MANAGER), ("force", "true")])
         assert status == 200, answer
 
-    def event(self, reason: str, type_: str | None = None, timeout: float = 15.0) -> dict:
+    def event(self, reason: str, type_: str | None = None, timeout: float = 60.0) -> dict:
         """The first Event of this namespace with `reason` (and `type_`), waited for: the operator posts a
         condition's Event after the status write that shows the condition, so a reader who saw the
         condition can look a moment too early (seen once beside other work, 2026-12-04)."""
