@@ -18,7 +18,9 @@ def bin_cache_dir() -> Path:
 
 def state_root() -> Path:
     base = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
-    return Path(base) / "specinfer" / "clusters"
+    # absolute: the kubeconfig names its certificates by path, and kubectl resolves a relative one
+    # against the kubeconfig's own folder
+    return Path(base).absolute() / "specinfer" / "clusters"
 
 
 def cluster_dir(name: str) -> Path:
