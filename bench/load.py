@@ -21,6 +21,7 @@ import click
 from specinfer.runtime.calibration.requests import (
     LoadConfig,
     RequestResult,
+    connector,
     one_request,
     percentile,
     request_body,
@@ -74,7 +75,7 @@ async def run_load(config: LoadConfig) -> tuple[list[RequestResult], float]:
         raise ValueError("give exactly one of qps or concurrency")
     rng = random.Random(config.seed)
     timeout = aiohttp.ClientTimeout(total=config.timeout_s)
-    async with aiohttp.ClientSession(timeout=timeout, connector=aiohttp.TCPConnector(limit=0)) as session:
+    async with aiohttp.ClientSession(timeout=timeout, connector=connector()) as session:
         model = config.model or await served_model(session, config.url)
         results: list[RequestResult] = []
         start = time.perf_counter()

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from specinfer.api import SpeculativeInferenceSpec, speculation_of
+from specinfer.api.workload import DRAIN_SECONDS
 from specinfer.runtime.live_schedule import SCHEDULER_CLASS
 
 ENGINE_HOST = "0.0.0.0"  # the pod's Service and Prometheus reach vLLM from outside the container
@@ -46,6 +47,8 @@ def vllm_argv(spec: SpeculativeInferenceSpec, *, live_schedule: bool = False) ->
         argv += ["--speculative-config", config]
     if live_schedule:
         argv += ["--scheduler-cls", SCHEDULER_CLASS]
+    # drain in-flight requests on SIGTERM (vLLM's default aborts them); the pod's grace period covers it
+    argv += ["--shutdown-timeout", str(DRAIN_SECONDS)]
     argv += list(effective.engine_args)
     argv += list(spec.runtime.extra_args or [])
     return argv

@@ -12,6 +12,7 @@ import shlex
 from typing import Any
 
 from specinfer.api import RUNTIME_CONFIG_ENV
+from specinfer.api.workload import PRESTOP_SLEEP_SECONDS, TERMINATION_GRACE_SECONDS
 from specinfer.operator.hardware import MODEL_CACHE_PATH
 from specinfer.operator.render.labels import (
     CONFIG_HASH_ANNOTATION,
@@ -29,7 +30,6 @@ from specinfer.runtime.argv import vllm_argv
 from specinfer.runtime.live_schedule import SCHEDULE_FILE_ENV, SCHEDULE_KEY, STATE_FILE_ENV
 
 CONTAINER_NAME = "engine"
-PRESTOP_SLEEP_SECONDS = 5  # within terminationGracePeriodSeconds (60), before vLLM's drain
 CONFIG_DIR = "/etc/specinfer"
 HEALTH_PATH = "/health"  # vLLM's (and the simulator's) liveness endpoint
 STARTUP_PERIOD_SECONDS = 10
@@ -218,7 +218,7 @@ def build_deployment(workload: Workload) -> dict[str, Any]:
                 "spec": {
                     "automountServiceAccountToken": False,  # the engine never talks to the API server
                     "enableServiceLinks": False,
-                    "terminationGracePeriodSeconds": 60,
+                    "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,  # preStop + vLLM's drain
                     "securityContext": pod_security_context(),
                     "containers": [container],
                     "volumes": volumes,

@@ -19,7 +19,14 @@ from dataclasses import dataclass
 import aiohttp
 
 from specinfer.runtime.calibration.measurement import Measurement
-from specinfer.runtime.calibration.requests import LoadConfig, RequestResult, one_request, request_body, served_model
+from specinfer.runtime.calibration.requests import (
+    LoadConfig,
+    RequestResult,
+    connector,
+    one_request,
+    request_body,
+    served_model,
+)
 from specinfer.runtime.calibration.scrape import Counters, ScrapeError, parse
 
 MAX_METRICS_BYTES = 8 * 1024 * 1024
@@ -149,7 +156,7 @@ async def measure_endpoint(url: str, plan: LoadPlan, *, metrics_url: str | None 
     base = url.rstrip("/")
     metrics = metrics_url or f"{base}/metrics"
     timeout = aiohttp.ClientTimeout(total=plan.request_timeout_seconds)
-    async with aiohttp.ClientSession(timeout=timeout, connector=aiohttp.TCPConnector(limit=0)) as session:
+    async with aiohttp.ClientSession(timeout=timeout, connector=connector()) as session:
         try:
             name = model or await served_model(session, base)
         except (aiohttp.ClientError, TimeoutError, KeyError, IndexError, ValueError) as error:

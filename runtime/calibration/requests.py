@@ -15,6 +15,10 @@ from dataclasses import dataclass
 import aiohttp
 
 WORKLOAD_HEADER = "X-Specinfer-Workload"  # the simulator honours it; vLLM ignores it
+# vLLM's HTTP server closes a connection idle for VLLM_HTTP_TIMEOUT_KEEP_ALIVE = 5 s (vllm/envs.py), aiohttp keeps
+# an idle one for 15 s: a request sent on a connection the server is closing that instant fails before any token
+# (ServerDisconnectedError). Idle connections are dropped here well before the server drops them.
+CLIENT_KEEPALIVE_SECONDS = 2.0
 SYNTHETIC_WORDS = ("alpha", "beta", "gamma", "delta", "omega")  # what the synthetic prompts are made of
 
 
@@ -61,6 +65,11 @@ def synthetic_prompt(rng: random.Random, words: int) -> str:
     return " ".join(rng.choice(SYNTHETIC_WORDS) for _ in range(words))
 
 
+def connector() -> aiohttp.TCPConnector:
+    """The connection pool of every load: no limit, idle connections closed before the engine closes them."""
+    return aiohttp.TCPConnector(limit=0, keepalive_timeout=CLIENT_KEEPALIVE_SECONDS)
+
+
 def request_body(config: LoadConfig, model: str, rng: random.Random) -> dict:
     words = rng.choice(config.prompts) if config.prompts else synthetic_prompt(rng, config.prompt_tokens)
     body: dict = {"model": model, "max_tokens": config.output_tokens, "stream": True,
@@ -99,7 +108,10 @@ async def one_request(session: aiohttp.ClientSession, config: LoadConfig, body: 
                     last = now
                     chunks += 1
     except (aiohttp.ClientError, TimeoutError) as error:
-        return RequestResult(ok=False, error=f"{type(error).__name__}: {error}"[:160])
+        # where it broke tells why: before any answer (a closed keep-alive connection, a refused one), or
+        # mid-stream (the engine stopped or aborted the request)
+        where = f"after {chunks} tokens" if chunks else "before any token"
+        return RequestResult(ok=False, error=f"{type(error).__name__} {where}: {error}"[:160])
     end = time.perf_counter()
     if first is None:
         return RequestResult(ok=False, error="no tokens in the response")

@@ -15,6 +15,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from specinfer.api.workload import DRAIN_SECONDS
 from specinfer.runtime.sim import openai
 from specinfer.runtime.sim.engine import SimRequest
 from specinfer.runtime.sim.model import WORKLOADS
@@ -209,4 +210,7 @@ def serve(settings: SimulatorSettings) -> None:
     log.info("simulator: %s method=%s K=%s schedule=%s cost=%s timeScale=%s on %s:%s", settings.model_name,
              settings.method, settings.num_speculative_tokens, settings.schedule, settings.cost_model,
              settings.time_scale, settings.host, settings.port)
-    web.run_app(make_app(), host=settings.host, port=settings.port, access_log=None, print=None)
+    # on SIGTERM aiohttp stops accepting and waits up to shutdown_timeout for the requests in flight: the
+    # drain vLLM does with --shutdown-timeout (runtime/argv.py)
+    web.run_app(make_app(), host=settings.host, port=settings.port, access_log=None, print=None,
+                shutdown_timeout=DRAIN_SECONDS)

@@ -79,7 +79,7 @@ def resource(namespace: str, name: str, models: Path, speculation: dict, *, targ
             "metadata": {"name": name, "namespace": namespace},
             "spec": {"model": {"name": str(models / target), "servedModelName": "tiny"},
                      "speculation": speculation, "hardware": {"accelerator": "cpu"},
-                     "runtime": {"engine": "vllm", "extraArgs": ["--shutdown-timeout", "20"],
+                     "runtime": {"engine": "vllm",
                                  "env": [{"name": "VLLM_CPU_KVCACHE_SPACE", "value": "1"},
                                          {"name": "VLLM_LOG_STATS_INTERVAL", "value": "1"}]},
                      # observe: the tuner measures and reports (status.metrics), changes nothing

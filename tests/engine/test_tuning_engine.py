@@ -111,10 +111,9 @@ def resource(namespace: str, name: str, models: Path, speculation: dict, *, mode
             "spec": {"model": {"name": str(models / "target"), "servedModelName": "tiny"},
                      "speculation": speculation,
                      "hardware": {"accelerator": "cpu"},
-                     # vLLM aborts in-flight requests on SIGTERM unless --shutdown-timeout lets it drain
-                     # them: a rollout then keeps serving through the old engine's exit
-                     "runtime": {"engine": "vllm", "extraArgs": ["--max-num-seqs", str(MAX_BATCH),
-                                                                 "--shutdown-timeout", "20"],
+                     # no --shutdown-timeout: the operator renders vLLM's drain, and a rollout must lose
+                     # no request with it alone
+                     "runtime": {"engine": "vllm", "extraArgs": ["--max-num-seqs", str(MAX_BATCH)],
                                  "env": [{"name": "VLLM_CPU_KVCACHE_SPACE", "value": "1"},
                                          {"name": "VLLM_LOG_STATS_INTERVAL", "value": "1"}]},
                      "tuning": {"mode": mode, "paused": paused, "intervalSeconds": 5, "minSamples": 200,

@@ -36,6 +36,7 @@ def test_runtime_flags_are_vllm_fields():
         "hardware": {"accelerator": "nvidia", "count": 2},
     })
     flags = [arg for arg in vllm_argv(spec) if arg.startswith("--")]
-    assert len(flags) == 6
+    assert len(flags) == 7  # --host, --port, --served-model-name, --tensor-parallel-size, --revision, the
+    # speculative config and --shutdown-timeout
     for flag in flags:
         assert flag[2:].replace("-", "_") in fields, f"{flag} is not a vLLM 0.33.0 argument"

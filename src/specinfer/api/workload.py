@@ -213,6 +213,16 @@ class Simulator(ApiModel):
     """Optional workload phases; overrides `workload` while set."""
 
 
+# How an engine pod ends (a rollout, a scale-down): Endpoints drop it, the kubelet runs the preStop sleep (a
+# request routed in that instant still arrives), then SIGTERM, and vLLM drains what it holds for
+# --shutdown-timeout seconds before it stops -- its default, 0, aborts every in-flight request
+# (vllm/v1/engine/core.py `_handle_shutdown`, "mode=abort"), which a client sees as a dropped connection. The
+# kubelet kills what is left at terminationGracePeriodSeconds, so the grace period covers both and a margin.
+PRESTOP_SLEEP_SECONDS = 5
+DRAIN_SECONDS = 120  # a peak's queue and its longest requests; an idle engine exits at once
+TERMINATION_GRACE_SECONDS = PRESTOP_SLEEP_SECONDS + DRAIN_SECONDS + 10
+
+
 class Runtime(ApiModel):
     """The engine process: vLLM itself or the simulator, and its container settings."""
 
@@ -224,7 +234,8 @@ class Runtime(ApiModel):
     """Extra `vllm serve` arguments, one argument per item. Flags the spec owns (--speculative-config, --port,
     --scheduler-cls, ...) are refused in every spelling vLLM accepts (`_` for `-`, dotted sub-keys, unambiguous
     prefixes, --config FILE), and so are values vLLM would refuse: control characters, and a numeric flag
-    (--max-num-seqs, ...) given something else."""
+    (--max-num-seqs, ...) given something else. They come last: `--shutdown-timeout` here replaces the drain of
+    120 s the operator sets, and a longer one is cut at the pod's terminationGracePeriodSeconds (135 s)."""
     env: list[EnvVar] | None = Field(default=None, max_length=64)
     """Extra environment variables for the engine container."""
     resources: Resources | None = None

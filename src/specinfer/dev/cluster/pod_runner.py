@@ -75,7 +75,7 @@ from specinfer.operator.render.labels import CALIBRATION_LABEL, NAME_LABEL
 RUNTIME_LABEL = NAME_LABEL  # the pods of a resource's engines
 RUNTIME_CONFIG_DIR = "/etc/specinfer"
 RUNTIME_CONFIG_FILE = "runtime.json"
-TERMINATION_GRACE_SECONDS = 30.0
+DEFAULT_TERMINATION_GRACE_SECONDS = 30.0  # the kubelet's, for a pod that does not say
 TERMINATION_LOG = "termination-log"  # in the pod folder: the kubelet's /dev/termination-log
 TERMINATION_LOG_ENV = "SPECINFER_TERMINATION_LOG"  # runtime/entrypoint.py writes its failure there
 PROBE_TIMEOUT_SECONDS = 0.5  # loopback: a healthy engine answers in milliseconds
@@ -131,6 +131,7 @@ class LocalPod:
     started: list[float] = field(default_factory=list)
     terminating_since: float | None = None
     prestop_seconds: float = 0.0  # the container's preStop sleep: SIGTERM waits for it, as the kubelet's does
+    grace_seconds: float = DEFAULT_TERMINATION_GRACE_SECONDS  # the pod's terminationGracePeriodSeconds
     signalled: bool = False
     readiness_path: str | None = None  # the readinessProbe's httpGet path; None: ready once running
     failure_threshold: int = 3
@@ -338,7 +339,10 @@ class PodRunner:
                         image=container.image or "", termination_policy=container.termination_message_policy,
                         readiness_path=(http_get.path or "/") if http_get is not None else None, cpu=cpu,
                         failure_threshold=(probe.failure_threshold or 3) if probe is not None else 3,
-                        prestop_seconds=prestop, volumes=volumes)
+                        prestop_seconds=prestop, volumes=volumes,
+                        grace_seconds=float(pod.spec.termination_grace_period_seconds
+                                            if pod.spec.termination_grace_period_seconds is not None
+                                            else DEFAULT_TERMINATION_GRACE_SECONDS))
 
     def _materialise_volumes(self, pod, container, folder: Path
                              ) -> tuple[dict[str, Path], list[ProjectedVolume], ports.Reservation | None]:
@@ -523,8 +527,8 @@ class PodRunner:
         """Graceful termination without blocking the loop; True once the process is gone.
 
         Like the kubelet: the pod leaves the endpoints at once (serving_pods), runs its preStop
-        sleep, gets SIGTERM to drain in-flight requests, and SIGKILL after the grace period (which
-        counts from the start, the preStop sleep included).
+        sleep, gets SIGTERM to drain in-flight requests, and SIGKILL after the pod's
+        terminationGracePeriodSeconds (which counts from the start, the preStop sleep included).
         """
         now = time.monotonic()
         if pod.terminating_since is None:
@@ -534,7 +538,7 @@ class PodRunner:
             if pod.record is not None and processes.is_running(pod.record):
                 os.kill(pod.record.pid, signal.SIGTERM)
         running = pod.record is not None and processes.is_running(pod.record)
-        if running and now - pod.terminating_since < TERMINATION_GRACE_SECONDS:
+        if running and now - pod.terminating_since < pod.grace_seconds:
             return False
         self._stop(pod)  # SIGKILLs a process that outlived its grace period; removes target and folder
         return True

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import itertools
 import random
 import threading
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from specinfer.runtime.calibration.requests import LoadConfig, RequestResult, one_request, request_body
+from specinfer.runtime.calibration.requests import LoadConfig, RequestResult, connector, one_request, request_body
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ class PhasedLoad:
 
     async def _run(self) -> None:
         timeout = aiohttp.ClientTimeout(total=self.config.timeout_s)
-        async with aiohttp.ClientSession(timeout=timeout, connector=aiohttp.TCPConnector(limit=0)) as session:
+        async with aiohttp.ClientSession(timeout=timeout, connector=connector()) as session:
             for phase in self.phases:
                 if self._stop.is_set():
                     break
@@ -138,6 +139,9 @@ class PhasedLoad:
             config = LoadConfig(url=url, prompt_tokens=self.config.prompt_tokens,
                                 output_tokens=self.config.output_tokens, timeout_s=self.config.timeout_s)
             result = await one_request(session, config, request_body(config, self.model, self.rng))
+            if not result.ok and url not in self.endpoints():  # the pod left while it answered
+                result = dataclasses.replace(result, error=f"{result.error} (its pod had stopped serving: "
+                                                           "terminating or restarted)")
             if self.current is not None:
                 self.current.results.append(result)
             if not result.ok:

@@ -91,9 +91,8 @@ def resource(models: Path, *, namespace: str = "default", method: str = "draftMo
             "speculation": {"method": method, "draftModel": {"name": str(models / METHODS[method])},
                             "numSpeculativeTokens": 2},
             "hardware": {"accelerator": "cpu"},
-            # --shutdown-timeout: vLLM drains in-flight requests on SIGTERM instead of aborting them
-            # (its default, 0), so the tuner's rollouts drop no request
-            "runtime": {"engine": "vllm", "extraArgs": ["--max-num-seqs", str(MAX_BATCH), "--shutdown-timeout", "20"],
+            # (the operator renders vLLM's drain, --shutdown-timeout, so the tuner's rollouts drop no request)
+            "runtime": {"engine": "vllm", "extraArgs": ["--max-num-seqs", str(MAX_BATCH)],
                         # a fixed 1 GiB KV cache: without it vLLM reserves 0.92 of the machine's memory
                         "env": [{"name": "VLLM_CPU_KVCACHE_SPACE", "value": "1"}]},
             "tuning": {"mode": "auto", "intervalSeconds": 5, "minSamples": 200, "minNumSpeculativeTokens": 0,
