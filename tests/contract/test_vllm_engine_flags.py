@@ -12,16 +12,21 @@ from __future__ import annotations
 import ast
 import re
 from functools import cache
+from pathlib import Path
 
 import pytest
 
 from specinfer.api.engine_flags import (
     ADMISSION_FLAG_PATTERN,
+    CODE_PATH_FLAG_PATTERN,
+    CODE_PATH_FLAGS,
+    CODE_PATHS,
     CONTEXT_LENGTH,
     ENGINE_CLASS_FLAGS,
     ENGINE_CLASSES,
     INTEGER,
     INTEGER_OR_NONE,
+    NOT_ABBREVIATIONS,
     NUMBER,
     NUMBER_OR_NONE,
     NUMERIC_ALIASES,
@@ -31,6 +36,7 @@ from specinfer.api.engine_flags import (
     SHORT_ALIASES,
     SIZE,
     SIZE_OR_NONE,
+    TENANT_CODE_CHOICES,
     owned_flag,
     refusal,
 )
@@ -95,7 +101,9 @@ def test_the_parsing_rules_reproduced_are_vllms():
 def test_owned_flag_is_refused_in_every_spelling_vllm_accepts(flag):
     name = flag[2:]
     spellings = [flag, f"{flag}=x", "--" + name.replace("-", "_"), f"--{name.replace('-', '_')}=x",
-                 f"{flag}.key=1", f"{flag}.key", *unambiguous_prefixes(flag)]
+                 f"{flag}.key=1", f"{flag}.key", *unambiguous_prefixes(flag),
+                 # one item with a space: argparse reads it as a positional and vLLM refuses to start
+                 f"{flag} x", f"--{name.replace('-', '_')} x", *(f"{prefix} x" for prefix in unambiguous_prefixes(flag))]
     for spelling in spellings:
         assert owned_flag(spelling) == flag or (owned_flag(spelling) in OWNED_FLAGS and len(spelling) < len(flag)), \
             f"{spelling!r} sets {flag} in vLLM but is not refused"
@@ -117,22 +125,40 @@ def test_no_other_vllm_flag_is_refused():
     assert not refused, f"legitimate vLLM flags refused by the extraArgs rule: {refused}"
 
 
+def test_the_flags_that_are_no_abbreviation_are_the_wheels():
+    """A vLLM flag whose name is a prefix of an owned one is an exact match for argparse, not an abbreviation."""
+    owned = set(OWNED_FLAGS)
+    prefixes = {flag for flag in vllm_flags() - owned if any(o.startswith(flag) and o != flag for o in owned)}
+    assert set(NOT_ABBREVIATIONS) == prefixes
+    for flag in NOT_ABBREVIATIONS:
+        for spelling in (flag, f"{flag}=x", f"{flag} x", flag[:2] + flag[2:].replace("-", "_")):
+            assert owned_flag(spelling) is None, spelling
+
+
 def test_values_are_never_read_as_flags():
     for value in ("8192", "{}", '{"method": "ngram"}', "meta-llama/Llama-3.1-8B", "auto", "-1"):
         assert owned_flag(value) is None, value
 
 
+def admitted(item: str) -> bool:
+    """Whether the CRD's two owned-flag rules let the item through."""
+    return not (re.match(ADMISSION_FLAG_PATTERN, item) or re.match(CODE_PATH_FLAG_PATTERN, item))
+
+
 @pytest.mark.parametrize("flag", sorted(OWNED_FLAGS))
 def test_admission_refuses_every_unabbreviated_spelling(flag):
-    """The CEL rule (no abbreviations, for the API server's cost budget) still catches `_`, dotted and `=`."""
+    """The CEL rules (no abbreviations, for the API server's cost budget) still catch `_`, dotted, `=` and a
+    value in the same item."""
     name = flag[2:]
-    for spelling in (flag, f"{flag}=x", "--" + name.replace("-", "_"), f"{flag}.key=1", f"{flag}.key"):
-        assert re.match(ADMISSION_FLAG_PATTERN, spelling), spelling
+    for spelling in (flag, f"{flag}=x", "--" + name.replace("-", "_"), f"{flag}.key=1", f"{flag}.key",
+                     f"{flag} 9000", f"--{name.replace('-', '_')} x"):
+        assert not admitted(spelling), spelling
 
 
 def test_admission_refuses_nothing_parse_spec_would_admit():
-    candidates = {*vllm_flags(), *(f"{f}=1" for f in vllm_flags()), *(f"{a}.x" for a in SHORT_ALIASES), "-tp4"}
-    assert [c for c in candidates if re.match(ADMISSION_FLAG_PATTERN, c) and owned_flag(c) is None] == []
+    candidates = {*vllm_flags(), *(f"{f}=1" for f in vllm_flags()), *(f"{f} 1" for f in vllm_flags()),
+                  *(f"{a}.x" for a in SHORT_ALIASES), "-tp4"}
+    assert [c for c in candidates if not admitted(c) and owned_flag(c) is None] == []
 
 
 
@@ -462,3 +488,93 @@ def test_the_value_parsers_are_vllms_own(parser, kind):
     for value in VALUES:
         ours, theirs = outcome(kind.parse, value), outcome(vllm, value)
         assert ours == theirs or (ours != ours and theirs != theirs), (parser, value, ours, theirs)  # nan != nan
+
+
+# -- Flags that load code -------------------------------------------------------------------------------------
+
+CODE_WORDS = re.compile(r"import path|module path|qualified name|remote code", re.IGNORECASE)
+
+
+def flag_fields() -> dict[str, tuple[str, str]]:
+    """Every `vllm serve` flag that is a field of the argument classes: flag -> (its type, its docstring, from
+    the config class the default comes from for EngineArgs)."""
+    found: dict[str, tuple[str, str]] = {}
+    for name, (item, doc) in _fields(_config_classes()["EngineArgs"]).items():
+        default = item.value
+        if isinstance(default, ast.Attribute) and isinstance(default.value, ast.Name) \
+                and default.value.id in _config_classes():
+            doc = _fields(_config_classes()[default.value.id]).get(default.attr, (None, doc))[1]
+        elif isinstance(default, ast.Call) and ast.unparse(default.func) == "get_field" \
+                and ast.unparse(default.args[0]) in _config_classes():
+            doc = _fields(_config_classes()[ast.unparse(default.args[0])]).get(default.args[1].value, (None, doc))[1]
+        found["--" + name.replace("_", "-")] = (ast.unparse(item.annotation), doc)
+    for cls in ("BaseFrontendArgs", "FrontendArgs"):
+        for name, (item, doc) in _fields(_config_classes()[cls]).items():
+            found["--" + name.replace("_", "-")] = (ast.unparse(item.annotation), doc)
+    return {flag: value for flag, value in found.items() if flag in vllm_flags()}
+
+
+def code_loading_flags() -> dict[str, str]:
+    """The flags of the wheel that load code, and why this test says so: a plugin (`*-plugin`), a docstring
+    naming an import path, module path, qualified name or remote code, or a JSON config with such a field."""
+    found: dict[str, str] = {}
+    for flag, (annotation, doc) in flag_fields().items():
+        configs = [c for c in re.findall(r"\w+", annotation) if c in _config_classes()]
+        inner = [f"{config}.{field}" for config in configs
+                 for field, (_, field_doc) in _fields(_config_classes()[config]).items()
+                 if CODE_WORDS.search(field_doc) or field.endswith(("_module_path", "_cls"))]
+        if flag.endswith("-plugin"):
+            found[flag] = "a plugin"
+        elif CODE_WORDS.search(doc):
+            found[flag] = f"documented: {CODE_WORDS.search(doc).group()}"
+        elif inner:
+            found[flag] = f"its config's {inner[0]}"
+    return found
+
+
+def test_every_flag_that_loads_code_is_owned_or_the_tenants_documented_risk():
+    found = code_loading_flags()
+    assert {"--middleware", "--kv-transfer-config", "--tool-parser-plugin", "--trust-remote-code"} <= set(found), found
+    classified = set(ENGINE_CLASS_FLAGS) | set(CODE_PATH_FLAGS) | set(TENANT_CODE_CHOICES)
+    assert set(found) <= classified, (
+        f"flags of vLLM 0.33.0 that load code, neither owned nor documented as the tenant's risk: "
+        f"{ {flag: found[flag] for flag in sorted(set(found) - classified)} }")
+    assert set(CODE_PATH_FLAGS) | set(TENANT_CODE_CHOICES) <= set(found), \
+        sorted((set(CODE_PATH_FLAGS) | set(TENANT_CODE_CHOICES)) - set(found))
+    assert not set(CODE_PATH_FLAGS) & set(TENANT_CODE_CHOICES)
+
+
+def test_the_code_path_flags_load_code_by_path_in_the_wheel():
+    """What the refusal says of each, in vLLM 0.33.0's source."""
+    frontend = read_source(SOURCES[1])
+    assert "The value should be an import path" in frontend  # --middleware
+    assert "ToolParserManager.import_tool_parser(args.tool_parser_plugin)" in frontend
+    assert "import_plugin(plugin_path)" in read_source("vllm/tool_parsers/abstract_tool_parser.py")
+    assert "ReasoningParserManager.import_reasoning_parser(reasoning_parser_plugin)" in read_source(
+        "vllm/v1/structured_output/__init__.py")
+    assert "import_plugin(plugin_path)" in read_source("vllm/reasoning/abs_reasoning_parsers.py")
+    for config, field in (("vllm/config/kv_transfer.py", "kv_connector_module_path"),
+                          ("vllm/config/ec_transfer.py", "ec_connector_module_path")):
+        assert f"    {field}: str | None = None" in read_source(config), config
+
+
+@pytest.mark.parametrize("flag", CODE_PATH_FLAGS)
+def test_every_code_path_flag_is_refused_in_every_spelling_and_at_admission(flag):
+    assert flag in vllm_flags()
+    assert OWNED_FLAGS[flag].startswith(CODE_PATHS)
+    name = flag[2:]
+    for spelling in (flag, f"{flag}=my.module", f"{flag} my.module", f"--{name.replace('-', '_')}=x",
+                     f"{flag}.key=1", *unambiguous_prefixes(flag)):
+        assert owned_flag(spelling) == flag or (owned_flag(spelling) in OWNED_FLAGS and len(spelling) < len(flag))
+        reason = refusal(spelling)
+        assert reason is not None and "loads code by module or file path" in reason, spelling
+    for spelling in (flag, f"{flag}=x", f"{flag} x", f"--{name.replace('-', '_')}.k=1"):
+        assert re.match(CODE_PATH_FLAG_PATTERN, spelling), spelling
+
+
+@pytest.mark.parametrize("flag", sorted(TENANT_CODE_CHOICES))
+def test_the_tenants_own_code_choices_are_accepted_and_documented(flag):
+    assert flag in vllm_flags()
+    assert owned_flag(flag) is None and owned_flag(f"{flag}=x") is None
+    assert admitted(flag) and admitted(f"{flag}=x")
+    assert f"`{flag}`" in (Path(__file__).parents[2] / "docs" / "api.md").read_text()
