@@ -103,7 +103,8 @@ def test_owned_flag_is_refused_in_every_spelling_vllm_accepts(flag):
     spellings = [flag, f"{flag}=x", "--" + name.replace("-", "_"), f"--{name.replace('-', '_')}=x",
                  f"{flag}.key=1", f"{flag}.key", *unambiguous_prefixes(flag),
                  # one item with a space: argparse reads it as a positional and vLLM refuses to start
-                 f"{flag} x", f"--{name.replace('-', '_')} x", *(f"{prefix} x" for prefix in unambiguous_prefixes(flag))]
+                 f"{flag} x", f"--{name.replace('-', '_')} x",
+                 *(f"{prefix} x" for prefix in unambiguous_prefixes(flag))]
     for spelling in spellings:
         assert owned_flag(spelling) == flag or (owned_flag(spelling) in OWNED_FLAGS and len(spelling) < len(flag)), \
             f"{spelling!r} sets {flag} in vLLM but is not refused"

@@ -92,7 +92,7 @@ OWNED_FLAGS: dict[str, str] = {
     "--model-class-overrides": ENGINE_CLASSES,
     "--ec-manager-config": ENGINE_CLASSES,
     "--middleware": CODE_PATHS + " (an ASGI middleware would wrap the API server that serves /metrics and the probes)",
-    "--kv-transfer-config": CODE_PATHS + " (kv_connector_module_path: a KV connector the scheduler calls at every step)",
+    "--kv-transfer-config": CODE_PATHS + " (kv_connector_module_path: a connector the scheduler calls at every step)",
     "--ec-transfer-config": CODE_PATHS + " (ec_connector_module_path: a connector the scheduler calls at every step)",
     "--tool-parser-plugin": CODE_PATHS + " (a Python file, which need not be part of the image)",
     "--reasoning-parser-plugin": CODE_PATHS + " (a Python file, which need not be part of the image)",
@@ -107,7 +107,7 @@ CODE_PATH_FLAGS = tuple(flag for flag, reason in OWNED_FLAGS.items() if reason.s
 # tenant's own risk (docs/api.md, "Flags that load code"); tests/contract/test_vllm_engine_flags.py checks that
 # every flag of the wheel that loads code is here or owned.
 TENANT_CODE_CHOICES: dict[str, str] = {
-    "--compilation-config": "its backend may be the qualified name of a function to import (vllm/config/compilation.py)",
+    "--compilation-config": "its backend may name a function to import (vllm/config/compilation.py)",
     "--io-processor-plugin": "the name of an installed IO processor plugin",
     "--trust-remote-code": "runs the Python code of the model repository the spec names",
 }
@@ -432,8 +432,9 @@ ExtraArg = Annotated[str, Field(max_length=4096, json_schema_extra={"x-kubernete
     "rule": f"!self.matches('{CODE_PATH_FLAG_PATTERN}')",
     "message": "spec.runtime.extraArgs: an item sets a flag that loads code by module or file path into the "
                "engine: code comes from the allowed image (docs/api.md, Flags that load code)",
-    "messageExpression": "\"spec.runtime.extraArgs: '\" + self + \"' sets a flag that loads code by module or file "
-                         "path into the engine: code comes from the allowed image (docs/api.md, Flags that load code)\"",
+    "messageExpression": "\"spec.runtime.extraArgs: '\" + self + \"' sets a flag that loads code by module or "
+                         "file path into the engine: code comes from the allowed image (docs/api.md, Flags that load "
+                         "code)\"",
 }, {
     "rule": f"!self.matches({_cel_string(CONTROL_CHARACTER_PATTERN)})",
     "message": "spec.runtime.extraArgs: an item contains a control character (a newline, carriage return, tab, "
