@@ -9,16 +9,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
-START_ONE = ("start the local one with `specinfer cluster up` and `eval \"$(specinfer cluster env)\"`, "
-             "or point KUBECONFIG at a cluster")
+from specinfer.cli_errors import START_CLUSTER, flat
 
 
 class ClusterUnavailable(Exception):
     """No Kubernetes API to talk to; the message says where the client looked and what to run."""
-
-
-def one_line(error: BaseException) -> str:
-    return " ".join(str(error).split())
 
 
 def kubeconfig_paths() -> str:
@@ -42,9 +37,9 @@ def configuration(*, config_file: str | None = None) -> Any:
         config.load_kube_config(config_file=where, client_configuration=result)
     except Exception as error:  # noqa: BLE001 -- missing, unreadable, not YAML, not a kubeconfig: all one line
         missing = not any(os.path.exists(path) for path in where.split(os.pathsep) if path)
-        found = "there is none" if missing else f"it is not usable ({type(error).__name__}: {one_line(error)})"
+        found = "there is none" if missing else f"it is not usable ({type(error).__name__}: {flat(error)})"
         raise ClusterUnavailable(f"no Kubernetes cluster: not in a pod, and the kubeconfig {where}: {found}; "
-                                 + START_ONE) from None
+                                 + START_CLUSTER) from None
     return result
 
 
@@ -59,10 +54,10 @@ def check_reachable(settings: Any, *, timeout: float = 5.0) -> None:
     except ApiException:
         return  # it answered (an error status is for the caller's requests to report)
     except (HTTPError, OSError) as error:
-        reason = one_line(getattr(error, "reason", None) or error).rsplit("new connection: ", 1)[-1]
+        reason = flat(getattr(error, "reason", None) or error).rsplit("new connection: ", 1)[-1]
         raise ClusterUnavailable(f"the Kubernetes API at {settings.host} does not answer ({reason}): is the "
                                  "cluster running? `specinfer cluster status` shows the local one; "
-                                 + START_ONE) from None
+                                 + START_CLUSTER) from None
 
 
 def api_client(*, connections: int = 32) -> Any:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 
+# What to run when there is no cluster (operator/client.py's ClusterUnavailable says it too)
 START_CLUSTER = ("start the local one with `specinfer cluster up` and `eval \"$(specinfer cluster env)\"`, or point "
                  "KUBECONFIG at a cluster")
 
@@ -17,7 +18,8 @@ def _type(module: str, name: str) -> type | None:
     return getattr(loaded, name, None) if loaded is not None else None
 
 
-def _flat(error: object) -> str:
+def flat(error: object) -> str:
+    """An error's text on one line (a YAML error's is several)."""
     return " ".join(str(error).split())
 
 
@@ -25,19 +27,19 @@ def unreachable(error: BaseException) -> str | None:
     """The line to print for `error`, or None when it is not about a missing server."""
     unavailable = _type("specinfer.operator.client", "ClusterUnavailable")
     if unavailable is not None and isinstance(error, unavailable):
-        return _flat(error)
+        return flat(error)
     config_exception = _type("kubernetes.config.config_exception", "ConfigException")
     if config_exception is not None and isinstance(error, config_exception):
-        return f"no Kubernetes cluster configured ({_flat(error)}): {START_CLUSTER}"
+        return f"no Kubernetes cluster configured ({flat(error)}): {START_CLUSTER}"
     max_retries = _type("urllib3.exceptions", "MaxRetryError")
     if max_retries is not None and isinstance(error, max_retries):
         pool = error.pool  # type: ignore[attr-defined]
         where = f"{pool.scheme}://{pool.host}:{pool.port}" if pool is not None else "the server"
-        reason = _flat(error.reason or error).rsplit("new connection: ", 1)[-1]  # type: ignore[attr-defined]
+        reason = flat(error.reason or error).rsplit("new connection: ", 1)[-1]  # type: ignore[attr-defined]
         return f"nothing answers at {where} ({reason}): is it running? (the local cluster: `specinfer cluster status`)"
     connector = _type("aiohttp.client_exceptions", "ClientConnectorError")
     if connector is not None and isinstance(error, connector):
-        return f"nothing answers at {error.host}:{error.port} ({_flat(error)}): is it running?"  # type: ignore[attr-defined]
+        return f"nothing answers at {error.host}:{error.port} ({flat(error)}): is it running?"  # type: ignore[attr-defined]
     if isinstance(error, ConnectionError):
-        return f"a connection failed ({_flat(error)}): is the server the command talks to running?"
+        return f"a connection failed ({flat(error)}): is the server the command talks to running?"
     return None
