@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
+import zipfile
 from functools import cache
 from pathlib import Path
 
@@ -40,7 +41,8 @@ from specinfer.api.engine_flags import (
     owned_flag,
     refusal,
 )
-from specinfer.dev.vllm_wheels import read_source
+from specinfer.dev.vllm_wheels import read_source, wheel_path
+from specinfer.runtime.methods.engines import RELEASES
 
 pytestmark = pytest.mark.unit
 
@@ -81,20 +83,24 @@ def test_every_owned_flag_and_alias_exists_in_vllm():
     assert set(SHORT_ALIASES) <= vllm_flags()
 
 
-def test_the_parsing_rules_reproduced_are_vllms():
-    """What engine_flags.py relies on is what the wheel does: `_` -> `-` up to the first `.`, dotted
+@pytest.mark.parametrize("release", RELEASES, ids=lambda release: release.label)
+def test_the_parsing_rules_reproduced_are_vllms(release):
+    """What engine_flags.py relies on is what both wheels do: `_` -> `-` up to the first `.`, dotted
     sub-keys for any flag starting with `-`, `--config FILE`, `--model` moved in front, abbreviations on."""
-    source = read_source("vllm/utils/argparse_utils.py")
+    source = read_source("vllm/utils/argparse_utils.py", release)
     assert 'pattern = re.compile(r"(?<=--)[^\\.]*")' in source          # names up to the first '.'
     assert 'return match.group(0).replace("_", "-")' in source
     assert 'if processed_arg.startswith("-") and "." in processed_arg:' in source  # -sc.method too
     assert 'if "--config" in args:' in source
     assert 're.match(r"^--model(=.+|$)", arg)' in source
-    # where `vllm serve`'s parser and subparser are built: argparse's allow_abbrev stays at its default (on)
-    parsers = ("vllm/entrypoints/cli/main.py", "vllm/entrypoints/cli/serve.py", "vllm/utils/argparse_utils.py",
-               *SOURCES)
-    assert not [path for path in parsers if "allow_abbrev" in read_source(path)]
-    assert "FlexibleArgumentParser" in read_source("vllm/entrypoints/cli/main.py")
+    # wherever `vllm serve`'s parsers and arguments are built (the entrypoints, the engine's and the parser's
+    # modules): argparse's allow_abbrev stays at its default (on)
+    names = zipfile.ZipFile(wheel_path(release)).namelist()
+    parsers = [name for name in names if name.endswith(".py") and (name.startswith("vllm/entrypoints/") or name in (
+        "vllm/utils/argparse_utils.py", "vllm/engine/arg_utils.py"))]
+    assert "vllm/entrypoints/cli/serve.py" in parsers
+    assert not [path for path in parsers if "allow_abbrev" in read_source(path, release)]
+    assert "FlexibleArgumentParser" in read_source("vllm/entrypoints/cli/main.py", release)
 
 
 @pytest.mark.parametrize("flag", sorted(OWNED_FLAGS))
@@ -178,10 +184,6 @@ def _config_classes() -> dict[str, ast.ClassDef]:
 
 @cache
 def _wheel_files() -> tuple[str, ...]:
-    import zipfile
-
-    from specinfer.dev.vllm_wheels import wheel_path
-
     return tuple(name for name in zipfile.ZipFile(wheel_path()).namelist() if name.endswith(".py"))
 
 
