@@ -8,13 +8,15 @@ PIP := $(VENV)/bin/pip
 SPECINFER := $(VENV)/bin/specinfer
 PYTEST_ARGS ?=
 
-.PHONY: help setup venv system-deps binaries vllm-wheel engine demo test test-unit test-integration test-e2e lint crds clean
+.PHONY: help setup venv system-deps binaries vllm-wheel engine demo test test-unit test-contract test-integration test-e2e lint crds clean
 
 help:
 	@echo "make demo              run the main job: local control plane + operator + simulator, tuned live"
 	@echo "make test              install everything needed, then run the whole test suite"
-	@echo "make test-unit         unit + contract tests only (no processes)"
+	@echo "make test-unit         unit tests: offline, no processes, no Go build, no download"
+	@echo "make test-contract     the tests that read the pinned vLLM wheels or run helm (downloads and builds them once)"
 	@echo "make test-integration  tests against the local control plane and Prometheus"
+	@echo "make test-e2e          the whole product loop on the local control plane (operator, Prometheus, pods)"
 	@echo "make setup             system packages, Python venv, Go-built Kubernetes binaries, vLLM wheel, CPU engine"
 
 # The three downloads-and-builds run side by side: the Go build is CPU-bound, the engine's install
@@ -63,11 +65,20 @@ demo: setup
 test: setup lint
 	$(PY) tools/run_tests.py $(PYTEST_ARGS)
 
-test-unit: venv binaries
-	$(PY) -m pytest tests -m unit $(PYTEST_ARGS)
+# Offline and fast: the unit tests but those that read the vLLM wheels (`wheel`) or run helm (`binaries`);
+# SPECINFER_OFFLINE makes a download or a Go build an error naming the marker, not a silent 470 MB.
+test-unit: venv
+	SPECINFER_OFFLINE=1 $(PY) -m pytest tests -m "unit and not wheel and not binaries" $(PYTEST_ARGS)
+
+# The rest of the unit marker: the contract tests (tests/contract, the pinned wheels) and the chart's helm tests.
+test-contract: venv binaries vllm-wheel
+	$(PY) -m pytest tests -m "unit and (wheel or binaries)" $(PYTEST_ARGS)
 
 test-integration: setup
-	$(PY) -m pytest tests -m "integration or e2e" $(PYTEST_ARGS)
+	$(PY) -m pytest tests -m integration $(PYTEST_ARGS)
+
+test-e2e: setup
+	$(PY) -m pytest tests -m e2e $(PYTEST_ARGS)
 
 # Layer contracts (import-linter), types (mypy, strict on the pure layers) and style (ruff); static
 # tools read build/import-view, the package as Python imports it (tools/import_view.py).

@@ -144,6 +144,10 @@ def load_command(url, model, qps, concurrency, prompt_tokens, output_tokens, dur
                         duration_s=duration / time_scale, workload=workload, chat=chat, seed=seed)
     try:
         results, wall = asyncio.run(run_load(config))
+    except aiohttp.ClientConnectorError as error:
+        raise click.ClickException(f"no server answers at {url} ({error.os_error.strerror or error}): start one "
+                                   "there (`specinfer sim` serves a simulated vLLM on port 8000), or give --url") \
+            from None
     except aiohttp.ClientError as error:
         raise click.ClickException(f"cannot reach {url}: {error}") from error
     mode = f"qps {qps:g}" if qps is not None else f"concurrency {concurrency}"

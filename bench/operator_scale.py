@@ -125,27 +125,40 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
+LOCAL_CLUSTER = "pytest"  # the local control plane the tests start (specinfer cluster up --name pytest)
+
+
 @click.command("operator-scale")
 @click.option("--count", default=500, show_default=True, help="resources in the burst")
 @click.option("--replicas", default=0, show_default=True, help="engine pods per resource")
 @click.option("--steady-seconds", default=60, show_default=True, help="window for the steady-state write rate")
 @click.option("--timeout", default=300, show_default=True, help="give up converging after this long")
-@click.option("--kubeconfig", default=None, help="default: $KUBECONFIG, else the local cluster 'pytest'")
+@click.option("--kubeconfig", default=None, help=f"default: $KUBECONFIG, else the local cluster '{LOCAL_CLUSTER}'")
 @click.option("--operator-config", default=None, help="operator configuration YAML (e.g. another rate limit)")
 @click.option("--keep", is_flag=True, help="leave the namespace in place")
 def operator_scale_command(count: int, replicas: int, steady_seconds: int, timeout: int, kubeconfig: str | None,
                            operator_config: str | None, keep: bool) -> None:
     """Apply COUNT resources in a burst; report convergence time, p50/p99 latency, RSS, steady-state writes."""
-    from kubernetes import config as kconfig
-    from kubernetes.client import CustomObjectsApi
+    from kubernetes.client import ApiClient, CustomObjectsApi
 
     from specinfer.dev.cluster.paths import cluster_dir
+    from specinfer.operator.client import ClusterUnavailable, check_reachable, configuration
 
-    kubeconfig = kubeconfig or os.environ.get("KUBECONFIG") or str(cluster_dir("pytest") / "kubeconfig")
+    given = kubeconfig or os.environ.get("KUBECONFIG")
+    kubeconfig = given or str(cluster_dir(LOCAL_CLUSTER) / "kubeconfig")
+    if not given and not Path(kubeconfig).exists():
+        raise click.ClickException(f"no cluster: no --kubeconfig, no $KUBECONFIG, and the local cluster "
+                                   f"'{LOCAL_CLUSTER}' is not running ({kubeconfig} does not exist): start it with "
+                                   f"`specinfer cluster up --name {LOCAL_CLUSTER}`")
+    try:
+        settings = configuration(config_file=kubeconfig)
+        check_reachable(settings)
+    except ClusterUnavailable as error:
+        raise click.ClickException(str(error)) from None
     env = {**os.environ, "KUBECONFIG": kubeconfig, "SPECINFER_STATS_SECONDS": "5"}
     kubectl = [str(Path(sys.executable).parent / "kubectl")]
-    api = kconfig.new_client_from_config(config_file=kubeconfig)
-    api.configuration.connection_pool_maxsize = 32
+    settings.connection_pool_maxsize = 32
+    api = ApiClient(settings)
     for crd in ("specinfer.io_speculativeinferences.yaml", "kopf.dev_peerings.yaml"):
         subprocess.run(kubectl + ["apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds" / crd)],
                        env=env, check=True, capture_output=True)

@@ -119,7 +119,7 @@ TUNING_DEGRADED = Gauge("specinfer_operator_tuning_degraded",
 RESTARTS_LAST_HOUR = Gauge("specinfer_operator_tuning_restarts_last_hour",
                            "Rollouts the tuner triggered in the past hour.", RESOURCE_LABELS, registry=REGISTRY)
 RESTART_BUDGET = Gauge("specinfer_operator_tuning_restart_budget",
-                       "spec.tuning.maxRestartsPerHour (0: the tuner only recommends).", RESOURCE_LABELS,
+                       "spec.tuning.maxRestartsPerHour (0: in place only).", RESOURCE_LABELS,
                        registry=REGISTRY)
 PREDICTED_SPEEDUP = Gauge("specinfer_operator_tuning_predicted_speedup",
                           "The policy's predicted goodput of the config in force over that of no speculation, at "

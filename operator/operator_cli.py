@@ -74,6 +74,12 @@ def operator_command(namespaces: tuple[str, ...], config_file: str | None, peeri
                                                                           source="--prometheus-url").prometheus})
     except ConfigError as error:
         raise click.ClickException(str(error)) from None
+    from specinfer.operator.client import ClusterUnavailable, check_reachable, configuration
+
+    try:  # one line now, rather than kopf retrying a startup handler's traceback every minute
+        check_reachable(configuration())
+    except ClusterUnavailable as error:
+        raise click.ClickException(str(error)) from None
     namespaces = tuple(ns for item in namespaces for ns in item.split(",") if ns)
     kopf.configure(verbose=verbose)
     if not verbose:  # one "Handler succeeded" line per watch event drowns what matters

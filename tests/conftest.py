@@ -30,6 +30,7 @@ hypothesis_settings.load_profile(os.environ.get("SPECINFER_HYPOTHESIS_PROFILE", 
 
 KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or "kubectl"
 CHECKOUT = Path(__file__).resolve().parents[1]
+CONTRACT_TESTS = CHECKOUT / "tests" / "contract"  # every test there reads the pinned vLLM wheels
 # specinfer's import names and the folders of this checkout they come from (setuptools package-dir)
 PACKAGE_FOLDERS: dict[str, str] = tomllib.loads((CHECKOUT / "pyproject.toml").read_text())["tool"]["setuptools"][
     "package-dir"]
@@ -65,6 +66,11 @@ def pytest_collection_modifyitems(config, items):
     operator, loads) are shared by design, and re-creating them per shuffled test would multiply
     the suite's minutes."""
     collected = {id(item): index for index, item in enumerate(items)}
+    for item in items:  # what the offline `make test-unit` leaves out (markers `wheel` and `binaries`)
+        if CONTRACT_TESTS in item.path.parents:
+            item.add_marker(pytest.mark.wheel)
+        if "helm" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.binaries)
     yield
     unit = [item for item in items if item.get_closest_marker("unit")]
     staged = sorted((item for item in items if not item.get_closest_marker("unit")), key=lambda i: collected[id(i)])

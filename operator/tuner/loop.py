@@ -308,7 +308,10 @@ class TuningLoop:
         if self.settings.record_file:
             append_record(self.settings.record_file, tick_record(target.namespace, target.name, now,
                                                                  observed.observation, tuning, previous, decision))
-        no_apply = "spec.tuning.maxRestartsPerHour is 0" if target.spec.tuning.max_restarts_per_hour == 0 else None
+        # In place only: the policy holds every rollout itself (guards.budget_guard); should one come out all the
+        # same, it is recommended, never rolled out.
+        no_apply = ("spec.tuning.maxRestartsPerHour is 0 (in place only)"
+                    if target.spec.tuning.max_restarts_per_hour == 0 and decision.path == "rollout" else None)
         if decision.is_change and (mode != "auto" or no_apply):
             state = observe_mode_state(previous, state)
         untrusted = decision.guard in DATA_FAULTS  # numbers the policy refused: not for status.metrics either

@@ -38,7 +38,7 @@ class Tick:
     degraded: tuple[str, str] | None = None  # (reason, message) of TuningDegraded=True
     hold_reason: str | None = None  # why the policy was not consulted (Prometheus down, series missing)
     drop_applied: bool = False  # the applied config no longer fits the spec: render the spec alone
-    no_apply_reason: str | None = None  # auto mode, but changes may not be applied (maxRestartsPerHour 0)
+    no_apply_reason: str | None = None  # auto mode, but not to be applied (a rollout with maxRestartsPerHour 0)
     step_cost: api.StepCostSource | None = None  # the cost prior in force (a calibration's table or a roofline)
     in_force: api.LiveScheduleInForce | None = None  # retuned in place: what the engines report running
 

@@ -112,8 +112,8 @@ def tuning_input(spec: SpeculativeInferenceSpec, defaults: PolicyDefaults | None
         allow_disable=low is None or low == 0,
         k_min=max(1, low or method.k_min),
         k_max=min(tuning.max_num_speculative_tokens or accelerator_k_max, accelerator_k_max),
-        # 0 restarts: the loop applies nothing (recommends only), so the policy's own budget must not hide the advice
-        max_restarts_per_hour=tuning.max_restarts_per_hour or 60,
+        # 0: in place only; the policy holds a change that needs a rollout and says why (guards.budget_guard)
+        max_restarts_per_hour=tuning.max_restarts_per_hour,
         min_drafts=float(tuning.min_samples),
     )
     # What a restart costs in serving capacity: Surge keeps every replica serving while the new pod

@@ -159,6 +159,10 @@ async def measure_endpoint(url: str, plan: LoadPlan, *, metrics_url: str | None 
     async with aiohttp.ClientSession(timeout=timeout, connector=connector()) as session:
         try:
             name = model or await served_model(session, base)
+        except aiohttp.ClientConnectorError as error:  # nothing listens there: say what would
+            raise MeasureError(f"no engine answers at {base} ({error.os_error.strerror or error}): start one there "
+                               "(`specinfer sim --port PORT` serves a simulated one), or give --engine-config and "
+                               "calibrate starts it") from None
         except (aiohttp.ClientError, TimeoutError, KeyError, IndexError, ValueError) as error:
             raise MeasureError(f"cannot read the served model from {base}/v1/models: {type(error).__name__}: "
                                f"{error}") from None

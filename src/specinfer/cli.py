@@ -12,6 +12,7 @@ import importlib
 import click
 
 from specinfer import VLLM_VERSION, __version__
+from specinfer.cli_errors import unreachable
 
 # name -> "module:attribute" of a click command or group.
 LAZY_COMMANDS: dict[str, str] = {
@@ -47,6 +48,16 @@ class LazyGroup(click.Group):
             module_name, attribute = self.lazy_commands[cmd_name].split(":")
             return getattr(importlib.import_module(module_name), attribute)
         return super().get_command(ctx, cmd_name)
+
+    def invoke(self, ctx: click.Context):
+        """A server a command needs that is not there (a cluster, an engine) is one line, not a traceback."""
+        try:
+            return super().invoke(ctx)
+        except Exception as error:
+            line = unreachable(error)
+            if line is None:
+                raise
+            raise click.ClickException(line) from None
 
 
 @click.group(cls=LazyGroup, lazy_commands=LAZY_COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})

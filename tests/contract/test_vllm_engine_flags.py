@@ -11,17 +11,23 @@ from __future__ import annotations
 
 import ast
 import re
+import zipfile
 from functools import cache
+from pathlib import Path
 
 import pytest
 
 from specinfer.api.engine_flags import (
     ADMISSION_FLAG_PATTERN,
+    CODE_PATH_FLAG_PATTERN,
+    CODE_PATH_FLAGS,
+    CODE_PATHS,
     CONTEXT_LENGTH,
     ENGINE_CLASS_FLAGS,
     ENGINE_CLASSES,
     INTEGER,
     INTEGER_OR_NONE,
+    NOT_ABBREVIATIONS,
     NUMBER,
     NUMBER_OR_NONE,
     NUMERIC_ALIASES,
@@ -31,10 +37,12 @@ from specinfer.api.engine_flags import (
     SHORT_ALIASES,
     SIZE,
     SIZE_OR_NONE,
+    TENANT_CODE_CHOICES,
     owned_flag,
     refusal,
 )
-from specinfer.dev.vllm_wheels import read_source
+from specinfer.dev.vllm_wheels import read_source, wheel_path
+from specinfer.runtime.methods.engines import RELEASES
 
 pytestmark = pytest.mark.unit
 
@@ -75,27 +83,34 @@ def test_every_owned_flag_and_alias_exists_in_vllm():
     assert set(SHORT_ALIASES) <= vllm_flags()
 
 
-def test_the_parsing_rules_reproduced_are_vllms():
-    """What engine_flags.py relies on is what the wheel does: `_` -> `-` up to the first `.`, dotted
+@pytest.mark.parametrize("release", RELEASES, ids=lambda release: release.label)
+def test_the_parsing_rules_reproduced_are_vllms(release):
+    """What engine_flags.py relies on is what both wheels do: `_` -> `-` up to the first `.`, dotted
     sub-keys for any flag starting with `-`, `--config FILE`, `--model` moved in front, abbreviations on."""
-    source = read_source("vllm/utils/argparse_utils.py")
+    source = read_source("vllm/utils/argparse_utils.py", release)
     assert 'pattern = re.compile(r"(?<=--)[^\\.]*")' in source          # names up to the first '.'
     assert 'return match.group(0).replace("_", "-")' in source
     assert 'if processed_arg.startswith("-") and "." in processed_arg:' in source  # -sc.method too
     assert 'if "--config" in args:' in source
     assert 're.match(r"^--model(=.+|$)", arg)' in source
-    # where `vllm serve`'s parser and subparser are built: argparse's allow_abbrev stays at its default (on)
-    parsers = ("vllm/entrypoints/cli/main.py", "vllm/entrypoints/cli/serve.py", "vllm/utils/argparse_utils.py",
-               *SOURCES)
-    assert not [path for path in parsers if "allow_abbrev" in read_source(path)]
-    assert "FlexibleArgumentParser" in read_source("vllm/entrypoints/cli/main.py")
+    # wherever `vllm serve`'s parsers and arguments are built (the entrypoints, the engine's and the parser's
+    # modules): argparse's allow_abbrev stays at its default (on)
+    names = zipfile.ZipFile(wheel_path(release)).namelist()
+    parsers = [name for name in names if name.endswith(".py") and (name.startswith("vllm/entrypoints/") or name in (
+        "vllm/utils/argparse_utils.py", "vllm/engine/arg_utils.py"))]
+    assert "vllm/entrypoints/cli/serve.py" in parsers
+    assert not [path for path in parsers if "allow_abbrev" in read_source(path, release)]
+    assert "FlexibleArgumentParser" in read_source("vllm/entrypoints/cli/main.py", release)
 
 
 @pytest.mark.parametrize("flag", sorted(OWNED_FLAGS))
 def test_owned_flag_is_refused_in_every_spelling_vllm_accepts(flag):
     name = flag[2:]
     spellings = [flag, f"{flag}=x", "--" + name.replace("-", "_"), f"--{name.replace('-', '_')}=x",
-                 f"{flag}.key=1", f"{flag}.key", *unambiguous_prefixes(flag)]
+                 f"{flag}.key=1", f"{flag}.key", *unambiguous_prefixes(flag),
+                 # one item with a space: argparse reads it as a positional and vLLM refuses to start
+                 f"{flag} x", f"--{name.replace('-', '_')} x",
+                 *(f"{prefix} x" for prefix in unambiguous_prefixes(flag))]
     for spelling in spellings:
         assert owned_flag(spelling) == flag or (owned_flag(spelling) in OWNED_FLAGS and len(spelling) < len(flag)), \
             f"{spelling!r} sets {flag} in vLLM but is not refused"
@@ -117,22 +132,40 @@ def test_no_other_vllm_flag_is_refused():
     assert not refused, f"legitimate vLLM flags refused by the extraArgs rule: {refused}"
 
 
+def test_the_flags_that_are_no_abbreviation_are_the_wheels():
+    """A vLLM flag whose name is a prefix of an owned one is an exact match for argparse, not an abbreviation."""
+    owned = set(OWNED_FLAGS)
+    prefixes = {flag for flag in vllm_flags() - owned if any(o.startswith(flag) and o != flag for o in owned)}
+    assert set(NOT_ABBREVIATIONS) == prefixes
+    for flag in NOT_ABBREVIATIONS:
+        for spelling in (flag, f"{flag}=x", f"{flag} x", flag[:2] + flag[2:].replace("-", "_")):
+            assert owned_flag(spelling) is None, spelling
+
+
 def test_values_are_never_read_as_flags():
     for value in ("8192", "{}", '{"method": "ngram"}', "meta-llama/Llama-3.1-8B", "auto", "-1"):
         assert owned_flag(value) is None, value
 
 
+def admitted(item: str) -> bool:
+    """Whether the CRD's two owned-flag rules let the item through."""
+    return not (re.match(ADMISSION_FLAG_PATTERN, item) or re.match(CODE_PATH_FLAG_PATTERN, item))
+
+
 @pytest.mark.parametrize("flag", sorted(OWNED_FLAGS))
 def test_admission_refuses_every_unabbreviated_spelling(flag):
-    """The CEL rule (no abbreviations, for the API server's cost budget) still catches `_`, dotted and `=`."""
+    """The CEL rules (no abbreviations, for the API server's cost budget) still catch `_`, dotted, `=` and a
+    value in the same item."""
     name = flag[2:]
-    for spelling in (flag, f"{flag}=x", "--" + name.replace("-", "_"), f"{flag}.key=1", f"{flag}.key"):
-        assert re.match(ADMISSION_FLAG_PATTERN, spelling), spelling
+    for spelling in (flag, f"{flag}=x", "--" + name.replace("-", "_"), f"{flag}.key=1", f"{flag}.key",
+                     f"{flag} 9000", f"--{name.replace('-', '_')} x"):
+        assert not admitted(spelling), spelling
 
 
 def test_admission_refuses_nothing_parse_spec_would_admit():
-    candidates = {*vllm_flags(), *(f"{f}=1" for f in vllm_flags()), *(f"{a}.x" for a in SHORT_ALIASES), "-tp4"}
-    assert [c for c in candidates if re.match(ADMISSION_FLAG_PATTERN, c) and owned_flag(c) is None] == []
+    candidates = {*vllm_flags(), *(f"{f}=1" for f in vllm_flags()), *(f"{f} 1" for f in vllm_flags()),
+                  *(f"{a}.x" for a in SHORT_ALIASES), "-tp4"}
+    assert [c for c in candidates if not admitted(c) and owned_flag(c) is None] == []
 
 
 
@@ -151,10 +184,6 @@ def _config_classes() -> dict[str, ast.ClassDef]:
 
 @cache
 def _wheel_files() -> tuple[str, ...]:
-    import zipfile
-
-    from specinfer.dev.vllm_wheels import wheel_path
-
     return tuple(name for name in zipfile.ZipFile(wheel_path()).namelist() if name.endswith(".py"))
 
 
@@ -462,3 +491,93 @@ def test_the_value_parsers_are_vllms_own(parser, kind):
     for value in VALUES:
         ours, theirs = outcome(kind.parse, value), outcome(vllm, value)
         assert ours == theirs or (ours != ours and theirs != theirs), (parser, value, ours, theirs)  # nan != nan
+
+
+# -- Flags that load code -------------------------------------------------------------------------------------
+
+CODE_WORDS = re.compile(r"import path|module path|qualified name|remote code", re.IGNORECASE)
+
+
+def flag_fields() -> dict[str, tuple[str, str]]:
+    """Every `vllm serve` flag that is a field of the argument classes: flag -> (its type, its docstring, from
+    the config class the default comes from for EngineArgs)."""
+    found: dict[str, tuple[str, str]] = {}
+    for name, (item, doc) in _fields(_config_classes()["EngineArgs"]).items():
+        default = item.value
+        if isinstance(default, ast.Attribute) and isinstance(default.value, ast.Name) \
+                and default.value.id in _config_classes():
+            doc = _fields(_config_classes()[default.value.id]).get(default.attr, (None, doc))[1]
+        elif isinstance(default, ast.Call) and ast.unparse(default.func) == "get_field" \
+                and ast.unparse(default.args[0]) in _config_classes():
+            doc = _fields(_config_classes()[ast.unparse(default.args[0])]).get(default.args[1].value, (None, doc))[1]
+        found["--" + name.replace("_", "-")] = (ast.unparse(item.annotation), doc)
+    for cls in ("BaseFrontendArgs", "FrontendArgs"):
+        for name, (item, doc) in _fields(_config_classes()[cls]).items():
+            found["--" + name.replace("_", "-")] = (ast.unparse(item.annotation), doc)
+    return {flag: value for flag, value in found.items() if flag in vllm_flags()}
+
+
+def code_loading_flags() -> dict[str, str]:
+    """The flags of the wheel that load code, and why this test says so: a plugin (`*-plugin`), a docstring
+    naming an import path, module path, qualified name or remote code, or a JSON config with such a field."""
+    found: dict[str, str] = {}
+    for flag, (annotation, doc) in flag_fields().items():
+        configs = [c for c in re.findall(r"\w+", annotation) if c in _config_classes()]
+        inner = [f"{config}.{field}" for config in configs
+                 for field, (_, field_doc) in _fields(_config_classes()[config]).items()
+                 if CODE_WORDS.search(field_doc) or field.endswith(("_module_path", "_cls"))]
+        if flag.endswith("-plugin"):
+            found[flag] = "a plugin"
+        elif CODE_WORDS.search(doc):
+            found[flag] = f"documented: {CODE_WORDS.search(doc).group()}"
+        elif inner:
+            found[flag] = f"its config's {inner[0]}"
+    return found
+
+
+def test_every_flag_that_loads_code_is_owned_or_the_tenants_documented_risk():
+    found = code_loading_flags()
+    assert {"--middleware", "--kv-transfer-config", "--tool-parser-plugin", "--trust-remote-code"} <= set(found), found
+    classified = set(ENGINE_CLASS_FLAGS) | set(CODE_PATH_FLAGS) | set(TENANT_CODE_CHOICES)
+    assert set(found) <= classified, (
+        f"flags of vLLM 0.33.0 that load code, neither owned nor documented as the tenant's risk: "
+        f"{ {flag: found[flag] for flag in sorted(set(found) - classified)} }")
+    assert set(CODE_PATH_FLAGS) | set(TENANT_CODE_CHOICES) <= set(found), \
+        sorted((set(CODE_PATH_FLAGS) | set(TENANT_CODE_CHOICES)) - set(found))
+    assert not set(CODE_PATH_FLAGS) & set(TENANT_CODE_CHOICES)
+
+
+def test_the_code_path_flags_load_code_by_path_in_the_wheel():
+    """What the refusal says of each, in vLLM 0.33.0's source."""
+    frontend = read_source(SOURCES[1])
+    assert "The value should be an import path" in frontend  # --middleware
+    assert "ToolParserManager.import_tool_parser(args.tool_parser_plugin)" in frontend
+    assert "import_plugin(plugin_path)" in read_source("vllm/tool_parsers/abstract_tool_parser.py")
+    assert "ReasoningParserManager.import_reasoning_parser(reasoning_parser_plugin)" in read_source(
+        "vllm/v1/structured_output/__init__.py")
+    assert "import_plugin(plugin_path)" in read_source("vllm/reasoning/abs_reasoning_parsers.py")
+    for config, field in (("vllm/config/kv_transfer.py", "kv_connector_module_path"),
+                          ("vllm/config/ec_transfer.py", "ec_connector_module_path")):
+        assert f"    {field}: str | None = None" in read_source(config), config
+
+
+@pytest.mark.parametrize("flag", CODE_PATH_FLAGS)
+def test_every_code_path_flag_is_refused_in_every_spelling_and_at_admission(flag):
+    assert flag in vllm_flags()
+    assert OWNED_FLAGS[flag].startswith(CODE_PATHS)
+    name = flag[2:]
+    for spelling in (flag, f"{flag}=my.module", f"{flag} my.module", f"--{name.replace('-', '_')}=x",
+                     f"{flag}.key=1", *unambiguous_prefixes(flag)):
+        assert owned_flag(spelling) == flag or (owned_flag(spelling) in OWNED_FLAGS and len(spelling) < len(flag))
+        reason = refusal(spelling)
+        assert reason is not None and "loads code by module or file path" in reason, spelling
+    for spelling in (flag, f"{flag}=x", f"{flag} x", f"--{name.replace('-', '_')}.k=1"):
+        assert re.match(CODE_PATH_FLAG_PATTERN, spelling), spelling
+
+
+@pytest.mark.parametrize("flag", sorted(TENANT_CODE_CHOICES))
+def test_the_tenants_own_code_choices_are_accepted_and_documented(flag):
+    assert flag in vllm_flags()
+    assert owned_flag(flag) is None and owned_flag(f"{flag}=x") is None
+    assert admitted(flag) and admitted(f"{flag}=x")
+    assert f"`{flag}`" in (Path(__file__).parents[2] / "docs" / "api.md").read_text()

@@ -42,6 +42,7 @@ OPERATOR_CONFIG = {"tuning": {"windowSeconds": 20, "tickSeconds": 1,
                               "policy": {"cooldownSeconds": 20, "confirmations": 1}}}
 LOW, HEAVY = 2, 32
 SETTLING = {"ChangeApplied", "Settling", "Verifying"}  # Tuned reasons while a change is judged
+HOLD_INTERVALS = 4  # tuning intervals the config must hold for without metrics
 
 
 def example(namespace: str) -> dict:
@@ -238,7 +239,18 @@ def test_prometheus_down_holds_the_config_and_reports(scenario):
                             and scenario.si(), timeout=90, what="TuningDegraded reason PrometheusUnreachable",
                             scenario=scenario)
         assert condition(degraded, "TuningDegraded")["status"] == "True"
-        time.sleep(5)
+        # The config holds over several tuning intervals, each of which the tuner ran and held in (one
+        # interval would pass as well if the tuner had simply not run yet).
+        interval = scenario.resource["spec"]["tuning"]["intervalSeconds"]
+        log = Path(scenario.stack.operator.log)
+        seen = len(log.read_text(errors="replace").splitlines())
+        deadline = time.monotonic() + HOLD_INTERVALS * interval
+        while time.monotonic() < deadline:
+            assert applied(scenario.si()) == before, "the tuner changed the config without metrics"
+            time.sleep(1)
+        holds = [line for line in log.read_text(errors="replace").splitlines()[seen:] if "tuning holds" in line]
+        assert len(holds) >= HOLD_INTERVALS - 1, \
+            f"the tuner held {len(holds)} times in {HOLD_INTERVALS} intervals of {interval} s: {holds}"
         assert applied(scenario.si()) == before, "the tuner changed the config without metrics"
     finally:
         scenario.prometheus.start()

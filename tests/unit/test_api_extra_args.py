@@ -88,7 +88,45 @@ def test_the_scheduler_class_refusal_reads_in_full():
 
 def test_flags_that_merely_share_a_prefix_with_an_engine_class_flag_pass():
     parse_spec(with_args("--model-impl", "vllm", "--max-lora-cls-labels", "4", "--scheduler-reserve-full-isl",
-                         "--distributed-timeout-seconds", "60", "--ec-transfer-config", "{}", "--model-weights", "w"))
+                         "--distributed-timeout-seconds", "60", "--model-weights", "w", "--reasoning-parser", "r",
+                         "--reasoning_parser=r"))
+
+
+# -- One item, one argument; flags that load code (issue 44) ----------------------------------------------------
+
+@pytest.mark.parametrize(("item", "flag"), [
+    ("--port 9000", "--port"), ("--served_model_name other", "--served-model-name"), ("--po 9000", "--port"),
+    ("-tp 2", "--tensor-parallel-size"), ("--speculative-config {}", "--speculative-config"),
+])
+def test_an_owned_flag_with_its_value_in_the_same_item_is_refused(item, flag):
+    """argparse reads an item with a space as a positional: vLLM would refuse to start, in a crash loop."""
+    error = refusal("--enforce-eager", item)
+    assert error.field_path == "spec.runtime.extraArgs[1]"
+    assert f"{item!r} sets vLLM's {flag}, which the spec owns" in str(error)
+
+
+@pytest.mark.parametrize("args", [
+    ["--middleware", "my.pkg.rewrite_metrics"], ["--middleware=a.b"], ["--kv-transfer-config", "{}"],
+    ["--kv_transfer_config.kv_connector_module_path=my.pkg"], ["--ec-transfer-config={}"],
+    ["--tool-parser-plugin", "/models/x/plugin.py"], ["--reasoning_parser_plugin=/tmp/p.py"],
+    ["--middleware my.pkg.f"],
+], ids=lambda args: " ".join(args))
+def test_a_flag_that_loads_code_by_path_is_refused(args):
+    assert "loads code by module or file path into the engine, and code comes from the allowed image" \
+        in str(refusal(*args))
+
+
+@pytest.mark.parametrize("item", ["--port 9000", "--served_model_name x", "--middleware=a.b", "--middleware",
+                                  "--kv-transfer-config.kv_connector=x", "--tool_parser_plugin /p.py"])
+def test_admission_refuses_them_too(item):
+    patterns = [re.search(r"!self\.matches\('(.*)'\)$", rule["rule"]) for rule in item_rules()]
+    assert any(match and re.match(match.group(1), item) for match in patterns), item
+
+
+@pytest.mark.parametrize("args", [["--compilation-config", '{"mode": 3}'], ["--trust-remote-code"],
+                                  ["--io-processor-plugin", "terratorch"], ["--max-num-seqs", "8"]])
+def test_code_already_in_the_image_or_the_models_own_is_the_tenants_choice(args):
+    parse_spec(with_args(*args))
 
 
 # -- Control characters -----------------------------------------------------------------------------------------

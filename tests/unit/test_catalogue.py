@@ -28,6 +28,7 @@ from specinfer.runtime.methods import (
     methods_taking,
     register,
 )
+from specinfer.runtime.methods import registry as method_registry
 from specinfer.runtime.methods.accelerators import registry as accelerator_registry
 from specinfer.runtime.methods.advanced import ADVANCED_FIELDS
 from specinfer.runtime.methods.cli import methods_command, methods_table
@@ -37,6 +38,18 @@ from specinfer.runtime.methods.workloads import SimulatorProfile
 pytestmark = pytest.mark.unit
 
 PAIRS = [(method, accelerator) for method in all_methods() for accelerator in method.accelerators]
+
+
+@pytest.fixture(autouse=True)
+def registries():
+    """Every test leaves the method and accelerator registries as it found them: a registration that
+    should have been refused (or a test's own) is undone, so one failure stays one failure instead of
+    an unknown method in every test after it."""
+    methods, accelerators = dict(method_registry._REGISTRY), dict(accelerator_registry._REGISTRY)
+    yield
+    for registry, saved in ((method_registry._REGISTRY, methods), (accelerator_registry._REGISTRY, accelerators)):
+        registry.clear()
+        registry.update(saved)
 
 
 def speculation(method_name: str, accelerator: str = "nvidia", **extra):

@@ -130,6 +130,7 @@ def test_gitops_manifests_install_this_chart_with_valid_values():
     assert set(operator_app["spec"]["source"]["helm"]["valuesObject"]) <= schema_keys
 
 
+@pytest.mark.binaries
 def test_gitops_values_pass_the_charts_schema(tmp_path):
     import subprocess
 

@@ -4,12 +4,15 @@ swaps it in between steps, and the series that say what the engine runs."""
 from __future__ import annotations
 
 import json
+import logging
 import os
+import threading
 
 import pytest
 from prometheus_client import CollectorRegistry
 
 from specinfer.runtime.live_schedule.published import (
+    MAX_FILE_BYTES,
     PublishedSchedule,
     ScheduleRefused,
     parse_published,
@@ -133,15 +136,165 @@ def test_a_schedule_the_engine_builder_refuses_is_kept_out(watched):
     assert watcher.state.errors == {"refusedByEngine": 1}
 
 
-def test_the_watcher_never_raises_into_the_engine(watched, monkeypatch):
-    watcher, _, _, clock = watched
+def test_the_watcher_never_raises_into_the_engine(watched, monkeypatch, caplog):
+    """Even a bug of its own is one counted refusal and one log line, never an exception or a traceback."""
+    watcher, _, state, clock = watched
 
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
 
     monkeypatch.setattr(watcher, "_check", broken)
     clock.now += 1.0
+    with caplog.at_level(logging.WARNING, logger="vllm.specinfer.live_schedule"):
+        assert watcher.poll() is None
+    assert read_state(state)["errors"] == {"unreadable": 1}
+    assert "unexpected RuntimeError" in read_state(state)["lastError"] and "boom" in read_state(state)["lastError"]
+    assert_one_line_each(caplog)
+
+
+# --- what the watcher refuses to read, and how it says so ----------------------------------------------------
+
+def assert_one_line_each(caplog) -> None:
+    assert caplog.records, "the refusal was not logged"
+    for record in caplog.records:
+        assert record.exc_info is None and "\n" not in record.getMessage(), record.getMessage()
+
+
+def poll_within(watcher, seconds: float = 5.0, *, unblock=None):
+    """watcher.poll() in a thread: a poll that blocks (a FIFO opened without O_NONBLOCK waits for a
+    writer forever) fails the test instead of hanging it; `unblock` then releases the thread."""
+    result: dict[str, object] = {}
+    thread = threading.Thread(target=lambda: result.setdefault("lookup", watcher.poll()), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        if unblock is not None:
+            unblock()
+        pytest.fail(f"poll() blocked for more than {seconds} s")
+    return result["lookup"]
+
+
+def open_fifo_for_writing(path) -> None:
+    """Releases a reader blocked in open() on the FIFO at `path` (then closes at once)."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+    except OSError:
+        pass
+
+
+def refusals(watcher, state) -> tuple[dict, str]:
+    written = read_state(state)
+    assert written["errors"] == watcher.state.errors
+    return written["errors"], written["lastError"]
+
+
+def test_a_fifo_at_the_path_is_refused_without_blocking_the_engine(watched, caplog):
+    watcher, path, state, clock = watched
+    good = watcher.state.digest
+    path.unlink()
+    os.mkfifo(path)
+    clock.now += 1.0
+    with caplog.at_level(logging.WARNING, logger="vllm.specinfer.live_schedule"):
+        assert poll_within(watcher, unblock=lambda: open_fifo_for_writing(path)) is None
+    errors, last = refusals(watcher, state)
+    assert errors == {"unreadable": 1} and "is a FIFO, not a regular file" in last
+    assert watcher.state.digest == good
+    assert_one_line_each(caplog)
+    clock.now += 1.0
+    assert poll_within(watcher, unblock=lambda: open_fifo_for_writing(path)) is None
+    assert watcher.state.errors == {"unreadable": 1}  # the same problem at the next check: counted once
+
+
+def test_a_fifo_swapped_in_between_the_stat_and_the_open_does_not_block(watched, monkeypatch):
+    """The stat saw a regular file; by the open a FIFO is there. The open must not wait for a writer,
+    and the descriptor's own type refuses it."""
+    watcher, path, state, clock = watched
+    regular = os.stat(path)
+    path.unlink()
+    os.mkfifo(path)
+    real_stat = os.stat
+
+    def stale_stat(target, *args, **kwargs):  # what the stat saw just before the swap
+        return regular if os.fspath(target) == os.fspath(path) else real_stat(target, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stale_stat)
+    watcher._seen = None
+    clock.now += 1.0
+    assert poll_within(watcher, unblock=lambda: open_fifo_for_writing(path)) is None
+    errors, last = refusals(watcher, state)
+    assert errors == {"unreadable": 1} and "is a FIFO, not a regular file" in last
+
+
+@pytest.mark.parametrize("kind", ["directory", "character device"])
+def test_a_directory_or_device_at_the_path_is_refused_without_opening_it(watched, monkeypatch, kind):
+    watcher, path, state, clock = watched
+    path.unlink()
+    if kind == "directory":
+        path.mkdir()
+    else:
+        path.symlink_to("/dev/zero")  # the kubelet's files are symlinks too: followed, then refused
+    opened = []
+    real_open = os.open
+    monkeypatch.setattr(os, "open", lambda target, *args: opened.append(target) or real_open(target, *args))
+    clock.now += 1.0
+    assert poll_within(watcher) is None
+    errors, last = refusals(watcher, state)
+    assert errors == {"unreadable": 1} and f"is a {kind}, not a regular file" in last
+    assert os.fspath(path) not in map(os.fspath, opened)
+
+
+def test_a_file_larger_than_the_bound_is_not_read(watched, monkeypatch):
+    watcher, path, state, clock = watched
+    path.write_bytes(b" " * (10 * 1024 * 1024))  # 10 MB: read whole, it took 79 ms of one engine step
+    opened = []
+    real_open = os.open
+    monkeypatch.setattr(os, "open", lambda target, *args: opened.append(target) or real_open(target, *args))
+    clock.now += 1.0
     assert watcher.poll() is None
+    errors, last = refusals(watcher, state)
+    assert errors == {"unreadable": 1} and f"more than {MAX_FILE_BYTES} bytes" in last
+    assert os.fspath(path) not in map(os.fspath, opened)
+
+
+def test_a_file_that_grew_after_the_stat_is_read_no_further_than_the_bound(watched, monkeypatch):
+    watcher, path, state, clock = watched
+    small = os.stat(path)
+    path.write_bytes(b"[" * (3 * MAX_FILE_BYTES))
+    real_stat, real_read = os.stat, os.read
+    monkeypatch.setattr(os, "stat", lambda target, *args, **kwargs: small if os.fspath(target) == os.fspath(path)
+                        else real_stat(target, *args, **kwargs))
+    read = []
+    monkeypatch.setattr(os, "read", lambda descriptor, count: read.append(real_read(descriptor, count)) or read[-1])
+    watcher._seen = None
+    clock.now += 1.0
+    assert watcher.poll() is None
+    assert sum(map(len, read)) == MAX_FILE_BYTES + 1
+    errors, last = refusals(watcher, state)
+    assert errors == {"unreadable": 1} and f"more than {MAX_FILE_BYTES} bytes" in last
+
+
+def test_a_file_that_is_not_utf8_is_refused(watched):
+    watcher, path, state, clock = watched
+    path.write_bytes(b'{"kind": "LiveSchedule", "schedule": [[1, 16, 2]], "note": "\xff\xfe"}')
+    clock.now += 1.0
+    assert watcher.poll() is None
+    errors, last = refusals(watcher, state)
+    assert errors == {"unreadable": 1} and "is not UTF-8 text" in last
+
+
+def test_nesting_deeper_than_the_parser_allows_is_counted_not_raised(watched, caplog):
+    """60,000 `[` exhaust json's recursion: a RecursionError, counted like any refusal."""
+    watcher, path, state, clock = watched
+    path.write_text("[" * 60000)
+    clock.now += 1.0
+    with caplog.at_level(logging.WARNING, logger="vllm.specinfer.live_schedule"):
+        assert watcher.poll() is None
+    errors, last = refusals(watcher, state)
+    assert errors == {"unreadable": 1} and "nests deeper than the JSON parser allows" in last
+    assert_one_line_each(caplog)
+    publish(path, [[1, 16, 2]])  # and the next good file is still taken
+    clock.now += 1.0
+    assert watcher.poll() == build([[1, 16, 2]])
 
 
 # --- what the engine exports --------------------------------------------------------------------

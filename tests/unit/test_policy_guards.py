@@ -152,6 +152,16 @@ def test_restart_budget_keeps_one_restart_for_a_rollback():
     assert decision.action in CHANGES  # the 1000s restart left the hour
 
 
+def test_no_restart_budget_holds_every_rollout_and_says_in_place_only():
+    decision, _ = decide(observe(3000.0), tuning(max_restarts_per_hour=0, cooldown_seconds=60), None, 3000.0)
+    assert (decision.action, decision.guard) == ("keep", "restartBudget")
+    assert "maxRestartsPerHour is 0: in place only" in decision.reason and "only recommends" in decision.reason
+    assert decision.recommendation is not None and not decision.recommendation.config.same_as(
+        DraftConfig(num_speculative_tokens=1), 64)  # the change, shown as advice
+    collapsed, _ = decide(observe(120.0, k=3, prefix=COLLAPSED_PREFIX), tuning(max_restarts_per_hour=0), None, 120.0)
+    assert (collapsed.action, collapsed.guard) == ("keep", "restartBudget") and collapsed.degraded is not None
+
+
 def test_collapse_disables_with_degraded_reason_then_probes_after_hold():
     spec = tuning(collapse_hold_seconds=1800, cooldown_seconds=60)
     decision, state = decide(observe(120.0, k=3, prefix=COLLAPSED_PREFIX), spec, None, 120.0)

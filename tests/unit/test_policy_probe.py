@@ -176,19 +176,24 @@ def test_a_load_at_the_largest_batch_size_is_probed_there(monkeypatch):
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(floor=st.floats(0.001, 0.02), head=st.floats(0.0, 0.01), k=st.integers(1, 4),
-       batch=st.sampled_from([1, 4, 16, 48]), seed=st.integers(0, 1000))
-def test_probes_stay_in_place_within_the_envelope_and_run_once(floor, head, k, batch, seed):
-    """Whatever the world: a probe is in place, within the startup maximum K, changes K at today's
-    batch size, and is never repeated (no hold: the measurement alone must stop a repeat)."""
+@given(floor=st.floats(0.001, 0.02), head=st.floats(0.0, 0.01), batch=st.sampled_from([1, 2, 4, 8]),
+       seed=st.integers(0, 1000))
+def test_probes_stay_in_place_within_the_envelope_and_run_once(floor, head, batch, seed):
+    """Whatever the drafter's cost: from K=2 at a small batch size (one K measured, the prior's split of
+    the step untested) the policy probes, and every probe is in place, within the startup maximum K,
+    changes K at today's batch size, and is never repeated (no hold: the measurement alone must stop a
+    repeat). The probe must happen: a probe_for that never proposes one fails here. (From other K and
+    batch sizes a world may first roll speculation off, after which nothing is probed: 258 of 384 worlds
+    of a grid over k 1-4 and batch sizes 1-48 never probed, so those worlds prove nothing here.)"""
     def world(batch_size: int, kk: int, speculative: bool) -> float:
         passes = kk if kk > 0 else (1 if speculative else 0)
         return floor + 3e-5 * batch_size * (kk + 1) + head * passes
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(probe_module, "MIN_HOLD_SECONDS", 0.0)
-        decisions, _ = closed_loop(tuning(rejectHoldSeconds=0), world=world, k=k, batch_sizes={batch: 1.0},
+        decisions, _ = closed_loop(tuning(rejectHoldSeconds=0), world=world, k=2, batch_sizes={batch: 1.0},
                                    ticks=24, seed=seed)
     probes = [d for d in decisions if d.probe]
+    assert probes, [d.reason for d in decisions if d.is_change] or decisions[-1].reason
     for decision in probes:
         assert decision.path == "inPlace" and decision.config is not None and not decision.config.off
         assert decision.config.num_speculative_tokens <= 4

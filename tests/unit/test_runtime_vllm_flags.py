@@ -14,7 +14,7 @@ from specinfer.api import parse_spec
 from specinfer.dev.vllm_wheels import read_source
 from specinfer.runtime.argv import vllm_argv
 
-pytestmark = pytest.mark.unit
+pytestmark = [pytest.mark.unit, pytest.mark.wheel]  # reads the pinned vLLM wheel
 
 
 def dataclass_fields(path: str, class_name: str) -> set[str]:

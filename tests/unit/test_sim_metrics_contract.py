@@ -15,7 +15,7 @@ from specinfer.dev.vllm_wheels import read_source
 from specinfer.runtime.sim.engine import FinishedStats, StepStats
 from specinfer.runtime.sim.metrics import VllmMetrics
 
-pytestmark = pytest.mark.unit
+pytestmark = [pytest.mark.unit, pytest.mark.wheel]  # reads the pinned vLLM wheel
 
 KIND_BY_CLS = {"_gauge_cls": "gauge", "_counter_cls": "counter", "_histogram_cls": "histogram"}
 

@@ -15,7 +15,7 @@ from specinfer.runtime.telemetry.series import (
     bucket_lookup,
 )
 
-pytestmark = pytest.mark.unit
+pytestmark = [pytest.mark.unit, pytest.mark.wheel]  # vLLM's stats classes, executed from the pinned wheel
 
 
 @pytest.fixture(scope="module")

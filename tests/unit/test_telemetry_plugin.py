@@ -13,7 +13,7 @@ from specinfer.bench.wheel_stats import StepRequest, build_step, vllm_from_wheel
 from specinfer.runtime.telemetry.fields import ENTRY_POINT_NAME, version_problem
 from specinfer.runtime.telemetry.series import DRAFT_TOKENS_PER_POS, ENGINE_STEPS, STEP_DURATION
 
-pytestmark = pytest.mark.unit
+pytestmark = [pytest.mark.unit, pytest.mark.wheel]  # vLLM's stats classes, executed from the pinned wheel
 
 PLUGIN_LOGGER = "vllm.specinfer.telemetry"
 

@@ -267,15 +267,34 @@ def test_holding_for_the_same_reason_writes_once(fake_prometheus):
     assert kube.patches == []  # same hold, same conditions: no status churn
 
 
-def test_auto_mode_with_no_restart_budget_only_recommends(fake_prometheus):
+def test_auto_mode_with_no_restart_budget_is_in_place_only_and_says_so(fake_prometheus):
+    """maxRestartsPerHour 0 means in place only: on an engine that is not retuned in place every change is a
+    rollout, so the change is held and recommended, and status says why -- not a silent recommendation."""
     fake_prometheus(high_acceptance("a"))
     body = resource("a")
     body["spec"]["tuning"]["maxRestartsPerHour"] = 0
     kube = FakeKube()
     _, report = run_tick([body], kube)
+    status = kube.patches[0][1]["status"]
+    tuning = status["tuning"]
+    assert report.actions["ns/a"] == "keep" and "applied" not in tuning and not kube.events
+    reason = tuning["lastDecision"]["reason"]
+    assert "maxRestartsPerHour is 0: in place only, and this change needs a rollout" in reason, reason
+    assert "not retuned in place" in reason and "the tuner only recommends" in reason
+    assert tuning["recommendation"]["numSpeculativeTokens"] != 3  # the change it would have made
+    tuned = {c["type"]: c for c in status["conditions"]}["Tuned"]
+    assert (tuned["status"], tuned["reason"]) == ("Unknown", "RestartBudget") and "in place only" in tuned["message"]
+
+
+def test_no_restart_budget_still_retunes_in_place(fake_prometheus):
+    fake_prometheus(merge(high_acceptance("a"), live_answers("a", DIGEST, taken_at=NOW - 600)))
+    body = live_resource("a")
+    body["spec"]["tuning"]["maxRestartsPerHour"] = 0
+    kube = FakeKube()
+    _, report = run_tick([body], kube)
     tuning = kube.patches[0][1]["status"]["tuning"]
-    assert report.actions["ns/a"] == "recommend" and "applied" not in tuning and not kube.events
-    assert tuning["lastDecision"]["reason"].startswith("spec.tuning.maxRestartsPerHour is 0, not applied")
+    assert report.actions["ns/a"] in ("setK", "setSchedule"), tuning["lastDecision"]["reason"]
+    assert tuning["applied"]["path"] == "inPlace" and tuning["restartsLastHour"] == 0
 
 
 def test_a_standby_replica_neither_queries_nor_writes_and_resumes(fake_prometheus, caplog):

@@ -94,7 +94,14 @@ def cooldown_guard(state: PolicyState, tuning: TuningInput, now: float) -> str |
 
 
 def budget_guard(state: PolicyState, tuning: TuningInput, now: float, *, reserve: int) -> str | None:
-    """Restarts in the past hour; ordinary changes keep `reserve` restarts back for a rollback."""
+    """Restarts in the past hour; ordinary changes keep `reserve` restarts back for a rollback.
+
+    A budget of 0 means in place only: said as such, since where nothing is retuned in place (`in_place_max_k`
+    None) it leaves the tuner recommending only."""
+    if tuning.max_restarts_per_hour == 0:
+        where = ("" if tuning.in_place_max_k is not None else
+                 " and this engine is not retuned in place (docs/live-schedule.md), so the tuner only recommends")
+        return f"maxRestartsPerHour is 0: in place only, and this change needs a rollout{where}"
     used = state.restarts_within(now)
     if used + reserve >= tuning.max_restarts_per_hour:
         return (f"restart budget: {used} restart(s) in the past hour, limit {tuning.max_restarts_per_hour}"

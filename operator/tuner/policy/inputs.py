@@ -74,7 +74,8 @@ class TuningInput(_Input):
     # path the peak's +5.4% change came only at minute 119: 0.951 of the oracle; 0.998 at 1%.
     min_gain_in_place: float = Field(default=0.01, ge=0)
     cooldown_seconds: float = Field(default=600.0, ge=0)
-    max_restarts_per_hour: int = Field(default=6, ge=1)
+    # 0: in place only -- a change that needs a rollout is held (guards.budget_guard says so) and recommended
+    max_restarts_per_hour: int = Field(default=6, ge=0)
     min_drafts: float = Field(default=2000.0, ge=0)
     min_steps: float = Field(default=500.0, ge=0)
     max_staleness_seconds: float = Field(default=180.0, gt=0)

@@ -7,11 +7,13 @@ its FlexibleArgumentParser (vllm/utils/argparse_utils.py) and argparse underneat
 - `--speculative-config.method=ngram` and `-sc.method ngram`: a dotted key sets one key of a JSON flag;
 - `--speculative-conf`: argparse's `allow_abbrev` stays on, so any unambiguous prefix names the flag
   (`-s` is `-sc`, `-t` is `-tp`, the only short options with those letters);
+- `--port 9000` as one item: argparse reads an item with a space as a positional argument, and vLLM
+  refuses to start (an extra positional) -- a crash loop where admission could have said why;
 - `--config FILE`: flags read from a YAML file that admission never sees;
 - `--model X` anywhere: vLLM moves it in front, replacing the positional model.
 
-So an item is refused when its key (the text before `=` and before the first `.`, underscores read as
-dashes) is a non-empty prefix of a flag the spec owns, or starts with an owned short alias
+So an item is refused when its key (the text before `=`, before the first `.` and before a space,
+underscores read as dashes) is a non-empty prefix of a flag the spec owns, or starts with an owned short alias
 (OWNED_FLAG_PATTERN, checked by parse_spec). The CRD's CEL rule checks the same without abbreviations
 (ADMISSION_FLAG_PATTERN): the prefix regex over 64 items of 4096 characters is 3.7 times the API server's
 cost budget for one rule (measured on kube-apiserver 1.37), so an abbreviated owned flag passes admission
@@ -21,7 +23,13 @@ refused in each spelling, no other flag refused.
 
 The spec owns vLLM's engine classes too (ENGINE_CLASS_FLAGS: the `*-cls` flags of vllm/engine/arg_utils.py
 and every other flag there that names a class to import): the operator runs its own scheduler class, which
-applies retuned Dynamic SD schedules in place.
+applies retuned Dynamic SD schedules in place. And the flags that load code by module or file path into the
+parts the operator relies on (CODE_PATH_FLAGS: an ASGI middleware around the API server that serves /metrics
+and the probes, the KV and encoder-cache connectors the scheduler calls at every step, parser plugins read
+from a file): code comes from the allowed image, not from the spec. Flags that pick code already in the image
+by name (TENANT_CODE_CHOICES) are the tenant's own risk, documented in docs/api.md. The CRD refuses the
+code-path flags with a rule of their own (CODE_PATH_FLAG_PATTERN): the owned-flag pattern is at the edge of
+one rule's cost budget.
 
 Values vLLM's parser would refuse are refused as well, naming the flag, instead of a pod that never starts:
 
@@ -52,6 +60,10 @@ from pydantic_core import PydanticCustomError
 # --scheduler-cls (runtime/argv.py); the others would swap the classes its scheduler runs with.
 ENGINE_CLASSES = ("remove it: the operator sets vLLM's engine classes (its scheduler applies retuned schedules "
                   "in place, docs/tuner.md)")
+# Flags that load code by module or file path (vLLM 0.33.0: vllm/entrypoints/common/cli_args.py `middleware`,
+# "an import path"; vllm/config/kv_transfer.py and ec_transfer.py `*_connector_module_path`; the parser plugins,
+# imported from a file by ToolParserManager.import_tool_parser and ReasoningParserManager.import_reasoning_parser).
+CODE_PATHS = "remove it: it loads code by module or file path into the engine, and code comes from the allowed image"
 
 # Flag -> the field (or the reason) that sets it instead. Besides the flags the runtime writes from typed
 # fields: --host/--uds (the Service and the probes reach the port the operator binds), --config (a file
@@ -79,9 +91,26 @@ OWNED_FLAGS: dict[str, str] = {
     "--logits-processors": ENGINE_CLASSES,
     "--model-class-overrides": ENGINE_CLASSES,
     "--ec-manager-config": ENGINE_CLASSES,
+    "--middleware": CODE_PATHS + " (an ASGI middleware would wrap the API server that serves /metrics and the probes)",
+    "--kv-transfer-config": CODE_PATHS + " (kv_connector_module_path: a connector the scheduler calls at every step)",
+    "--ec-transfer-config": CODE_PATHS + " (ec_connector_module_path: a connector the scheduler calls at every step)",
+    "--tool-parser-plugin": CODE_PATHS + " (a Python file, which need not be part of the image)",
+    "--reasoning-parser-plugin": CODE_PATHS + " (a Python file, which need not be part of the image)",
 }
 SHORT_ALIASES: dict[str, str] = {"-sc": "--speculative-config", "-tp": "--tensor-parallel-size"}
+# vLLM flags whose whole name is a prefix of an owned flag: argparse takes an exact name before any
+# abbreviation, so these are themselves, not an owned flag abbreviated (the contract test derives the list).
+NOT_ABBREVIATIONS = ("--reasoning-parser",)
 ENGINE_CLASS_FLAGS = tuple(flag for flag, reason in OWNED_FLAGS.items() if reason.startswith(ENGINE_CLASSES))
+CODE_PATH_FLAGS = tuple(flag for flag, reason in OWNED_FLAGS.items() if reason.startswith(CODE_PATHS))
+# Flags that pick code by name among what the image already holds, or run the model's own code: accepted, the
+# tenant's own risk (docs/api.md, "Flags that load code"); tests/contract/test_vllm_engine_flags.py checks that
+# every flag of the wheel that loads code is here or owned.
+TENANT_CODE_CHOICES: dict[str, str] = {
+    "--compilation-config": "its backend may name a function to import (vllm/config/compilation.py)",
+    "--io-processor-plugin": "the name of an installed IO processor plugin",
+    "--trust-remote-code": "runs the Python code of the model repository the spec names",
+}
 
 
 _Trie: TypeAlias = dict[str, "_Trie"]  # one regex fragment per character -> the rest of the names
@@ -107,19 +136,26 @@ def _owned_pattern() -> str:
     longs = _any_prefix([flag[2:] for flag in OWNED_FLAGS])
     shorts = "|".join(alias[1:] for alias in SHORT_ALIASES)
     initials = "".join(sorted({alias[1] for alias in SHORT_ALIASES}))
-    return f"^(?:--{longs}(?:[=.]|$)|-(?:{shorts})|-[{initials}](?:[=.]|$))"
+    exact = "|".join(flag[2:].replace("-", "[-_]") for flag in NOT_ABBREVIATIONS)
+    return f"^(?!--(?:{exact}){_END})(?:--{longs}{_END}|-(?:{shorts})|-[{initials}]{_END})"
 
 
-def _admission_pattern() -> str:
-    longs = "|".join(flag[2:].replace("-", "[-_]") for flag in OWNED_FLAGS)
-    shorts = "|".join(alias[1:] for alias in SHORT_ALIASES)
-    return f"^(?:--(?:{longs})(?:[=.]|$)|-(?:{shorts}))"
+def _admission_pattern(flags: list[str], aliases: list[str]) -> str:
+    longs = "|".join(flag[2:].replace("-", "[-_]") for flag in flags)
+    shorts = f"|-(?:{'|'.join(alias[1:] for alias in aliases)})" if aliases else ""
+    return f"^(?:--(?:{longs}){_END}{shorts})"
 
 
+# Where a flag's name ends: `=` (its value), `.` (a sub-key) or a space (a value in the same item, which
+# argparse reads as a positional: vLLM refuses to start), or the item's end.
+_END = "(?:[=. ]|$)"
 # Matches (from the start) an extraArgs item that sets an owned flag in any spelling vLLM accepts.
 OWNED_FLAG_PATTERN = _owned_pattern()
-# The same without argparse's abbreviations: what the CRD's CEL rule can afford.
-ADMISSION_FLAG_PATTERN = _admission_pattern()
+# The same without argparse's abbreviations, in two CEL rules (each has its own cost budget): the owned flags
+# but the code-path ones, and those.
+ADMISSION_FLAG_PATTERN = _admission_pattern([flag for flag in OWNED_FLAGS if flag not in CODE_PATH_FLAGS],
+                                            list(SHORT_ALIASES))
+CODE_PATH_FLAG_PATTERN = _admission_pattern(list(CODE_PATH_FLAGS), [])
 _OWNED = re.compile(OWNED_FLAG_PATTERN)
 
 
@@ -130,10 +166,10 @@ def flag_key(arg: str) -> str:
 
 
 def owned_flag(arg: str) -> str | None:
-    """The owned flag an extraArgs item would set, or None when it sets none."""
+    """The owned flag an extraArgs item would set (or, with a space after it, make vLLM refuse), or None."""
     if not _OWNED.match(arg):
         return None
-    key = flag_key(arg)
+    key = flag_key(arg).split(" ", 1)[0]
     for alias, flag in SHORT_ALIASES.items():
         if key.startswith(alias) or alias.startswith(key):
             return flag
@@ -392,6 +428,13 @@ ExtraArg = Annotated[str, Field(max_length=4096, json_schema_extra={"x-kubernete
                "sub-keys): use the typed fields (docs/api.md lists the owned flags)",
     "messageExpression": "\"spec.runtime.extraArgs: '\" + self + \"' sets a flag the spec owns (vLLM reads _ as -, "
                          "and dotted sub-keys): use the typed fields (docs/api.md lists the owned flags)\"",
+}, {
+    "rule": f"!self.matches('{CODE_PATH_FLAG_PATTERN}')",
+    "message": "spec.runtime.extraArgs: an item sets a flag that loads code by module or file path into the "
+               "engine: code comes from the allowed image (docs/api.md, Flags that load code)",
+    "messageExpression": "\"spec.runtime.extraArgs: '\" + self + \"' sets a flag that loads code by module or "
+                         "file path into the engine: code comes from the allowed image (docs/api.md, Flags that load "
+                         "code)\"",
 }, {
     "rule": f"!self.matches({_cel_string(CONTROL_CHARACTER_PATTERN)})",
     "message": "spec.runtime.extraArgs: an item contains a control character (a newline, carriage return, tab, "

@@ -67,7 +67,8 @@ class Tuning(ApiModel):
     max_num_speculative_tokens: int | None = Field(default=None, ge=0, le=64)
     """Largest K the tuner may choose; default: the method's maximum (capped for the accelerator)."""
     max_restarts_per_hour: int = Field(default=2, ge=0, le=60)
-    """Rollouts the tuner may trigger per hour (each reloads the model)."""
+    """Rollouts the tuner may trigger per hour (each reloads the model). 0: in place only -- a change that needs a
+    rollout is held and recommended, and status.tuning.lastDecision says so."""
     min_samples: int = Field(default=1000, ge=1, le=10**9)
     """Draft steps (vllm:spec_decode_num_drafts) that must be observed since the last change before deciding."""
     prometheus: PrometheusSource | None = None

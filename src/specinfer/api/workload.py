@@ -139,6 +139,10 @@ class Hardware(ApiModel):
 # Variables the engine reads credentials from (huggingface_hub: HF_TOKEN, HUGGING_FACE_HUB_TOKEN; vLLM 0.33's
 # envs.py: VLLM_API_KEY): a literal value would sit in the Deployment for every reader of it.
 CREDENTIAL_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "VLLM_API_KEY")
+# The operator's own variables in the engine container (SPECINFER_CONFIG, SPECINFER_LIVE_SCHEDULE_FILE, ...):
+# a tenant's value would win over the operator's and point the pod, or the scheduler inside vLLM, at
+# another file (issue 44: a FIFO there blocked the engine), so the whole prefix is reserved.
+RESERVED_ENV_PREFIX = "SPECINFER_"
 
 
 class EnvVarSource(ApiModel):
@@ -165,6 +169,17 @@ class EnvVar(ApiModel):
             cel="!(has(self.value) && has(self.valueFrom))",
             message="spec.runtime.env: set either value or valueFrom, not both",
             check=lambda e: not (e.value is not None and e.value_from is not None),
+        ),
+        Rule(
+            cel=f"!self.name.startsWith('{RESERVED_ENV_PREFIX}')",
+            message=f"spec.runtime.env: names starting with {RESERVED_ENV_PREFIX} are reserved for the operator's "
+            "own settings: rename the variable",
+            check=lambda e: not e.name.startswith(RESERVED_ENV_PREFIX),
+            field="name",
+            message_expression=f"\"spec.runtime.env: \" + self.name + \" is reserved: names starting with "
+            f"{RESERVED_ENV_PREFIX} are the operator's own settings: rename the variable\"",
+            python_message=lambda e: f"spec.runtime.env: {e.name} is reserved: names starting with "
+            f"{RESERVED_ENV_PREFIX} are the operator's own settings: rename the variable",
         ),
         Rule(
             cel=f"!has(self.value) || !(self.name in {list(CREDENTIAL_ENV)!r})",
@@ -232,12 +247,14 @@ class Runtime(ApiModel):
     """Container image override; default from the operator's hardware profile for the accelerator."""
     extra_args: list[ExtraArg] | None = Field(default=None, max_length=64)
     """Extra `vllm serve` arguments, one argument per item. Flags the spec owns (--speculative-config, --port,
-    --scheduler-cls, ...) are refused in every spelling vLLM accepts (`_` for `-`, dotted sub-keys, unambiguous
-    prefixes, --config FILE), and so are values vLLM would refuse: control characters, and a numeric flag
+    --scheduler-cls, flags that load code by path such as --middleware, ...) are refused in every spelling vLLM
+    accepts or chokes on (`_` for `-`, dotted sub-keys, unambiguous prefixes, the value in the same item,
+    --config FILE), and so are values vLLM would refuse: control characters, and a numeric flag
     (--max-num-seqs, ...) given something else. They come last: `--shutdown-timeout` here replaces the drain of
     120 s the operator sets, and a longer one is cut at the pod's terminationGracePeriodSeconds (135 s)."""
     env: list[EnvVar] | None = Field(default=None, max_length=64)
-    """Extra environment variables for the engine container."""
+    """Extra environment variables for the engine container. Names starting with SPECINFER_ are the operator's
+    own settings and are refused."""
     resources: Resources | None = None
     """CPU and memory requests/limits; accelerator devices come from spec.hardware."""
     port: int = Field(default=8000, ge=1024, le=65535)

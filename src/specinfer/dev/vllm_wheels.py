@@ -21,6 +21,9 @@ from pathlib import Path
 
 from specinfer.runtime.methods.engines import RELEASES, VLLM_0_33_0, EngineRelease
 
+# Set by `make test-unit`: nothing is downloaded or built (a test that needs it must be marked)
+OFFLINE_ENV = "SPECINFER_OFFLINE"
+
 
 def cache_dir() -> Path:
     base = os.environ.get("SPECINFER_CACHE") or os.path.join(
@@ -40,6 +43,10 @@ def wheel_path(release: EngineRelease = VLLM_0_33_0) -> Path:
     wheels = _wheels(directory, release)
     if wheels:
         return wheels[0]
+    if os.environ.get(OFFLINE_ENV):
+        raise RuntimeError(f"{release.distribution} {release.version}'s wheel is not in {directory} and "
+                           f"${OFFLINE_ENV} is set (make test-unit): a test that reads it is marked `wheel` "
+                           "(make test-contract downloads it)")
     directory.mkdir(parents=True, exist_ok=True)
     print(f"downloading {release.distribution}=={release.version} wheel (once) into {directory}", file=sys.stderr)
     subprocess.run(

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specinfer.dev.cluster.paths import TOOLS_DIR, bin_cache_dir
+from specinfer.dev.vllm_wheels import OFFLINE_ENV
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,10 @@ def ensure_built(component: Component, *, log=print) -> Path:
     """Build `component` unless its cache entry exists; return the folder holding its binaries."""
     if is_built(component):
         return component.bin_dir()
+    if os.environ.get(OFFLINE_ENV):
+        raise RuntimeError(f"{', '.join(component.binaries)} {component.version()} is not built and "
+                           f"${OFFLINE_ENV} is set (make test-unit): a test that runs it is marked `binaries` "
+                           "(make binaries builds it)")
     if shutil.which("go") is None:
         raise RuntimeError("the Go toolchain is required to build the local control plane (go >= 1.26)")
     staging = component.bin_dir().with_name(component.bin_dir().name + ".partial")

@@ -65,6 +65,9 @@ def down(name: str, keep_logs: bool) -> None:
 def status(name: str, as_json: bool) -> None:
     """Show whether each component runs; exit 1 when the cluster is not healthy."""
     local = LocalCluster(name, log=_log)
+    if not as_json and not local.state_file.exists():
+        raise click.ClickException(f"cluster '{name}' is not running (no state in {local.state_file.parent}); "
+                                   f"start it with: specinfer cluster up --name {name}")
     info = local.status()
     if as_json:
         click.echo(json.dumps(info, indent=2))

@@ -38,14 +38,18 @@ def demo(example: Path, out: Path, quick: bool, keep: bool, no_live: bool, engin
     and shows the tuner adapting the draft length live. Ends with a summary and a
     PNG plot. Ctrl-C stops and cleans everything up.
     """
+    from specinfer.dev.demo.prerequisites import missing_prerequisites
     from specinfer.dev.demo.run import Demo, DemoOptions
 
     if method is not None and engine != "vllm":
         raise click.UsageError("--method applies to --engine vllm (the simulator's resource comes from --file)")
+    missing = missing_prerequisites(engine)
+    if missing:
+        raise click.ClickException(f"the demo needs {'; '.join(missing)}: run `make setup`")
     options = DemoOptions(example=example, out=out, quick=quick, keep=keep, live=not no_live, engine=engine,
                           **({"method": method} if method else {}))
     try:
         code = Demo(options, log=lambda message: click.echo(message, err=True)).run()
-    except (RuntimeError, TimeoutError) as error:  # a component failed: say which, not a traceback
+    except (RuntimeError, TimeoutError, OSError) as error:  # a component failed: say which, not a traceback
         raise click.ClickException(str(error)) from error
     sys.exit(code)
