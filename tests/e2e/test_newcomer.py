@@ -202,9 +202,10 @@ def test_tuner_turns_speculation_off_at_large_batch_sizes_under_heavy_load(scena
     decision = tuned["status"]["tuning"]["lastDecision"]
     print(f"heavy load: applied {applied(tuned)}; {decision['action']}: {decision['reason']}")
     assert decision["action"] in ("setSchedule", "disable", "keep") and decision["reason"], decision
-    failed = sum(not r.ok for phase in load.done for r in phase.results)
+    failed = [r.error for phase in load.done for r in phase.results if not r.ok]
     total = sum(len(phase.results) for phase in load.done)
-    assert total > 0 and failed / total < 0.2, f"{failed}/{total} requests failed during rollouts"
+    # a change in place or by a rollout loses no request: the old engine drains what it holds
+    assert total > 0 and not failed, f"{len(failed)}/{total} requests failed during rollouts: {failed[:3]}"
 
 
 def test_spec_edit_rolls_out_and_survives_an_operator_kill(scenario):
