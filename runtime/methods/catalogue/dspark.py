@@ -5,8 +5,8 @@ reuses the target checkpoint. vLLM implements DSpark only in Model Runner V2: V1
 (`v1_refusal`, the line of _get_v1_model_runner_unsupported_features), and V2 needs Triton,
 which has no CPU backend, so the CPU platform runs V1 only and DSpark is refused there at
 admission with vLLM's own message (registration checks the cells against runs_on). Where it is
-offered it rests on vLLM 0.33.0's source (nvidia, amd) and vllm-ascend's guide (ascend); it has
-never run in this repository.
+offered it rests on vLLM 0.33.0's source (nvidia, amd) and vllm-ascend 0.26.0rc1's (ascend, where
+vllm-ascend's own DSpark proposer serves it on its Model Runner V1); it has never run in this repository.
 """
 
 from specinfer.runtime.methods.accelerators import AcceleratorSupport
