@@ -34,6 +34,7 @@ STANDALONE_AR_V2 = Drafting(
     zero_step="startup_k",
     graphs="none: the draft model runs eagerly",
     source=SourceLine(f"{_V2}/standalone_ar/speculator.py", 290, "for step in range(1, self.num_speculative_steps):"),
+    zero_source=SourceLine(f"{_V2}/standalone_ar/speculator.py", 392, "self._prefill("),  # every step, K or not
     graphs_source=SourceLine(f"{_V2}/standalone_ar/speculator.py", 68,
                              "pass  # CUDA graph not yet supported for standalone AR speculator."),
 )
@@ -45,6 +46,8 @@ MULTI_MODULE_MTP_V2 = Drafting(
     zero_step="startup_k",
     graphs="one graph of every module at the startup K + 1 tokens per request",
     source=SourceLine(f"{_V2}/multi_module_mtp/speculator.py", 426, "for step in range(self.num_speculative_steps):"),
+    zero_source=SourceLine(f"{_V2}/multi_module_mtp/speculator.py", 426,
+                           "for step in range(self.num_speculative_steps):"),
     graphs_source=SourceLine(f"{_V2}/multi_module_mtp/speculator.py", 114, "self.num_speculative_steps + 1,"),
     condition="priced as its worst case: a checkpoint with several MTP modules at K > 1 runs every module every "
               "step (MultiModuleMTPSpeculator); one with a single module follows the schedule "
@@ -78,6 +81,7 @@ NGRAM_GPU_V2 = Drafting(
     zero_step="startup_k",
     graphs="no model",
     source=SourceLine(f"{_V2}/ngram/speculator.py", 273, "self.num_speculative_steps,"),
+    zero_source=SourceLine(f"{_V2}/ngram/speculator.py", 273, "self.num_speculative_steps,"),
 )
 
 
@@ -106,8 +110,9 @@ def _suffix_proposer(line: int) -> Drafting:
                                       "assert num_speculative_tokens == self.num_speculative_tokens"))
 
 
-BASE_PROPOSER_V1 = _base_proposer(531, 619, "per token count (the capture sizes), PIECEWISE under a schedule",
-                                  None)
+BASE_PROPOSER_V1 = _base_proposer(
+    531, 619, "per token count (the capture sizes), downgraded to PIECEWISE under a schedule",
+    SourceLine("vllm/config/vllm.py", 1074, "or not self.compilation_config.cudagraph_mode.has_full_cudagraphs()"))
 NGRAM_V1 = _ngram_proposer()
 SUFFIX_V1 = _suffix_proposer(43)
 

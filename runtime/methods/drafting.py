@@ -19,12 +19,14 @@ the simulator and the step-cost presets price.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from specinfer.runtime.methods.engines import EngineRelease, SourceLine
 
-if TYPE_CHECKING:
-    from specinfer.runtime.methods.cost_presets import CostShape
+# How a step's draft cost grows with K (a method's `cost_shape`): K sequential passes of a model
+# drafter (EAGLE heads, draft models, MTP), one pass of a parallel (block) drafter (DFlash, DSpark),
+# or no pass and a lookup per drafted token (n-gram, suffix tree). None where nothing drafts.
+CostShape = Literal["sequential", "parallel", "lookup"]
 
 # How many tokens a step with K > 0 drafts: the scheduled K, or the K the engine started with.
 DraftedK = Literal["scheduled", "startup"]
@@ -79,22 +81,32 @@ class DraftWork:
 NO_WORK = DraftWork(0, 0)
 
 
-def step_work(drafting: Drafting | None, cost_shape: CostShape | None, k: int, startup_k: int) -> DraftWork:
+def step_work(cost_shape: CostShape | None, k: int, startup_k: int, *, drafted: DraftedK = "scheduled",
+              zero_step: ZeroStep = "first_pass") -> DraftWork:
     """The drafter's work in a step of a speculative engine started with `startup_k` whose schedule picked
     `k`: K sequential passes or one parallel pass (a lookup runs none) over the K it drafts -- the step's
-    or the startup one -- and at K = 0 what `drafting.zero_step` says. `drafting` None: the scheduled K
-    (vLLM's V1 proposers); `cost_shape` None: nothing drafts."""
+    or, `drafted` "startup", the startup one -- and at K = 0 what `zero_step` says (a `Drafting`'s two
+    fields; the defaults are vLLM's V1 proposers'). `cost_shape` None: nothing drafts. A lookup (n-gram,
+    suffix) is priced per scheduled token whatever it computes: its cost is microseconds, and Model
+    Runner V2's n-gram kernel, which fills the startup K, costs about the same at any K."""
     if cost_shape is None or startup_k <= 0:
         return NO_WORK
-    drafted: DraftedK = drafting.drafted if drafting is not None else "scheduled"
-    zero: ZeroStep = drafting.zero_step if drafting is not None else "first_pass"
+    if cost_shape == "lookup":
+        return DraftWork(0, max(k, 0))
     if k <= 0:
-        if zero == "first_pass":
-            return DraftWork(0 if cost_shape == "lookup" else 1, 1)
-        if zero != "startup_k":
+        if zero_step == "first_pass" and cost_shape != "lookup":
+            return DraftWork(1, 1)
+        if zero_step != "startup_k":
             return NO_WORK
         width = startup_k
     else:
         width = startup_k if drafted == "startup" else k
     passes = 0 if cost_shape == "lookup" else (1 if cost_shape == "parallel" else width)
     return DraftWork(passes, width)
+
+
+def fact_work(fact: Drafting | None, cost_shape: CostShape | None, k: int, startup_k: int) -> DraftWork:
+    """`step_work` for one drafter's facts (None: vLLM's V1 proposers' law)."""
+    if fact is None:
+        return step_work(cost_shape, k, startup_k)
+    return step_work(cost_shape, k, startup_k, drafted=fact.drafted, zero_step=fact.zero_step)

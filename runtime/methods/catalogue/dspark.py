@@ -35,7 +35,7 @@ DSPARK = register(MethodSpec(
     k_min=1,
     k_max=31,
     k_default=7,  # block size of the published Qwen3 drafts (deepseek-ai/dspark_qwen3_8b_block7)
-    summary="parallel drafter with Markov + confidence heads; pairs with enable_adaptive_verification",
+    summary="parallel drafter with Markov + confidence heads (its confidence head feeds adaptive verification)",
     accelerators={  # the platforms that run Model Runner V2 (not the CPU: registration checks runs_on)
         "nvidia": AcceleratorSupport(GPU_SOURCE),
         "amd": AcceleratorSupport(
@@ -44,7 +44,7 @@ DSPARK = register(MethodSpec(
         "ascend": AcceleratorSupport(ASCEND_SOURCE),
     },
     native_parallel_drafting=True,  # V2 runs its drafter in one pass (vllm/config/vllm.py, parallel_drafting)
-    advanced_fields=("parallel_drafting", "enable_adaptive_verification", "dspark_draft_topk"),
+    advanced_fields=("parallel_drafting", "dspark_draft_topk"),
     runs_on=("v2",),
     # vllm-ascend runs its own Model Runner V1 unless VLLM_USE_V2_MODEL_RUNNER is set, where its DSpark
     # proposer (vllm_ascend/spec_decode/dspark_proposer.py) serves it; vLLM 0.26.0 has no V1 refusal

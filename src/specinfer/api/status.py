@@ -93,6 +93,9 @@ class EffectiveConfig(SpeculationChoice):
     GPUs; about 19% per step at small batch sizes, vllm#49548); the tuner prices it."""
     live_schedule: LiveScheduleStatus | None = None
     """Set when the engine is retuned in place: K and schedule above are the published schedule."""
+    adaptive_verification: bool | None = None
+    """True when vLLM verifies adaptively (spec.speculation.advanced.enable_adaptive_verification): every step
+    verifies only the drafted tokens worth verifying, so K above is what is drafted, at most what is verified."""
 
 
 class Recommendation(SpeculationChoice):
