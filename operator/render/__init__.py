@@ -66,10 +66,13 @@ class Rendering:
         advanced = self.spec.speculation.advanced if self.spec is not None else None
         drafts = speculation.num_speculative_tokens > 0
         adaptive = drafts and bool(getattr(advanced, "enable_adaptive_verification", None))
+        support = (get_method(speculation.method).accelerators.get(self.spec.hardware.accelerator)
+                   if self.spec is not None else None)
         return EffectiveConfig(method=speculation.method, num_speculative_tokens=speculation.num_speculative_tokens,
                                schedule=schedule or None, config_hash=self.config_hash, model_runner=runner,
                                piecewise_cuda_graphs=piecewise, live_schedule=live,
-                               adaptive_verification=adaptive or None)
+                               adaptive_verification=adaptive or None,
+                               evidence=support.evidence.kind if support is not None else None)
 
     def manifest(self, kind: str) -> dict[str, Any] | None:
         return next((m for m in self.manifests if m["kind"] == kind), None)

@@ -57,3 +57,13 @@ def test_status_effective_says_when_it_is_on():
     assert render(body, OperatorConfig()).effective_status().adaptive_verification is True
     body["spec"]["speculation"]["advanced"] = {"enable_adaptive_verification": False}
     assert render(body, OperatorConfig()).effective_status().adaptive_verification is None
+
+
+def test_status_effective_says_what_the_cell_rests_on():
+    """Nothing on GPUs has run here: the status says so (evidence source), as it says engine where it ran."""
+    body = {"apiVersion": "specinfer.io/v1alpha1", "kind": "SpeculativeInference",
+            "metadata": {"name": "a", "namespace": "ns", "uid": "u"}, "spec": spec("eagle3", "nvidia")}
+    assert render(body, OperatorConfig()).effective_status().evidence == "source"
+    body["spec"] = {"model": {"name": "m"}, "hardware": {"accelerator": "cpu"},
+                    "speculation": {"method": "ngram", "numSpeculativeTokens": 3}}
+    assert render(body, OperatorConfig()).effective_status().evidence == "engine"
