@@ -94,15 +94,14 @@ def step_work(cost_shape: CostShape | None, k: int, startup_k: int, *, drafted: 
     if cost_shape == "lookup":
         return DraftWork(0, max(k, 0))
     if k <= 0:
-        if zero_step == "first_pass" and cost_shape != "lookup":
+        if zero_step == "first_pass":
             return DraftWork(1, 1)
         if zero_step != "startup_k":
             return NO_WORK
         width = startup_k
     else:
         width = startup_k if drafted == "startup" else k
-    passes = 0 if cost_shape == "lookup" else (1 if cost_shape == "parallel" else width)
-    return DraftWork(passes, width)
+    return DraftWork(1 if cost_shape == "parallel" else width, width)
 
 
 def fact_work(fact: Drafting | None, cost_shape: CostShape | None, k: int, startup_k: int) -> DraftWork:
