@@ -173,3 +173,16 @@ def test_an_ascend_engine_is_not_retuned_in_place():
     # a draft model there drafts and verifies its startup K: no schedule at all
     draft = parse_spec({**BASE["spec"], "hardware": {"accelerator": "ascend"}, "runtime": {"engine": "simulator"}})
     assert "drops it" in (why_not_in_place(draft) or "")
+
+
+def test_the_envelope_after_a_change_is_what_the_operator_renders_next():
+    """LiveEnvelope.after (what a bench engine runs after a change) agrees with rendering: in place keeps it, a
+    larger K rolls out to that K for a drafter that drafts its startup K, to nothing new for the others."""
+    started = render(with_status(None, None), OperatorConfig()).live.envelope
+    assert started.after("draftModel", [2]) == started
+    grown = started.after("draftModel", [5, 5, 0])
+    assert grown.max_k == 5 == render(with_status({"numSpeculativeTokens": 5}, 3), OperatorConfig()).live.envelope.max_k
+    eagle = with_status(None, None)
+    eagle["spec"]["speculation"]["method"] = "eagle3"
+    fixed = render(eagle, OperatorConfig()).live.envelope
+    assert fixed.after("eagle3", [12]) == fixed  # beyond the tuning maximum: not an envelope of its own
