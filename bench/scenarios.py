@@ -34,7 +34,7 @@ from specinfer.operator.tuner.policy import DraftConfig, Observation
 from specinfer.operator.tuner.queries import BATCH_QUANTILES
 from specinfer.runtime.methods import get_method
 from specinfer.runtime.methods.cost_presets import CostShape
-from specinfer.runtime.methods.engine_truth import PIECEWISE_COST
+from specinfer.runtime.methods.engine_truth import PIECEWISE_COST, drafting
 from specinfer.runtime.sim.model import COLLAPSED, AcceptanceProfile, acceptance_profile, cost_model, draft_scale
 
 from .observations import synthetic_observation
@@ -49,6 +49,9 @@ SIGNAL_SETS = ("specinfer", "vllm")  # our plugin's series, or only vLLM's own
 # kubelet's periodic sync bounds it at 60-90 s (docs/live-schedule.md), seconds when the pods are
 # nudged. 5 s covers the local bound with room; `--in-place-delay` replays the cluster's worst case.
 IN_PLACE_DELAY_SECONDS = 5.0
+# The accelerator the scenarios' simulated engine stands for (bench/tuner.py scenario_spec): its engine's
+# drafter decides how drafting follows the scheduled K (runtime/methods/drafters.py).
+BENCH_ACCELERATOR = "nvidia"
 
 
 @dataclass(frozen=True)
@@ -206,8 +209,13 @@ class Engine:
         cm = cost_model(self.scenario.cost_preset)
         running = self.config if config is None else config
         scale = draft_scale(self.scenario.method) * self.scenario.drafter_cost_factor
+        # a drafter that drafts its startup K pays the envelope the pods run (api/live.py)
+        envelope = self.envelope
+        startup = envelope.max_k if envelope is not None and envelope.drafts_max_k and self.in_place(running) \
+            else running.num_speculative_tokens
         seconds = cm.step_time(batch_size, k, self.cost_shape, draft_scale=scale,
-                               speculative=running.num_speculative_tokens > 0)
+                               speculative=running.num_speculative_tokens > 0,
+                               drafting=drafting(self.scenario.method, BENCH_ACCELERATOR), startup_k=startup or None)
         scheduled = running.schedule or (self.envelope is not None and not running.off)
         return seconds * (self.scenario.schedule_step_factor if scheduled else 1.0)
 
@@ -226,6 +234,9 @@ class Engine:
             path = "inPlace"
         else:
             self.restarts += 1
+            if self.envelope is not None:  # the new pods start with the envelope the operator renders for them
+                ks = config.dense(self.scenario.max_batch_size)[1:]
+                self.envelope = self.envelope.after(self.scenario.method, ks)
             self.rollout = Rollout(config, now, cost_model(self.scenario.cost_preset).restart_s,
                                    self.scenario.replicas, self.scenario.strategy)
             path = "rollout"

@@ -28,6 +28,7 @@ from specinfer.operator.tuner.target import tuning_input as operator_tuning_inpu
 from specinfer.runtime.methods import get_method
 
 from .scenarios import (
+    BENCH_ACCELERATOR,
     IN_PLACE_DELAY_SECONDS,
     SCENARIOS,
     SIGNAL_SETS,
@@ -64,6 +65,7 @@ def scenario_spec(scenario: Scenario) -> SpeculativeInferenceSpec:
         "speculation": speculation,
         "runtime": {"engine": "simulator", "simulator": {"costModel": scenario.cost_preset,
                                                           "maxNumSeqs": scenario.max_batch_size}},
+        "hardware": {"accelerator": BENCH_ACCELERATOR},
         "replicas": scenario.replicas,
         "updateStrategy": scenario.strategy,
         "tuning": tuning,
@@ -141,6 +143,11 @@ class PolicyController:
     def __call__(self, observation: Observation | None, now: float, engine: Engine) -> DraftConfig | None:
         if observation is None:
             return None
+        envelope = engine.envelope
+        if envelope is not None and envelope.drafts_max_k and self.tuning.in_place_max_k != envelope.max_k:
+            # the envelope the pods run now, as the loop reads it from status.effective (target.with_engine_envelope)
+            prior = self.tuning.cost_prior.model_copy(update={"startup_k": envelope.max_k})
+            self.tuning = self.tuning.model_copy(update={"in_place_max_k": envelope.max_k, "cost_prior": prior})
         decision, self.state = decide(observation, self.tuning, self.state, now)
         if decision.is_change:
             self.decisions.append((now, decision))

@@ -1,16 +1,18 @@
 # syntax=docker/dockerfile:1
-# Runtime image for Huawei Ascend NPUs (vllm-ascend): the pinned vLLM 0.33.0 build plus `specinfer runtime`,
-# which reads the operator's RuntimeConfig, checks it, and execs `vllm serve` (or the simulator).
+# Runtime image for Huawei Ascend NPUs: vllm-ascend 0.26.0rc1 (the newest vllm-ascend with wheels on PyPI) on
+# the vLLM it pairs with, 0.26.0, plus `specinfer runtime`, which reads the operator's RuntimeConfig, checks it,
+# and execs `vllm serve` (or the simulator). vllm-ascend tags its images `v<vllm-ascend version>`
+# (quay.io/ascend/vllm-ascend:v0.26.0rc1; variants add -a3, -310p or -openeuler).
 # Build from the repository root:
-#   docker build -f docker/runtime-ascend.Dockerfile -t ghcr.io/specinfer/runtime:0.1.0-vllm0.33.0-ascend .
+#   docker build -f docker/runtime-ascend.Dockerfile -t ghcr.io/specinfer/runtime:0.1.0-vllm0.26.0-ascend .
 # The base image and tag must match charts/specinfer/values.yaml (runtime.images.ascend),
 # operator/hardware.py and docs/install.md; tests/unit/test_chart_images.py checks all four.
 
-FROM quay.io/ascend/vllm-ascend:v0.33.0
+FROM quay.io/ascend/vllm-ascend:v0.26.0rc1
 LABEL org.opencontainers.image.title="specinfer-runtime-ascend" \
-      org.opencontainers.image.description="vLLM 0.33.0 for Huawei Ascend NPUs (vllm-ascend) with the specinfer runtime entrypoint" \
-      org.opencontainers.image.version="0.1.0-vllm0.33.0-ascend" \
-      org.opencontainers.image.base.name="quay.io/ascend/vllm-ascend:v0.33.0" \
+      org.opencontainers.image.description="vllm-ascend 0.26.0rc1 (vLLM 0.26.0) for Huawei Ascend NPUs with the specinfer runtime entrypoint" \
+      org.opencontainers.image.version="0.1.0-vllm0.26.0-ascend" \
+      org.opencontainers.image.base.name="quay.io/ascend/vllm-ascend:v0.26.0rc1" \
       org.opencontainers.image.licenses="Apache-2.0"
 WORKDIR /opt/specinfer
 COPY pyproject.toml README.md ./

@@ -22,6 +22,8 @@ def simulator_settings(config: RuntimeConfig, environ: Mapping[str, str] | None 
         model_name=served_model_name(spec),
         method=effective.method,
         num_speculative_tokens=effective.num_speculative_tokens if method.speculates else 0,
+        accelerator=spec.hardware.accelerator,
+        adaptive_verification=bool(getattr(spec.speculation.advanced, "enable_adaptive_verification", None)),
         schedule=tuple(effective.schedule) if effective.schedule else None,
         port=spec.runtime.port,
         host="0.0.0.0",

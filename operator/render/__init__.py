@@ -20,7 +20,7 @@ from specinfer.api import (
     speculation_of,
 )
 from specinfer.api.auto import applied_for, is_auto, selected_candidate, serving_spec
-from specinfer.api.live import live_envelope, ranges_of, startup_spec
+from specinfer.api.live import LiveEnvelope, choice_k, live_envelope, ranges_of, startup_spec
 from specinfer.api.parse import data_parallel_size
 from specinfer.api.status import EffectiveConfig, LiveScheduleStatus, ScheduleEntry
 from specinfer.operator.access import image_refusal
@@ -63,9 +63,16 @@ class Rendering:
             live = LiveScheduleStatus(max_num_speculative_tokens=self.live.envelope.max_k,
                                       digest=schedule_digest(self.live.ranges),
                                       config_map=self.live.config_map)
+        advanced = self.spec.speculation.advanced if self.spec is not None else None
+        drafts = speculation.num_speculative_tokens > 0
+        adaptive = drafts and bool(getattr(advanced, "enable_adaptive_verification", None))
+        support = (get_method(speculation.method).accelerators.get(self.spec.hardware.accelerator)
+                   if self.spec is not None else None)
         return EffectiveConfig(method=speculation.method, num_speculative_tokens=speculation.num_speculative_tokens,
                                schedule=schedule or None, config_hash=self.config_hash, model_runner=runner,
-                               piecewise_cuda_graphs=piecewise, live_schedule=live)
+                               piecewise_cuda_graphs=piecewise, live_schedule=live,
+                               adaptive_verification=adaptive or None,
+                               evidence=support.evidence.kind if support is not None else None)
 
     def manifest(self, kind: str) -> dict[str, Any] | None:
         return next((m for m in self.manifests if m["kind"] == kind), None)
@@ -121,7 +128,8 @@ def render(resource: Mapping[str, Any], config: OperatorConfig, *, podmonitor: b
         raise InvalidSpecError("status.tuning.applied",
                                f"status.tuning.applied does not fit the spec: {error}") from None
     speculation = speculation_of(merged)
-    live = _live_plan(spec, speculation, meta["name"])
+    envelope = live_envelope(spec, wanted_k=choice_k(speculation), running=running_envelope(resource, spec))
+    live = _live_plan(envelope, speculation, meta["name"])
     started = startup_spec(spec, live.envelope) if live is not None else merged
     workload = Workload(
         name=meta["name"],
@@ -139,7 +147,6 @@ def render(resource: Mapping[str, Any], config: OperatorConfig, *, podmonitor: b
         if refused is not None:
             raise NotAllowedError("spec.runtime.image", refused.message, reason=refused.reason)
     manifests = [build_configmap(workload)]
-    envelope = live_envelope(spec)
     if envelope is not None:  # before the Deployment: its pods mount it
         own = speculation_of(effective_spec(spec, None))
         published = live.ranges if live is not None else ranges_of(own.num_speculative_tokens, own.schedule)
@@ -151,9 +158,17 @@ def render(resource: Mapping[str, Any], config: OperatorConfig, *, podmonitor: b
                      live=live)
 
 
-def _live_plan(spec: SpeculativeInferenceSpec, speculation: EffectiveSpeculation, name: str) -> LivePlan | None:
+def running_envelope(resource: Mapping[str, Any], spec: SpeculativeInferenceSpec) -> int | None:
+    """The envelope the pods run now, as the last rendering recorded it (status.effective.liveSchedule),
+    for the spec's method; a drafter that drafts its startup K keeps it while what runs fits in it."""
+    effective = (resource.get("status") or {}).get("effective") or {}
+    live = effective.get("liveSchedule") or {}
+    k = live.get("maxNumSpeculativeTokens")
+    return k if effective.get("method") == spec.speculation.method and isinstance(k, int) and k > 0 else None
+
+
+def _live_plan(envelope: LiveEnvelope | None, speculation: EffectiveSpeculation, name: str) -> LivePlan | None:
     """The in-place plan when the spec is retuned in place and what should run fits its envelope."""
-    envelope = live_envelope(spec)
     if envelope is None or not get_method(speculation.method).speculates:
         return None
     ranges = ranges_of(speculation.num_speculative_tokens, speculation.schedule)

@@ -25,7 +25,7 @@ from specinfer.operator.tuner.convert import config_of
 from specinfer.operator.tuner.policy import AppliedConfig, CostPrior, DraftConfig, TuningInput
 from specinfer.operator.tuner.settings import PolicyDefaults
 from specinfer.runtime.methods import cost_model, draft_scale, get_method, restart_seconds
-from specinfer.runtime.methods.engine_truth import k_problems, schedule_support
+from specinfer.runtime.methods.engine_truth import drafting, k_problems, schedule_support
 
 
 class TargetError(ValueError):
@@ -139,9 +139,26 @@ def tuning_input(spec: SpeculativeInferenceSpec, defaults: PolicyDefaults | None
     if envelope is not None:  # retuned in place: changes within the engine's startup maximum restart nothing
         fields["in_place_max_k"] = envelope.max_k
     try:
-        return TuningInput(**fields)
+        built = TuningInput(**fields)
     except ValidationError as error:
         raise TargetError("InvalidTuningInput", f"the tuning input is invalid: {error}") from None
+    return with_drafting_law(built, spec)
+
+
+def with_drafting_law(tuning: TuningInput, spec: SpeculativeInferenceSpec) -> TuningInput:
+    """`tuning` whose cost prior prices drafting as this config's drafter does (runtime/methods/drafters.py):
+    the step's K or the engine's startup K, what a K = 0 step runs, and -- for a drafter that drafts its
+    startup K every step -- the envelope an in-place engine runs (`in_place_max_k`), which it pays whatever
+    the published schedule."""
+    fact = drafting(spec.speculation.method, spec.hardware.accelerator, _advanced(spec))
+    if fact is None:
+        return tuning
+    startup_k = tuning.in_place_max_k if fact.drafts_startup_k else None
+    law = {"drafted_k": fact.drafted, "zero_step": fact.zero_step, "startup_k": startup_k}
+    prior = tuning.cost_prior
+    if all(getattr(prior, name) == value for name, value in law.items()):
+        return tuning
+    return tuning.model_copy(update={"cost_prior": prior.model_copy(update=law)})
 
 
 def _advanced(spec: SpeculativeInferenceSpec) -> dict[str, Any]:
@@ -306,7 +323,8 @@ def with_engine_envelope(tuning: TuningInput, target: ResourceTarget) -> TuningI
     effective = target.status.effective
     live = effective.live_schedule if effective is not None else None
     max_k = live.max_num_speculative_tokens if live is not None else None
-    return tuning if tuning.in_place_max_k == max_k else tuning.model_copy(update={"in_place_max_k": max_k})
+    moved = tuning if tuning.in_place_max_k == max_k else tuning.model_copy(update={"in_place_max_k": max_k})
+    return moved if target.spec is None else with_drafting_law(moved, target.spec)
 
 
 # -- calibration (issue 17; operator/tuner/calibrated.py) ----------------------------------------
@@ -318,4 +336,6 @@ def calibrated_tuning_input(target: ResourceTarget, tuning: TuningInput,
     what runs, and what status.tuning.stepCost reports. A measured table wins over any configured prior."""
     assert target.spec is not None
     configured = defaults is not None and "cost_prior" in defaults.model_fields_set
-    return with_calibration(tuning, target.spec, target.status.calibration, configured_prior=configured)
+    calibrated, source = with_calibration(tuning, target.spec, target.status.calibration, configured_prior=configured)
+    # a measured table fits the prior's terms; how the drafter's work follows K stays the engine's
+    return with_drafting_law(calibrated, target.spec), source

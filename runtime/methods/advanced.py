@@ -29,11 +29,13 @@ class AdvancedField:
     # True: applies only to the methods whose module lists it (MethodSpec.advanced_fields);
     # False: to any speculative method.
     method_specific: bool = False
+    # vLLM runs it on Model Runner V2 only (its V1 refuses it): a platform without V2 is no place for it
+    needs_v2: bool = False
 
 
 def _f(kind: ValueKind, doc: str, *, minimum: float | None = None, maximum: float | None = None,
-       choices: tuple[str, ...] = (), method_specific: bool = False) -> AdvancedField:
-    return AdvancedField(kind, doc, minimum, maximum, tuple(choices), method_specific)
+       choices: tuple[str, ...] = (), method_specific: bool = False, needs_v2: bool = False) -> AdvancedField:
+    return AdvancedField(kind, doc, minimum, maximum, tuple(choices), method_specific, needs_v2)
 
 
 ADVANCED_FIELDS: Mapping[str, AdvancedField] = MappingProxyType({
@@ -72,8 +74,9 @@ ADVANCED_FIELDS: Mapping[str, AdvancedField] = MappingProxyType({
                                      minimum=0, maximum=1),
     "synthetic_acceptance_length": _f("number", "Mean acceptance length for synthetic verification.", minimum=1),
     "draft_sample_method": _f("enum", "greedy or probabilistic drafting.", choices=("greedy", "probabilistic")),
-    "enable_adaptive_verification": _f("bool", "Size the verification budget from per-request confidence (DSpark).",
-                                       method_specific=True),
+    "enable_adaptive_verification": _f("bool", "Verify only the drafted tokens worth verifying each step, ranked by "
+                                       "per-request confidence (vLLM Model Runner V2, every drafter; needs full "
+                                       "CUDA graphs, no LoRA, no pipeline parallelism).", needs_v2=True),
     "dspark_draft_topk": _f("int", "Evaluate DSpark's Markov projection on the top-k candidates only.", minimum=1,
                             method_specific=True),
     "xpress_topc": _f("int", "XPress (served as dflash): score each Jacobi pass on the top-C candidates.", minimum=0,

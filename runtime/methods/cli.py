@@ -6,9 +6,11 @@ import json
 
 import click
 
-from specinfer.runtime.methods import ACCELERATORS, MethodSpec, all_methods
+from specinfer.runtime.methods import ACCELERATORS, RELEASES, MethodSpec, all_methods
 from specinfer.runtime.methods.accelerators import EVIDENCE_MEANING
+from specinfer.runtime.methods.drafting import ZERO_STEP_MEANING, drafting_key
 from specinfer.runtime.methods.engine_truth import schedule_support, why_not_offered
+from specinfer.runtime.methods.engines import SourceLine
 
 
 def _k_range(method: MethodSpec) -> str:
@@ -90,11 +92,49 @@ def _unscheduled() -> list[str]:
     return [f"  {method} on {', '.join(accelerators)}: {effect}" for (method, effect), accelerators in groups.items()]
 
 
+def _at(text: str, line: SourceLine | None) -> str:
+    return f"{text} (`{line}`)" if line is not None else text
+
+
+def drafting_table() -> str:
+    """What each drafter does with the per-step K, per method, engine release and model runner: a markdown
+    table, every cell with the line it rests on (docs/engine-truth.md holds it)."""
+    rows = ["| method | accelerators | engine, model runner | drafter | a step with K > 0 drafts | "
+            "a K = 0 step runs | captured graphs | a Dynamic SD schedule |", "|---|---|---|---|---|---|---|---|"]
+    for method in all_methods():
+        for release in RELEASES:
+            on = [name for name in method.accelerators if ACCELERATORS[name].engine is release]
+            for runner in ("v2", "v1"):
+                fact = method.drafting.get(drafting_key(release, runner))
+                if fact is None or not on:
+                    continue
+                default = [name for name in on if ACCELERATORS[name].default_model_runner == runner]
+                where = ", ".join(default) if default else f"{', '.join(on)} (V1-only settings)"
+                drafts = "the scheduled K" if fact.drafted == "scheduled" else "the startup K, whatever the schedule"
+                schedule = "-"
+                if default:
+                    verdict = schedule_support(method.name, default[0])
+                    declared = method.schedule_on_v1_in(release)
+                    line = release.v2_truncates_drafts if runner == "v2" else (declared.source if declared else None)
+                    schedule = _at("verified" if verdict.honoured else verdict.effect, line)
+                    if verdict.piecewise_graphs:
+                        schedule += "; " + _at("full graphs downgraded to PIECEWISE", verdict.source)
+                condition = f"; {fact.condition}" if fact.condition else ""
+                zero = _at(ZERO_STEP_MEANING[fact.zero_step], fact.zero_source)
+                rows.append(f"| {method.name} | {where} | {release.label}, {runner.upper()} | `{fact.drafter}` | "
+                            f"{_at(drafts, fact.source)}{condition} | {zero} | "
+                            f"{_at(fact.graphs, fact.graphs_source)} | {schedule} |")
+    return "\n".join(rows)
+
+
 @click.command("methods")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of method objects.")
-def methods_command(as_json: bool) -> None:
+@click.option("--drafting", is_flag=True, help="Print what each drafter does with the per-step K (markdown).")
+def methods_command(as_json: bool, drafting: bool) -> None:
     """List speculative-decoding methods, their K bounds, hardware support and engine releases."""
     if as_json:
         click.echo(json.dumps([method.to_dict() for method in all_methods()], indent=2))
+    elif drafting:
+        click.echo(drafting_table())
     else:
         click.echo(methods_table())

@@ -16,12 +16,9 @@ docs/simulator.md). Pure: no I/O, no randomness.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
-# How a step's draft cost grows with K (a method's `cost_shape`): K sequential passes of a model
-# drafter (EAGLE heads, draft models, MTP), one pass of a parallel (block) drafter (DFlash, DSpark),
-# or no pass and a lookup per drafted token (n-gram, suffix tree). None where nothing drafts.
-CostShape = Literal["sequential", "parallel", "lookup"]
+from specinfer.runtime.methods.drafting import CostShape as CostShape  # its home is drafting.py
+from specinfer.runtime.methods.drafting import Drafting, DraftWork, fact_work, step_work
 
 
 @dataclass(frozen=True)
@@ -44,25 +41,31 @@ class CostModel:
     speculation_step_s: float = 0.0  # per speculative step
     speculation_per_seq_s: float = 0.0  # per running request in a speculative step
 
-    def target_time(self, batch_size: int, k: int) -> float:
-        """The verification (or plain decode) forward pass over batch_size*(k+1) tokens."""
+    def target_time(self, batch_size: int, k: int, tokens: float | None = None) -> float:
+        """The verification (or plain decode) forward pass over batch_size*(k+1) tokens (`tokens`: another
+        count, e.g. what adaptive verification verifies)."""
         if batch_size <= 0:
             return 0.0
-        tokens = batch_size * (k + 1)
+        tokens = batch_size * (k + 1) if tokens is None else tokens
         p = self.knee_sharpness
         roofline: float = (self.floor_s**p + (self.compute_per_token_s * tokens) ** p) ** (1.0 / p)
         return roofline + self.kv_per_seq_s * batch_size
 
+    def work_time(self, batch_size: int, work: DraftWork, cost_shape: CostShape | None, *,
+                  draft_scale: float = 1.0) -> float:
+        """The drafter's work in one step (drafting.step_work: passes, tokens drafted per request)."""
+        if batch_size <= 0 or cost_shape is None:
+            return 0.0
+        if cost_shape == "lookup":
+            return self.lookup_per_token_s * batch_size * work.tokens
+        pass_s = self.parallel_pass_s if cost_shape == "parallel" else self.draft_pass_s
+        return draft_scale * (work.passes * pass_s + self.draft_per_token_s * batch_size * work.tokens)
+
     def draft_time(self, batch_size: int, k: int, cost_shape: CostShape | None, *, draft_scale: float = 1.0) -> float:
         """Cost of proposing k tokens for each of batch_size requests (`cost_shape` None: no drafter)."""
-        if batch_size <= 0 or k <= 0 or cost_shape is None:
+        if k <= 0:
             return 0.0
-        drafted = batch_size * k
-        if cost_shape == "sequential":
-            return draft_scale * k * (self.draft_pass_s + self.draft_per_token_s * batch_size)
-        if cost_shape == "parallel":
-            return draft_scale * (self.parallel_pass_s + self.draft_per_token_s * drafted)
-        return self.lookup_per_token_s * drafted
+        return self.work_time(batch_size, step_work(cost_shape, k, k), cost_shape, draft_scale=draft_scale)
 
     def speculation_time(self, batch_size: int, k: int) -> float:
         """The speculative step's bookkeeping, independent of K (0 when not drafting)."""
@@ -71,27 +74,26 @@ class CostModel:
         return self.speculation_step_s + self.speculation_per_seq_s * batch_size
 
     def first_pass_time(self, batch_size: int, cost_shape: CostShape | None, *, draft_scale: float = 1.0) -> float:
-        """The drafter's first pass alone: what a model drafter runs in a Dynamic SD schedule's K = 0 step
-        to keep its KV cache in step with the target (vLLM v1/spec_decode/llm_base_proposer.py,
-        `propose`: "No draft tokens requested (e.g. Dynamic SD decided K=0)"). Lookups run nothing."""
-        if batch_size <= 0:
-            return 0.0
-        if cost_shape == "sequential":
-            return draft_scale * (self.draft_pass_s + self.draft_per_token_s * batch_size)
-        if cost_shape == "parallel":
-            return draft_scale * self.parallel_pass_s
-        return 0.0
+        """The drafter's first pass alone (one token per request): what a model drafter runs in a Dynamic SD
+        schedule's K = 0 step to keep its KV cache in step with the target (vLLM v1/spec_decode/
+        llm_base_proposer.py, `propose`: "No draft tokens requested (e.g. Dynamic SD decided K=0)").
+        Lookups run nothing."""
+        return self.work_time(batch_size, step_work(cost_shape, 0, 1), cost_shape, draft_scale=draft_scale)
 
     def step_time(self, batch_size: int, k: int, cost_shape: CostShape | None, *, draft_scale: float = 1.0,
-                  speculative: bool = False) -> float:
+                  speculative: bool = False, drafting: Drafting | None = None, startup_k: int | None = None,
+                  verified_tokens: float | None = None) -> float:
         """T(B, K): one engine step. K = 0 is a plain decode step when the engine runs without a
-        speculative config; with one (`speculative`: a schedule's K = 0 range) the drafter's first pass
-        still runs."""
-        if k <= 0:
-            extra = self.first_pass_time(batch_size, cost_shape, draft_scale=draft_scale) if speculative else 0.0
-            return self.target_time(batch_size, 0) + extra
-        return (self.target_time(batch_size, k) + self.speculation_time(batch_size, k)
-                + self.draft_time(batch_size, k, cost_shape, draft_scale=draft_scale))
+        speculative config; with one (`speculative`: a schedule's K = 0 range) the drafter still runs what
+        it runs then. The drafter's work is `drafting`'s (runtime/methods/drafters.py) for an engine started
+        with `startup_k` (default: K; a drafter that drafts its startup K pays it on every step); without
+        it, vLLM's V1 proposers': the step's K, and the first pass at K = 0. `verified_tokens`: tokens
+        through the target when not B*(K+1) (adaptive verification)."""
+        if k <= 0 and not speculative:
+            return self.target_time(batch_size, 0)
+        work = fact_work(drafting, cost_shape, k, startup_k if startup_k else max(k, 1))
+        return (self.target_time(batch_size, k, verified_tokens) + self.speculation_time(batch_size, k)
+                + self.work_time(batch_size, work, cost_shape, draft_scale=draft_scale))
 
     def prefill_time(self, prompt_tokens: int) -> float:
         """Extra step time when a request's prompt is prefilled in that step."""

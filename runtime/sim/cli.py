@@ -7,6 +7,7 @@ import logging
 
 import click
 
+from specinfer.runtime.methods import ACCELERATORS
 from specinfer.runtime.sim.model import COST_MODELS, METHODS, WORKLOADS
 from specinfer.runtime.sim.settings import Phase, SimulatorSettings
 
@@ -39,6 +40,10 @@ def parse_schedule(text: str | None) -> tuple[tuple[int, int, int], ...] | None:
 @click.option("--workload", type=click.Choice(WORKLOADS), default="chat", show_default=True)
 @click.option("--phases", default=None, help='JSON list: [{"workload":"chat","durationSeconds":60}, ...]')
 @click.option("--cost-model", type=click.Choice(sorted(COST_MODELS)), default="h100-llama8b", show_default=True)
+@click.option("--accelerator", type=click.Choice(list(ACCELERATORS)), default="nvidia", show_default=True,
+              help="whose engine's drafter to play: how drafting follows the scheduled K")
+@click.option("--adaptive-verification", is_flag=True, help="verify only the draft slots vLLM's adaptive "
+              "verification admits (enable_adaptive_verification)")
 @click.option("--max-batch-size", type=int, default=256, show_default=True, help="vLLM's max_num_seqs")
 @click.option("--time-scale", type=float, default=1.0, show_default=True, help="simulated seconds per wall second")
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -48,8 +53,8 @@ def parse_schedule(text: str | None) -> tuple[tuple[int, int, int], ...] | None:
 @click.option("--port", type=int, default=8000, show_default=True)
 @click.option("--admin", is_flag=True, help="serve /admin/workload and /admin/state (unauthenticated: "
               "anyone who reaches the port can switch the workload)")
-def sim(model_name, method, num_speculative_tokens, schedule, workload, phases, cost_model, max_batch_size,
-        time_scale, seed, noise, startup_seconds, host, port, admin) -> None:
+def sim(model_name, method, num_speculative_tokens, schedule, workload, phases, cost_model, accelerator,
+        adaptive_verification, max_batch_size, time_scale, seed, noise, startup_seconds, host, port, admin) -> None:
     """Serve a simulated vLLM (OpenAI API + vLLM's /metrics) under speculative decoding."""
     from specinfer.runtime.methods import get_method
     from specinfer.runtime.sim.server import serve
@@ -59,6 +64,7 @@ def sim(model_name, method, num_speculative_tokens, schedule, workload, phases, 
     settings = SimulatorSettings(
         model_name=model_name, method=method, num_speculative_tokens=k,
         schedule=parse_schedule(schedule), workload=workload, phases=parse_phases(phases), cost_model=cost_model,
+        accelerator=accelerator, adaptive_verification=adaptive_verification,
         max_batch_size=max_batch_size, time_scale=time_scale, seed=seed, noise=noise, startup_s=startup_seconds,
         host=host, port=port, admin=admin,
     )

@@ -5,8 +5,13 @@ No asyncio and no wall clock here, so the same engine runs behind the HTTP serve
 One step: admit waiting requests up to max_batch_size (their prompts are prefilled in
 this step and they get their first token), then every decoding request gains
 1 + accepted tokens, acceptance drawn per draft position from the workload's profile,
-with K from vLLM's Dynamic SD schedule at the current batch size. `plan_step` decides
-what the step does and how long it takes; `complete_step` stamps its end time.
+with K from vLLM's Dynamic SD schedule at the current batch size. The drafter costs what the
+accelerator's engine drafter costs (runtime/methods/drafters.py): the scheduled K, or the startup K
+on every step, and at K = 0 a first pass, a context store or the full startup drafts. With adaptive
+verification (runtime/methods/adaptive.py) only the draft slots vLLM's rule admits are verified, ranked
+by each request's true survival probability (vLLM ranks by the drafter's confidences, so this is the rule
+at its best). `plan_step` decides what the step does and how long it takes; `complete_step` stamps its
+end time.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ import numpy as np
 from specinfer.runtime.live_schedule.published import PublishedSchedule
 from specinfer.runtime.live_schedule.watcher import ScheduleWatcher
 from specinfer.runtime.methods import get_method
+from specinfer.runtime.methods.adaptive import ADAPTIVE_COST, admitted, verification_budget
+from specinfer.runtime.methods.engine_truth import drafting
 from specinfer.runtime.methods.schedule import dense_schedule, effective_k
 from specinfer.runtime.sim.model import COLLAPSED, AcceptanceProfile, acceptance_profile, cost_model, draft_scale
 from specinfer.runtime.sim.settings import SimulatorSettings
@@ -90,6 +97,7 @@ class StepPlan:
     k: int
     accepted: list[int]  # per decoding request
     scheduled: int  # requests in the step (decoding + prefilling): vLLM's batch size for the schedule
+    verified: list[int] | None = None  # per decoding request, the drafts verified (None: all k)
 
 
 def accepted_per_position(accepted: list[int], k: int) -> list[int]:
@@ -109,6 +117,7 @@ class Engine:
         self.cost = cost_model(settings.cost_model)
         self.draft_scale = draft_scale(settings.method)
         self.cost_shape = get_method(settings.method).cost_shape
+        self.drafting = drafting(settings.method, settings.accelerator)  # None: the method does not draft
         self.rng = np.random.default_rng(settings.seed)
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
@@ -171,17 +180,36 @@ class Engine:
         scheduled = len(decoding) + len(prefilling)
         k = self.k_at(scheduled) if decoding else 0
         accepted = self._draw_acceptance(decoding, k)
+        verified = self._verified(decoding, k) if self.settings.adaptive_verification and k > 0 else None
+        if verified is not None:
+            accepted = [min(a, v) for a, v in zip(accepted, verified, strict=True)]
         duration = 0.0
         if decoding:
-            duration += self.cost.step_time(len(decoding), k, self.cost_shape, draft_scale=self.draft_scale,
-                                            speculative=self.settings.speculative)
+            duration += self._decode_time(len(decoding), k, None if verified is None else sum(verified))
         if prefilling:
             duration += self.cost.prefill_time(sum(r.prompt_tokens for r in prefilling))
             if not decoding:
                 duration += self.cost.target_time(len(prefilling), 0)
         if self.settings.noise > 0 and duration > 0:
             duration *= float(self.rng.lognormal(0.0, self.settings.noise))
-        return StepPlan(now, duration, prefilling, decoding, k, accepted, scheduled)
+        return StepPlan(now, duration, prefilling, decoding, k, accepted, scheduled, verified)
+
+    def _decode_time(self, batch_size: int, k: int, verified_drafts: int | None = None) -> float:
+        """The decode part of a step: the drafter's work as the engine's drafter does it (started with the
+        configured K, the envelope when retuned in place) and the target over the verified tokens."""
+        seconds = self.cost.step_time(batch_size, k, self.cost_shape, draft_scale=self.draft_scale,
+                                      speculative=self.settings.speculative, drafting=self.drafting,
+                                      startup_k=self.settings.num_speculative_tokens or None,
+                                      verified_tokens=None if verified_drafts is None else batch_size + verified_drafts)
+        return seconds * (ADAPTIVE_COST.step_time_factor if self.settings.adaptive_verification else 1.0)
+
+    def _verified(self, decoding: list[SimRequest], k: int) -> list[int]:
+        """Adaptive verification: the drafts vLLM's rule verifies per request this step."""
+        survival = np.array([self.profile(r.workload or self.workload).prefix_probs(k) for r in decoding])
+        size = len(decoding)
+        budget = verification_budget(survival.reshape(-1), size,
+                                     lambda n: np.array([self._decode_time(size, k, int(m)) for m in n]))
+        return admitted(survival, budget).tolist()
 
     def _draw_acceptance(self, decoding: list[SimRequest], k: int) -> list[int]:
         """Accepted prefix length per request: position i accepted with its conditional rate."""
@@ -210,10 +238,11 @@ class Engine:
             prompt_tokens=sum(r.prompt_tokens for r in plan.prefilling),
             generation_tokens=0,
             num_drafts=len(plan.decoding) if k > 0 else 0,
-            num_draft_tokens=len(plan.decoding) * k,
+            num_draft_tokens=len(plan.decoding) * k if plan.verified is None else sum(plan.verified),
             num_accepted_tokens=int(sum(plan.accepted)),
             accepted_per_pos=accepted_per_position(plan.accepted, k),
-            draft_per_pos=[len(plan.decoding)] * k,
+            draft_per_pos=([len(plan.decoding)] * k if plan.verified is None
+                           else [sum(v > i for v in plan.verified) for i in range(k)]),
         )
         for request in plan.prefilling:
             request.first_token_at = end

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specinfer.runtime.methods import methods_without_drafts
+from specinfer.runtime.methods import ACCELERATORS, get_accelerator, get_method, methods_without_drafts
+from specinfer.runtime.methods.engine_truth import why_not_offered
 from specinfer.runtime.methods.schedule import schedule_problems
 from specinfer.runtime.sim.model import COST_MODELS, METHODS, WORKLOADS
 
@@ -27,6 +28,11 @@ class Phase:
 class SimulatorSettings:
     model_name: str = "simulated-model"
     method: str = "none"  # spec method name: the catalogue's (its cost shape and acceptance come from there)
+    # the accelerator the simulated engine stands for: its engine release's drafter decides how drafting
+    # follows the scheduled K (runtime/methods/drafters.py), as in the real engine
+    accelerator: str = "nvidia"
+    # vLLM's adaptive verification (runtime/methods/adaptive.py): verify only the draft slots worth it
+    adaptive_verification: bool = False
     num_speculative_tokens: int = 0  # 0 with method none
     schedule: tuple[tuple[int, int, int], ...] | None = None  # num_speculative_tokens_per_batch_size
     workload: str = "chat"
@@ -58,6 +64,11 @@ class SimulatorSettings:
         found: list[str] = []
         if self.method not in METHODS:
             found.append(f"method: unknown {self.method!r}; known: {', '.join(METHODS)}")
+        elif self.accelerator not in ACCELERATORS:
+            found.append(f"accelerator: unknown {self.accelerator!r}; known: {', '.join(ACCELERATORS)}")
+        elif not get_method(self.method).supports(self.accelerator):
+            reason = why_not_offered(get_method(self.method), get_accelerator(self.accelerator))
+            found.append(f"method: {self.method} is not offered on accelerator {self.accelerator} ({reason})")
         phase_workloads = [(f"phases[{i}].workload", p.workload) for i, p in enumerate(self.phases)]
         for name, workload in [("workload", self.workload), *phase_workloads]:
             if workload not in WORKLOADS:

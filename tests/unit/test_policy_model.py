@@ -10,7 +10,7 @@ from specinfer.bench.observations import synthetic_observation
 from specinfer.operator.tuner.policy import OFF, CostPrior, DraftConfig, TuningInput
 from specinfer.operator.tuner.policy.acceptance import estimate_from, expected_tokens, extrapolated_prefix
 from specinfer.operator.tuner.policy.cost import CostModel
-from specinfer.operator.tuner.policy.goodput import MAX_RANGES, Model, best_dense, limit_ranges
+from specinfer.operator.tuner.policy.goodput import MAX_RANGES, Model, best_dense, goodput, limit_ranges
 from specinfer.operator.tuner.target import simulator_cost_prior
 from specinfer.runtime.methods.registry import draft_scale
 from specinfer.runtime.methods.schedule import schedule_problems
@@ -224,3 +224,52 @@ def test_k0_cells_from_before_the_split_are_forgotten_the_rest_kept():
     old = {"cells": {"4:3": stored["cells"]["4:3"], "32:0": stored["cells"]["32:0s"]}}  # the old key
     assert set(CostModel.from_state(old, CPU_PRIOR, "sequential").cells) == {"4:3"}
     assert set(CostModel.from_state({**old, "k0Split": True}, CPU_PRIOR, "sequential").cells) == {"4:3", "32:0"}
+
+
+# -- drafting as the engine's drafter does it (issue 42; runtime/methods/drafters.py) --------------------------
+
+STANDALONE = PRIOR.model_copy(update={"drafted_k": "startup", "zero_step": "startup_k"})
+
+
+def test_a_drafter_that_drafts_its_startup_k_pays_it_on_every_step_k0_included():
+    """vLLM 0.33.0's V2 draft model: a schedule's K only changes what is verified."""
+    follows, startup = CostModel(PRIOR, "sequential", {}), CostModel(STANDALONE, "sequential", {})
+    theta = follows.multipliers()
+    eight = follows.step_time(16, 8, theta)
+    assert startup.step_time(16, 8, theta) == pytest.approx(eight)
+    # K = 2 under a config of K = 8: eight draft passes, three verified tokens per request
+    lowered = startup.step_time(16, 2, theta, speculative=True, config_k=8)
+    assert lowered > follows.step_time(16, 2, theta, speculative=True)
+    assert lowered - follows.step_time(16, 2, theta, speculative=True) == pytest.approx(
+        6 * (PRIOR.draft_pass + 16 * PRIOR.draft_token))
+    # K = 0 in that schedule: all eight passes, nothing verified beyond the bonus token
+    assert startup.step_time(16, 0, theta, speculative=True, config_k=8) == pytest.approx(
+        follows.step_time(16, 0, theta) + 8 * (PRIOR.draft_pass + 16 * PRIOR.draft_token))
+    # in place, the running envelope is paid whatever smaller config runs
+    in_place = CostModel(STANDALONE.model_copy(update={"startup_k": 6}), "sequential", {})
+    assert in_place.step_time(16, 2, theta, speculative=True, config_k=2) == pytest.approx(
+        startup.step_time(16, 2, theta, speculative=True, config_k=6))
+
+
+def test_a_block_drafter_stores_context_only_at_k0_and_drafts_its_startup_block():
+    block = CostModel(PRIOR.model_copy(update={"drafted_k": "startup", "zero_step": "context_only"}), "parallel", {})
+    theta = block.multipliers()
+    assert block.step_time(8, 0, theta, speculative=True, config_k=15) == pytest.approx(block.step_time(8, 0, theta))
+    wide = block.step_time(8, 3, theta, speculative=True, config_k=15)
+    narrow = CostModel(PRIOR, "parallel", {}).step_time(8, 3, theta, speculative=True)
+    assert wide - narrow == pytest.approx(PRIOR.draft_token * 8 * 12)  # one pass, 15 tokens drafted, not 3
+
+
+def test_the_objective_prices_a_schedule_under_the_drafters_startup_k():
+    """Goodput of a schedule K=4 at low batch, K=0 above: for the draft model the K=0 range still pays 4 passes."""
+    follows = CostModel(PRIOR, "sequential", {})
+    startup = CostModel(STANDALONE, "sequential", {})
+    prefix = CHAT.prefix_probs(8)
+    dense = [0] + [4] * 8 + [0] * 56
+    mix = [(48, 1.0)]
+    cheap = goodput(Model(prefix, follows, follows.multipliers()), dense, mix)
+    dear = goodput(Model(prefix, startup, startup.multipliers()), dense, mix)
+    assert dear < 0.85 * cheap  # 48 requests pay four eager draft passes they verify nothing of
+    off = [0] * 65
+    assert goodput(Model(prefix, startup, startup.multipliers()), off, mix) == pytest.approx(
+        goodput(Model(prefix, follows, follows.multipliers()), off, mix))

@@ -119,3 +119,70 @@ def test_model_runner_v2_starts_with_every_k_so_its_cuda_graphs_cover_them():
     startup = json.loads(rendering.manifest("ConfigMap")["data"]["runtime.json"])["spec"]["speculation"]["schedule"]
     assert {r["numSpeculativeTokens"] for r in startup} == set(range(envelope.max_k + 1))
     assert published(rendering) == ((1, 65536, 3),)  # what runs from the first step is still the spec's K
+
+
+# -- a drafter that drafts its startup K on every step (issue 42) ---------------------------------------------
+
+GPU_DRAFT_MODEL = {"hardware": {"accelerator": "nvidia"}, "tuning": {"mode": "auto", "maxNumSpeculativeTokens": 8}}
+
+
+def with_status(applied: dict | None, running: int | None, method: str = "draftModel") -> dict:
+    out = resource(applied, **GPU_DRAFT_MODEL)
+    if running is not None:
+        out.setdefault("status", {})["effective"] = {"method": method,
+                                                     "liveSchedule": {"maxNumSpeculativeTokens": running,
+                                                                      "digest": "d", "configMap": "tiny-schedule"}}
+    return out
+
+
+def test_a_draft_model_on_model_runner_v2_starts_at_the_k_in_force_not_the_tuning_maximum():
+    """vLLM 0.33.0's StandaloneARSpeculator drafts the startup K every step (vllm#51510): started at the
+    tuning maximum it would pay eight draft passes whatever the published schedule."""
+    rendering = render(with_status(None, None), OperatorConfig())
+    config = json.loads(rendering.manifest("ConfigMap")["data"]["runtime.json"])
+    assert config["liveSchedule"]["maxNumSpeculativeTokens"] == 3  # the spec's own K, not 8
+    assert rendering.live is not None and rendering.live.envelope.drafts_max_k
+    # an EAGLE-3 head follows the step's K: its envelope stays the tuning maximum
+    eagle = with_status(None, None)
+    eagle["spec"]["speculation"]["method"] = "eagle3"
+    assert render(eagle, OperatorConfig()).live.envelope.max_k == 8
+
+
+def test_a_lower_k_goes_in_place_within_the_running_envelope_and_a_larger_one_rolls_out():
+    started = render(with_status(None, None), OperatorConfig())
+    lower = render(with_status({"numSpeculativeTokens": 2}, 3), OperatorConfig())
+    assert lower.config_hash == started.config_hash and lower.live.envelope.max_k == 3
+    assert published(lower) == ((1, 65536, 2),)  # verification lowered; the engine still drafts 3
+    larger = render(with_status({"numSpeculativeTokens": 5}, 3), OperatorConfig())
+    assert larger.config_hash != started.config_hash and larger.live.envelope.max_k == 5
+    # once the pods run 5, coming back to 3 is in place: the envelope is what runs, not what was asked last
+    back = render(with_status({"numSpeculativeTokens": 3}, 5), OperatorConfig())
+    assert back.config_hash == larger.config_hash and back.live.envelope.max_k == 5
+    # an envelope recorded for another method says nothing about this one
+    other = render(with_status({"numSpeculativeTokens": 2}, 5, method="eagle3"), OperatorConfig())
+    assert other.live.envelope.max_k == 2
+
+
+def test_an_ascend_engine_is_not_retuned_in_place():
+    eagle3 = {"method": "eagle3", "draftModel": {"name": "d"}, "numSpeculativeTokens": 3}
+    spec = parse_spec({**BASE["spec"], "speculation": eagle3, "hardware": {"accelerator": "ascend"}})
+    assert "replaces vLLM's scheduler" in (why_not_in_place(spec) or "")
+    simulated = parse_spec({**BASE["spec"], "speculation": eagle3, "hardware": {"accelerator": "ascend"},
+                            "runtime": {"engine": "simulator"}})
+    assert why_not_in_place(simulated) is None  # the simulator follows the schedule itself
+    # a draft model there drafts and verifies its startup K: no schedule at all
+    draft = parse_spec({**BASE["spec"], "hardware": {"accelerator": "ascend"}, "runtime": {"engine": "simulator"}})
+    assert "drops it" in (why_not_in_place(draft) or "")
+
+
+def test_the_envelope_after_a_change_is_what_the_operator_renders_next():
+    """LiveEnvelope.after (what a bench engine runs after a change) agrees with rendering: in place keeps it, a
+    larger K rolls out to that K for a drafter that drafts its startup K, to nothing new for the others."""
+    started = render(with_status(None, None), OperatorConfig()).live.envelope
+    assert started.after("draftModel", [2]) == started
+    grown = started.after("draftModel", [5, 5, 0])
+    assert grown.max_k == 5 == render(with_status({"numSpeculativeTokens": 5}, 3), OperatorConfig()).live.envelope.max_k
+    eagle = with_status(None, None)
+    eagle["spec"]["speculation"]["method"] = "eagle3"
+    fixed = render(eagle, OperatorConfig()).live.envelope
+    assert fixed.after("eagle3", [12]) == fixed  # beyond the tuning maximum: not an envelope of its own

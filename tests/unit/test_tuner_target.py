@@ -205,3 +205,44 @@ def test_a_hold_before_the_policy_ran_keeps_the_restart_count():
     assert tick_status(read_target(body), hold).status.tuning.restarts_last_hour == 1
     later = Tick(mode="auto", now=NOW + 3600, degraded=("SeriesMissing", "no series yet"), hold_reason="holding")
     assert tick_status(read_target(body), later).status.tuning.restarts_last_hour == 0
+
+
+# --- how the drafter's work follows K (issue 42; runtime/methods/drafters.py) ---
+
+def _draft_model(accelerator: str, running: int | None = None):
+    body = resource("a")
+    body["spec"]["speculation"] = {"method": "draftModel", "draftModel": {"name": "d"}, "numSpeculativeTokens": 3}
+    body["spec"]["hardware"] = {"accelerator": accelerator}
+    body["spec"]["tuning"]["maxNumSpeculativeTokens"] = 8
+    body["status"]["effective"]["method"] = "draftModel"
+    if running is not None:
+        body["status"]["effective"]["liveSchedule"] = {"maxNumSpeculativeTokens": running, "digest": "d",
+                                                       "configMap": "a-schedule"}
+    return read_target(body)
+
+
+def test_the_cost_prior_drafts_as_the_engines_drafter_does():
+    from specinfer.operator.tuner.target import with_engine_envelope
+
+    gpu = tuning_input(_draft_model("nvidia").spec)
+    law = gpu.cost_prior
+    assert (law.drafted_k, law.zero_step) == ("startup", "startup_k")  # StandaloneARSpeculator, V2
+    assert gpu.in_place_max_k == law.startup_k == 3  # its envelope is the K in force, which it pays every step
+    cpu = tuning_input(_draft_model("cpu").spec).cost_prior
+    assert (cpu.drafted_k, cpu.zero_step, cpu.startup_k) == ("scheduled", "first_pass", None)  # V1 proposer
+    assert tuning_input(_spec()).cost_prior.drafted_k == "scheduled"  # EAGLE-3 on V2 follows the step's K
+    # the pods run a larger envelope now (a rollout to 6 earlier): that is what every step pays
+    target = _draft_model("nvidia", running=6)
+    running = with_engine_envelope(tuning_input(target.spec), target)
+    assert running.in_place_max_k == running.cost_prior.startup_k == 6
+
+
+def test_a_calibrated_prior_keeps_the_drafters_law():
+    """A measured table replaces the prior's terms (calibrated.py), never how the drafter's work follows K."""
+    from specinfer.operator.tuner.target import calibrated_tuning_input
+
+    target = _draft_model("nvidia")
+    tuning = tuning_input(target.spec)
+    after, _ = calibrated_tuning_input(target, tuning.model_copy(update={"cost_prior": tuning.cost_prior.model_copy(
+        update={"drafted_k": "scheduled", "zero_step": "first_pass", "startup_k": None})}))
+    assert (after.cost_prior.drafted_k, after.cost_prior.startup_k) == ("startup", 3)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from specinfer.runtime.methods import CostShape
+from specinfer.runtime.methods.drafting import NO_WORK, DraftWork, step_work
 from specinfer.runtime.methods.schedule import effective_k
 
 from .inputs import CostPrior
@@ -42,38 +43,63 @@ K0_SPLIT_KEY = "k0Split"  # cells keyed "B:0" are plain decode only ("B:0s": a s
 
 
 def draft_passes(k: int, cost_shape: CostShape, speculative: bool = False) -> int:
-    """Draft passes in one step: none for a lookup, one for a parallel drafter, K for a sequential one. A
-    model drafter runs its first pass even in a Dynamic SD schedule's K = 0 steps (`speculative`), to keep
-    its KV cache in step (vLLM llm_base_proposer.py, `propose`)."""
-    if cost_shape == "lookup":
-        return 0
-    if k <= 0:
-        return 1 if speculative else 0
-    return 1 if cost_shape == "parallel" else k
+    """Draft passes in one step of a drafter that follows the step's K (vLLM's Model Runner V1
+    proposers): none for a lookup, one for a parallel drafter, K for a sequential one, and a model
+    drafter's first pass in a Dynamic SD schedule's K = 0 steps (`speculative`), to keep its KV cache in
+    step (vLLM llm_base_proposer.py, `propose`)."""
+    return step_work(cost_shape, k, max(k, 1)).passes if (k > 0 or speculative) else 0
 
 
-def terms(prior: CostPrior, batch_size: float, k: int, cost_shape: CostShape, speculative: bool = False) -> np.ndarray:
+def draft_work(prior: CostPrior, k: int, cost_shape: CostShape, speculative: bool = False,
+               config_k: int | None = None) -> DraftWork:
+    """The drafter's work in a step whose schedule picked `k` (runtime/methods/drafting.py), by the law
+    the prior carries. A drafter that drafts its startup K every step drafts the engine's startup K: the
+    larger of the envelope it runs in place (`prior.startup_k`) and the config's own K (`config_k`,
+    default `k`). Not `speculative` and K = 0: a plain decode step, no drafter."""
+    if k <= 0 and not speculative:
+        return NO_WORK
+    startup = max(prior.startup_k or 0, k if config_k is None else config_k, 1)
+    return step_work(cost_shape, k, startup, drafted=prior.drafted_k, zero_step=prior.zero_step)
+
+
+def terms(prior: CostPrior, batch_size: float, k: int, cost_shape: CostShape, speculative: bool = False,
+          config_k: int | None = None, verified_tokens: float | None = None) -> np.ndarray:
     """The prior's step time split into the terms the fit scales (at PRIOR_THETA they sum to it).
 
     The compute-above-the-floor term comes three times, with the knee earlier, where the prior
     puts it, and later: the fit can move the knee, which a roofline estimate often misplaces.
-    `speculative`: the engine runs a speculative config, so a K = 0 step (a schedule's) still pays
-    the drafter's first pass; without one, K = 0 is a plain decode step.
+    `speculative`: the engine runs a speculative config, so a K = 0 step (a schedule's) still runs
+    what the drafter runs then (`draft_work`); without one, K = 0 is a plain decode step. `config_k`:
+    the config's K, for a drafter that drafts its startup K. `verified_tokens`: tokens through the target
+    when not B*(K+1) (adaptive verification verifies fewer, policy/adaptive.py).
     """
-    tokens = batch_size * (k + 1)
+    tokens = batch_size * (k + 1) if verified_tokens is None else verified_tokens
     p = prior.knee_sharpness
     excess = [(prior.floor**p + (prior.compute_per_token * shift * tokens) ** p) ** (1.0 / p) - prior.floor
               for shift in KNEE_SHIFTS]
-    # tokens through the drafter: K per request, or the one of a schedule's K = 0 first pass
-    drafted = batch_size * max(k, draft_passes(k, cost_shape, speculative))
+    work = draft_work(prior, k, cost_shape, speculative, config_k)
     return np.array([
         prior.floor,
         *excess,
         prior.kv_per_sequence * batch_size,
-        prior.draft_pass * draft_passes(k, cost_shape, speculative),
-        prior.draft_token * drafted,
+        prior.draft_pass * work.passes,
+        prior.draft_token * batch_size * work.tokens,  # tokens through the drafter
         speculation_overhead(prior, batch_size) if k > 0 else 0.0,
     ])
+
+
+def step_times_over_tokens(prior: CostPrior, theta: np.ndarray, batch_size: float, k: int, cost_shape: CostShape,
+                           tokens: np.ndarray, speculative: bool = True, config_k: int | None = None) -> np.ndarray:
+    """T of one step for each count of tokens through the target (`terms(..., verified_tokens=...)`,
+    vectorised): what adaptive verification chooses among (policy/adaptive.py)."""
+    base = terms(prior, batch_size, k, cost_shape, speculative, config_k)
+    p = prior.knee_sharpness
+    counts = np.asarray(tokens, dtype=float)[:, None]
+    shifts = np.asarray(KNEE_SHIFTS)[None, :]
+    excess = (prior.floor**p + (prior.compute_per_token * shifts * counts) ** p) ** (1.0 / p) - prior.floor
+    rows = np.tile(base, (len(counts), 1))
+    rows[:, 1:1 + len(KNEE_SHIFTS)] = excess
+    return np.asarray(rows @ theta, dtype=float)
 
 
 def speculation_overhead(prior: CostPrior, batch_size: float) -> float:
@@ -203,25 +229,33 @@ class CostModel:
 
     def table(self, max_batch_size: int, k_max: int, theta: np.ndarray, speculative: bool = False) -> np.ndarray:
         """T[b, k] for b in 0..max_batch_size and k in 0..k_max in one vectorised pass (row 0 unused);
-        `speculative` as in `terms` (column 0: a schedule's K = 0 step rather than plain decode)."""
+        `speculative` as in `terms` (column 0: a schedule's K = 0 step rather than plain decode). A
+        drafter that drafts its startup K is priced at the larger of the envelope and the column's K."""
         b = np.arange(max_batch_size + 1, dtype=float)[:, None]
         k = np.arange(k_max + 1, dtype=float)[None, :]
         prior = self.prior
         p = prior.knee_sharpness
         tokens = b * (k + 1)
-        passes = np.where(k > 0, 1.0 if self.cost_shape == "parallel" else k, 1.0 if speculative else 0.0) \
-            if self.cost_shape != "lookup" else np.zeros_like(k)
+        works = [draft_work(prior, column, self.cost_shape, speculative) for column in range(k_max + 1)]
+        passes = np.array([[work.passes for work in works]], dtype=float)
+        drafted = np.array([[work.tokens for work in works]], dtype=float)
         columns = [np.full_like(tokens, prior.floor)]
         columns += [(prior.floor**p + (prior.compute_per_token * shift * tokens) ** p) ** (1.0 / p) - prior.floor
                     for shift in KNEE_SHIFTS]
         columns += [prior.kv_per_sequence * b + 0 * k, prior.draft_pass * passes + 0 * b,
-                    prior.draft_token * b * np.maximum(k, passes),
+                    prior.draft_token * b * drafted,
                     np.where(k > 0, prior.speculation_step + prior.speculation_per_sequence * b, 0.0)]
         return np.asarray(sum(theta[i] * column for i, column in enumerate(columns)), dtype=float)
 
-    def step_time(self, batch_size: float, k: int, theta: np.ndarray | None = None, speculative: bool = False) -> float:
+    def step_time(self, batch_size: float, k: int, theta: np.ndarray | None = None, speculative: bool = False,
+                  config_k: int | None = None) -> float:
         multipliers = self.multipliers() if theta is None else theta
-        return float(terms(self.prior, batch_size, k, self.cost_shape, speculative) @ multipliers)
+        return float(terms(self.prior, batch_size, k, self.cost_shape, speculative, config_k) @ multipliers)
+
+    def drafts_startup_k(self) -> bool:
+        """The drafter drafts its startup K every step: a step's cost depends on the config's K too (a
+        lookup's does not: drafting.step_work prices it per scheduled token)."""
+        return self.prior.drafted_k == "startup" and self.cost_shape != "lookup"
 
     def learn(self, obs: Observation, slowdown: float = 1.0) -> float | None:
         """Fold this window's step latencies in; returns the window's measurement noise: the weighted
@@ -235,14 +269,18 @@ class CostModel:
             if deviation is not None and deviation[1] > 0:
                 deviations.append(deviation)
 
-        speculative = obs.applied.config.num_speculative_tokens > 0
+        config_k = obs.applied.config.num_speculative_tokens
+        speculative = config_k > 0
+        # a drafter that drafts its startup K: the same (B, K) costs more under a larger startup K
+        width = f"@{max(config_k, self.prior.startup_k or 0)}" if self.drafts_startup_k() and speculative else ""
         if obs.step_samples:
             for sample in obs.step_samples:
                 if sample.count > 0 and sample.mean_seconds > 0:
-                    x = terms(self.prior, sample.batch_size, sample.k, self.cost_shape, speculative)
+                    x = terms(self.prior, sample.batch_size, sample.k, self.cost_shape, speculative, config_k)
                     # a schedule's K = 0 step is another cell than a plain decode step
                     suffix = "s" if sample.k == 0 and speculative else ""
-                    add(f"{round(sample.batch_size)}:{sample.k}{suffix}", x, sample.mean_seconds, sample.count)
+                    add(f"{round(sample.batch_size)}:{sample.k}{suffix}{width}", x, sample.mean_seconds,
+                        sample.count)
         elif obs.sequence_steps > 0 and obs.step_mean_seconds > 0:
             add(self.pooled_key(obs), self.pooled_terms(obs), obs.step_mean_seconds, obs.sequence_steps)
         total = sum(weight for _, weight in deviations)
@@ -264,7 +302,7 @@ class CostModel:
         mix = []
         for size, fraction in obs.batch_distribution():
             x = terms(self.prior, size, effective_k(size, applied.num_speculative_tokens, applied.schedule),
-                      self.cost_shape, speculative)
+                      self.cost_shape, speculative, applied.num_speculative_tokens)
             mix.append((size * fraction / float(x @ theta), x))
         total = sum(w for w, _ in mix)
         mean_x = np.zeros(TERMS)

@@ -36,8 +36,11 @@ class Model:
     always_scheduled: bool = False  # retuned in place: every speculative config runs under a schedule
     _tables: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
-    def step_time(self, batch_size: float, k: int, speculative: bool = False) -> float:
-        """T(B, K); `speculative`: under a speculative config, where K = 0 still runs the drafter's first pass."""
+    def step_time(self, batch_size: float, k: int, speculative: bool = False, config_k: int | None = None) -> float:
+        """T(B, K); `speculative`: under a speculative config, where K = 0 still runs the drafter's first pass;
+        `config_k`: the config's K, which a drafter that drafts its startup K pays on every step."""
+        if config_k is not None and self.cost.drafts_startup_k():
+            return self.cost.step_time(batch_size, k, self.theta, speculative, config_k)
         if float(batch_size).is_integer() and 0 < batch_size <= TABLE_BATCH and k <= len(self.prefix):
             name = "times-speculative" if speculative else "times"
             if name not in self._tables:
@@ -45,12 +48,12 @@ class Model:
             return float(self._tables[name][int(batch_size), k])
         return self.cost.step_time(batch_size, k, self.theta, speculative)
 
-    def speed(self, batch_size: float, k: int, speculative: bool = False) -> float:
+    def speed(self, batch_size: float, k: int, speculative: bool = False, config_k: int | None = None) -> float:
         """Tokens per second for one running request."""
         if "expected" not in self._tables:
             self._tables["expected"] = [expected_tokens(self.prefix, j) for j in range(len(self.prefix) + 1)]
         expected = self._tables["expected"][k] if k <= len(self.prefix) else expected_tokens(self.prefix, k)
-        return expected / self.step_time(batch_size, k, speculative)
+        return expected / self.step_time(batch_size, k, speculative, config_k)
 
 
 def _clamp(size: float, max_batch_size: int) -> int:
@@ -83,7 +86,8 @@ def _tokens_per_second(model: Model, dense: Sequence[int], distribution: Sequenc
     """Each batch size's share of the engine's tokens/s, before a schedule's slowdown of every step."""
     top = len(dense) - 1
     speculative = is_speculative(dense)
-    return [f * b * model.speed(b, dense[_clamp(b, top)], speculative) for b, f in distribution]
+    config_k = max(dense[1:], default=0)
+    return [f * b * model.speed(b, dense[_clamp(b, top)], speculative, config_k) for b, f in distribution]
 
 
 def goodput_contributions(model: Model, dense: Sequence[int],
@@ -225,13 +229,14 @@ def goodput_sensitivity(model: Model, dense: Sequence[int], distribution: Distri
     time. The difference between two configs' is how a step-cost error moves the gain between them."""
     top = len(dense) - 1
     speculative = is_speculative(dense)
-    parts = [(f * b * model.speed(b, dense[_clamp(b, top)], speculative), b, dense[_clamp(b, top)])
+    config_k = max(dense[1:], default=0)
+    parts = [(f * b * model.speed(b, dense[_clamp(b, top)], speculative, config_k), b, dense[_clamp(b, top)])
              for b, f in distribution]
     total = sum(weight for weight, _, _ in parts)
     out = np.zeros(len(model.theta))
     if total <= 0:
         return out
     for weight, size, k in parts:
-        out += ((weight / total) * terms(model.cost.prior, size, k, model.cost.cost_shape, speculative)
-                / model.step_time(size, k, speculative))
+        out += ((weight / total) * terms(model.cost.prior, size, k, model.cost.cost_shape, speculative, config_k)
+                / model.step_time(size, k, speculative, config_k))
     return out

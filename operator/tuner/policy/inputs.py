@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic.alias_generators import to_camel
 
 from specinfer.runtime.methods import CostShape, UnknownMethodError, get_method
+from specinfer.runtime.methods.drafting import DraftedK, ZeroStep
 
 # The JSON key `drafting` names the cost shape; `none` is its former spelling of `lookup` (n-gram, suffix).
 FORMER_COST_SHAPES: Mapping[str, CostShape] = {"none": "lookup"}
@@ -36,6 +37,13 @@ class CostPrior(_Input):
     model (docs/simulator.md); left out, the fit charges it to the draft passes and sees every extra
     K as costing more than it does. Defaults: an 8B model in bf16 on one H100 with an EAGLE head. The online
     fit scales each term; the prior only decides what is believed about never-observed K.
+
+    How the drafter's work follows K is the engine's, per drafter (runtime/methods/drafting.py, from
+    target.py): `draftedK` scheduled -- P and the drafted tokens follow the step's K; startup -- every
+    speculative step drafts the engine's startup K, the larger of `startupK` (the envelope an in-place
+    engine runs) and the config's own K (vLLM 0.33.0's draft-model, multi-module MTP and block drafters
+    on Model Runner V2). `zeroStep` is what a schedule's K = 0 step runs: the drafter's first pass, the
+    context store only, the full startup drafts, or nothing.
     """
 
     floor: float = Field(default=0.007, gt=0, alias="floorSeconds")
@@ -46,6 +54,9 @@ class CostPrior(_Input):
     draft_token: float = Field(default=6e-6, ge=0, alias="draftTokenSeconds")
     speculation_step: float = Field(default=0.0, ge=0, alias="speculationStepSeconds")
     speculation_per_sequence: float = Field(default=0.0, ge=0, alias="speculationPerSequenceSeconds")
+    drafted_k: DraftedK = Field(default="scheduled", alias="draftedK")
+    zero_step: ZeroStep = Field(default="first_pass", alias="zeroStep")
+    startup_k: int | None = Field(default=None, ge=1, alias="startupK")
     strength: float = Field(default=0.05, gt=0)  # weight of the prior against the data (per term, relative)
 
 

@@ -72,6 +72,7 @@ class Accelerator:
     pod: PodDefaults
     max_k: int | None = None             # platform cap on num_speculative_tokens; None: the method's own bound
     max_k_reason: str = ""
+    max_k_source: SourceLine | None = None  # the line that caps K (in `engine`'s source)
     tensor_parallel_from_count: bool = True  # False: tensor parallel size 1 unless set, whatever `count`
     torch_device: Literal["cuda", "npu"] | None = None  # how preflight counts the devices a pod sees
     refused_values: tuple[RefusedValue, ...] = ()
@@ -80,8 +81,8 @@ class Accelerator:
     def __post_init__(self) -> None:
         if not self.model_runners:
             raise ValueError(f"accelerator {self.name!r} runs no model runner")
-        if self.max_k is not None and (self.max_k < 1 or not self.max_k_reason):
-            raise ValueError(f"accelerator {self.name!r}: a K cap needs max_k >= 1 and the reason for it")
+        if self.max_k is not None and (self.max_k < 1 or not self.max_k_reason or self.max_k_source is None):
+            raise ValueError(f"accelerator {self.name!r}: a K cap needs max_k >= 1, the reason for it and its line")
 
     @property
     def default_model_runner(self) -> ModelRunner:

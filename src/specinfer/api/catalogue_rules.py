@@ -326,7 +326,8 @@ def engine_release_rules() -> list[Rule]:
         if not on:
             continue
         for key in sorted(release.absent_fields & set(ADVANCED_FIELDS)):
-            elsewhere = [name for name, a in ACCELERATORS.items() if a.engine.has_field(key)]
+            elsewhere = [name for name, a in ACCELERATORS.items() if a.engine.has_field(key)
+                         and (not ADVANCED_FIELDS[key].needs_v2 or "v2" in a.model_runners)]
             fix = f"remove it, or run on accelerator {_engines(elsewhere)}" if elsewhere else "remove it"
             rules.append(Rule(
                 cel=f"!({_on(on)}) || !has(self.speculation.advanced) || !has(self.speculation.advanced.{key})",

@@ -3,23 +3,31 @@
 A resource is retuned in place when the tuner applies its choices (`tuning.mode: auto`), the engine
 follows a published schedule (vLLM with the operator's scheduler class, or the simulator) and vLLM
 honours a Dynamic SD schedule for this method here (`schedule_support`: not with data parallelism >
-1, not for a drafter Model Runner V1 cannot step with a per-step K). Such an engine starts once with
-the largest K the tuner may choose (`max_k`, the `LiveEnvelope`) and a startup schedule; every choice
-of the same method with K in [0, max_k] is then a new schedule file, not a new pod. A change of
-method, speculation off entirely, or a K above the envelope still rolls out.
+1, not for a drafter Model Runner V1 cannot step with a per-step K, not under a platform plugin that
+replaces vLLM's scheduler). Such an engine starts once with an envelope (`max_k`, the
+`LiveEnvelope`) and a startup schedule; every choice of the same method with K in [0, max_k] is then
+a new schedule file, not a new pod. A change of method, speculation off entirely, or a K above the
+envelope still rolls out.
+
+The envelope is the largest K the tuner may choose, except for a model drafter that drafts the K it
+was started with on every step whatever the schedule (runtime/methods/drafting.py: vLLM 0.33.0's
+standalone draft model, multi-module MTP and block drafters on Model Runner V2): its envelope is the
+K in force -- the larger of the K that should run and the envelope its pods run now (status.effective)
+-- so in place only lowers what is verified, and a larger K rolls out. Started at the tuning maximum,
+a draft model would pay that many draft passes on every step, whatever the published schedule.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from specinfer.api.effective import effective_spec, speculation_of
+from specinfer.api.effective import EffectiveSpeculation, effective_spec, speculation_of
 from specinfer.api.parse import data_parallel_size
 from specinfer.api.spec import SpeculativeInferenceSpec
 from specinfer.api.speculation import MAX_SCHEDULE_RANGES
 from specinfer.api.status import ScheduleEntry, SpeculationChoice
-from specinfer.runtime.methods import get_method
-from specinfer.runtime.methods.engine_truth import schedule_support
+from specinfer.runtime.methods import get_accelerator, get_method
+from specinfer.runtime.methods.engine_truth import drafting, schedule_support
 
 Ranges = tuple[tuple[int, int, int], ...]
 # Engines that read the published schedule: vLLM through specinfer's scheduler class, and the simulator.
@@ -34,6 +42,16 @@ class LiveEnvelope:
     method: str
     max_k: int  # num_speculative_tokens at start-up: the largest K a live schedule may use
     model_runner: str  # "v1" or "v2": V2 captures CUDA graphs for the startup schedule's K values
+    # the drafter drafts max_k on every step whatever the schedule: the envelope is the K in force
+    drafts_max_k: bool = False
+
+    def after(self, method: str, ks: list[int]) -> LiveEnvelope:
+        """The envelope the pods run once a config of `method` with these K values is applied: the same
+        where it runs in place, else the one a rollout starts (for a drafter that drafts max_k, the
+        config's own K)."""
+        if self.admits(method, ks) or not self.drafts_max_k or method != self.method or not ks or max(ks) <= 0:
+            return self
+        return replace(self, max_k=max(ks))
 
     def admits(self, method: str, ks: list[int]) -> bool:
         """A config of `method` with these K values runs in place (K > 0 somewhere: a drafter loaded)."""
@@ -51,6 +69,10 @@ def why_not_in_place(spec: SpeculativeInferenceSpec) -> str | None:
         return f"engine {spec.runtime.engine} does not read a published schedule"
     if spec.speculation.advanced is not None and spec.speculation.advanced.model_dump(exclude_none=True):
         return "spec.speculation.advanced ties K to other settings: every K change is checked at start-up"
+    release = get_accelerator(spec.hardware.accelerator).engine
+    if spec.runtime.engine == "vllm" and release.plugin_replaces_scheduler is not None:
+        return (f"{release.label} replaces vLLM's scheduler with its own ({release.plugin_replaces_scheduler}), "
+                "which specinfer's scheduler class has not been checked against")
     support = schedule_support(method.name, spec.hardware.accelerator,
                                data_parallel_size=data_parallel_size(spec.runtime.extra_args))
     if not support.honoured:
@@ -68,23 +90,55 @@ def _max_k(spec: SpeculativeInferenceSpec) -> int:
     return max(bound, spec.speculation.num_speculative_tokens or method.default_k(accelerator))
 
 
-def live_envelope(spec: SpeculativeInferenceSpec) -> LiveEnvelope | None:
-    """The envelope an in-place engine starts with, or None when every change rolls out."""
+def drafts_startup_k(spec: SpeculativeInferenceSpec) -> bool:
+    """The spec's model drafter drafts its startup K on every step, whatever the schedule (its engine
+    release and model runner: runtime/methods/drafters.py)."""
+    method = get_method(spec.speculation.method)
+    fact = drafting(method.name, spec.hardware.accelerator)
+    return method.drafter == "model" and fact is not None and fact.drafts_startup_k
+
+
+def live_envelope(spec: SpeculativeInferenceSpec, *, wanted_k: int | None = None,
+                  running: int | None = None) -> LiveEnvelope | None:
+    """The envelope an in-place engine starts with, or None when every change rolls out.
+
+    `wanted_k`: the largest K of what should run (the applied choice, `choice_k`; None or 0: the spec's
+    own); `running`: the envelope the pods run now (status.effective.liveSchedule, of this method). Both
+    matter only for a drafter that drafts its startup K every step, whose envelope is the K in force:
+    `running` while what should run fits in it, else that K (a rollout)."""
     if why_not_in_place(spec) is not None:
         return None
     support = schedule_support(spec.speculation.method, spec.hardware.accelerator,
                                data_parallel_size=data_parallel_size(spec.runtime.extra_args))
-    return LiveEnvelope(method=spec.speculation.method, max_k=_max_k(spec), model_runner=support.model_runner)
+    startup = drafts_startup_k(spec)
+    max_k = _max_k(spec)
+    if startup:
+        own = speculation_of(effective_spec(spec, None))
+        wanted = wanted_k or own.num_speculative_tokens
+        max_k = running if running is not None and wanted <= running <= max_k else min(wanted, max_k)
+    return LiveEnvelope(method=spec.speculation.method, max_k=max_k, model_runner=support.model_runner,
+                        drafts_max_k=startup)
+
+
+def choice_k(choice: SpeculationChoice | EffectiveSpeculation | None) -> int:
+    """The largest K a choice runs (0: none, or speculation off)."""
+    if choice is None:
+        return 0
+    ks = [entry.num_speculative_tokens if isinstance(entry, ScheduleEntry) else entry[2]
+          for entry in choice.schedule or ()]
+    return max([choice.num_speculative_tokens or 0, *ks])
 
 
 def startup_ranges(envelope: LiveEnvelope, ranges: Ranges) -> Ranges:
-    """The schedule an in-place engine is started with, given the spec's own `ranges`.
+    """The schedule an in-place engine is started with, given the spec's own `ranges` (K capped at the
+    envelope's: a drafter whose envelope is the K in force may run below the spec's own K).
 
     On Model Runner V1 it is the spec's own. On Model Runner V2 vLLM captures its decode CUDA graphs
     for the K values of the startup schedule only (vllm/v1/worker/gpu/cudagraph_utils.py builds the
     decode query lengths from the dense startup lookup), so K = max_k, max_k - 1, ..., 0 each get one
     batch size at the low end (1 .. max_k + 1) and the spec's schedule follows from there. The engine
     runs this only until its scheduler reads the published file, in its constructor."""
+    ranges = tuple((s, e, min(k, envelope.max_k)) for s, e, k in ranges)
     if envelope.model_runner != "v2":
         return ranges
     ladder = tuple((b, b, envelope.max_k - b + 1) for b in range(1, envelope.max_k + 2))

