@@ -48,7 +48,7 @@ from specinfer.operator.compare import covers
 from specinfer.operator.config import OperatorConfig
 from specinfer.operator.errors import ApiError, TemporaryError
 from specinfer.operator.events import EventRecorder
-from specinfer.operator.kube import Kube, object_path, server_side_apply
+from specinfer.operator.kube import Kube, delete, object_path, server_side_apply
 from specinfer.operator.render.labels import (
     CALIBRATION_LABEL,
     CANDIDATE_LABEL,
@@ -338,8 +338,8 @@ class CalibrationController:
         namespace = resource["metadata"].get("namespace", "")
         for name in names:
             try:
-                await self.kube.request("DELETE", f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}",
-                                        query=[("propagationPolicy", "Background")])
+                await delete(self.kube, {"apiVersion": "batch/v1", "kind": "Job",
+                                         "metadata": {"namespace": namespace, "name": name}})
             except ApiError as error:
                 if error.status != 404:
                     raise TemporaryError(f"cannot stop Job {namespace}/{name}: {error}", delay=10) from error

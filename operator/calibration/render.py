@@ -24,7 +24,6 @@ from typing import Any
 from specinfer.api import InvalidSpecError, SpeculativeInferenceSpec, parse_spec, speculation_of
 from specinfer.api.calibration import (
     BASELINE,
-    CALIBRATION_KIND,
     CONFIGURED,
     Candidate,
     SpeculativeInferenceCalibrationSpec,
@@ -173,8 +172,9 @@ def job_name(calibration: str, engine: Engine) -> str:
 
 
 def workload(meta: Mapping[str, Any], target_name: str, engine: Engine, config: OperatorConfig) -> Workload:
-    return Workload(name=target_name, namespace=meta.get("namespace") or "default", owners=calibration_owner_references(meta),
-                    spec=engine.spec, speculation=speculation_of(engine.spec),
+    return Workload(name=target_name, namespace=meta.get("namespace") or "default",
+                    owners=calibration_owner_references(meta), spec=engine.spec,
+                    speculation=speculation_of(engine.spec),
                     profile=config.profile(engine.spec.hardware.accelerator), model_cache=config.model_cache)
 
 

@@ -134,7 +134,7 @@ def comparison_owner_references(resource: Mapping[str, Any]) -> list[dict[str, A
     return owner_references(resource, controller=False)
 
 
-def child_metadata(name: str, namespace: str, owners: list[dict[str, Any]], *,
+def child_metadata(name: str, namespace: str | None, owners: list[dict[str, Any]], *,
                    child_name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
     """metadata of an object the operator creates: `labels` (default: `name`'s children's) and `owners`."""
     meta: dict[str, Any] = {"name": child_name, "namespace": namespace, "labels": labels or common_labels(name)}
