@@ -1,4 +1,6 @@
-"""The operator's own Kubernetes API access: server-side apply, status, events, lists.
+"""The operator's own Kubernetes API access, and the one place its writes are made: server-side apply,
+create, annotate, delete (docs/architecture.md, "Who writes what"; tests/unit/test_architecture_claims.py
+fails on a write anywhere else). Every write but a delete names its field manager where it is called.
 
 Built on the official client's `param_serialize` + `call_api` (authentication from the
 kubeconfig or the pod's service account, no model (de)serialisation of bodies), run in
@@ -19,6 +21,7 @@ from typing import Any
 from specinfer.operator.errors import ApiError
 
 APPLY_PATCH = "application/apply-patch+yaml"
+MERGE_PATCH = "application/merge-patch+json"
 # the object's metadata without its content (labels of a Secret, not its data)
 METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 
@@ -32,6 +35,9 @@ PLURALS = {
     ("specinfer.io/v1alpha1", "SpeculativeInference"): "speculativeinferences",
     ("specinfer.io/v1alpha1", "SpeculativeInferenceCalibration"): "speculativeinferencecalibrations",
     ("batch/v1", "Job"): "jobs",
+    ("v1", "Pod"): "pods",  # annotated only (annotate)
+    ("kopf.dev/v1", "KopfPeering"): "kopfpeerings",  # created once if missing (handlers/lifecycle.py)
+    ("kopf.dev/v1", "ClusterKopfPeering"): "clusterkopfpeerings",
 }
 
 
@@ -54,6 +60,26 @@ async def server_side_apply(client: Any, manifest: Mapping[str, Any], *, field_m
     return await client.request(
         "PATCH", object_path(manifest, subresource), body=manifest, content_type=APPLY_PATCH,
         query=[("fieldManager", field_manager), ("force", "true")], verb="APPLY")
+
+
+async def annotate(client: Any, obj: Mapping[str, Any], annotations: Mapping[str, str], *,
+                   field_manager: str) -> Any:
+    """Set `annotations` on an existing object (apiVersion, kind, metadata.name/namespace) by a JSON merge
+    patch, as `field_manager`; a missing object is ApiError 404.
+
+    Not server-side apply: an apply of a missing object is a create (k8s.io/apiserver v0.37.2,
+    pkg/endpoints/handlers/patch.go:685 `forceAllowCreate`), so an engine pod deleted between the cache and
+    the write would turn into a create of a Pod from one annotation -- through mutating admission as a create,
+    then refused for want of containers, or for want of `create` on pods (a 403 that would read as a missing
+    `patch` and switch the nudge off). Both record `field_manager` as the annotation's manager."""
+    return await client.request("PATCH", object_path(obj), body={"metadata": {"annotations": dict(annotations)}},
+                                content_type=MERGE_PATCH, query=[("fieldManager", field_manager)])
+
+
+async def delete(client: Any, obj: Mapping[str, Any], *, propagation_policy: str = "Background") -> Any:
+    """Delete an object (apiVersion, kind, metadata.name/namespace); a missing one is ApiError 404. A delete
+    names no field manager: the API server records none."""
+    return await client.request("DELETE", object_path(obj), query=[("propagationPolicy", propagation_policy)])
 
 
 class TokenBucket:

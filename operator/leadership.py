@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from specinfer.operator.kube import object_path
+
 log = logging.getLogger("specinfer.operator")
 
 REFRESH_SECONDS = 5.0   # one GET per peering object this often; a hand-over is noticed within it
@@ -28,14 +30,19 @@ class Decision:
     reason: str
 
 
-def peering_paths(name: str, namespaces: tuple[str, ...]) -> list[str]:
+def peering_objects(name: str, namespaces: tuple[str, ...]) -> list[dict[str, Any]]:
     """The peering objects kopf uses: one KopfPeering per watched namespace, else the ClusterKopfPeering.
 
     kopf.run(clusterwide=not namespaces) sets settings.peering.clusterwide the same way (operator_cli.py).
     """
     if namespaces:
-        return [f"/apis/kopf.dev/v1/namespaces/{ns}/kopfpeerings/{name}" for ns in namespaces]
-    return [f"/apis/kopf.dev/v1/clusterkopfpeerings/{name}"]
+        return [{"apiVersion": "kopf.dev/v1", "kind": "KopfPeering", "metadata": {"name": name, "namespace": ns}}
+                for ns in namespaces]
+    return [{"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": {"name": name}}]
+
+
+def peering_paths(name: str, namespaces: tuple[str, ...]) -> list[str]:
+    return [object_path(peering) for peering in peering_objects(name, namespaces)]
 
 
 def _parse_lastseen(value: Any, now: datetime.datetime) -> datetime.datetime:

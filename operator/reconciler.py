@@ -30,7 +30,7 @@ from specinfer.operator.config import OperatorConfig
 from specinfer.operator.engine_failures import engine_failure
 from specinfer.operator.errors import ApiError, TemporaryError
 from specinfer.operator.events import EventRecorder
-from specinfer.operator.kube import Kube, object_path
+from specinfer.operator.kube import Kube, annotate, object_path
 from specinfer.operator.render import Rendering, render
 from specinfer.operator.render.labels import ENGINE_SECRET_LABEL, LIVE_SCHEDULE_ANNOTATION
 from specinfer.operator.secrets import opt_in_refusal
@@ -132,15 +132,14 @@ class Reconciler:
         ConfigMap now. A speed-up only -- the kubelet's periodic sync delivers it anyway -- so a failure
         is logged, and a refusal (no `patch` on pods) switches the nudge off for this process."""
         namespace, _ = key
-        body = {"metadata": {"annotations": {LIVE_SCHEDULE_ANNOTATION: digest}}}
         for pod in self.store.pods_of(key):
             meta = pod.get("metadata") or {}
             if (meta.get("annotations") or {}).get(LIVE_SCHEDULE_ANNOTATION) == digest or meta.get("deletionTimestamp"):
                 continue
-            path = f"/api/v1/namespaces/{namespace}/pods/{meta.get('name')}"
-            try:
-                await self.kube.request("PATCH", path, body=body, content_type="application/merge-patch+json",
-                                        query=[("fieldManager", self.config.field_manager)])
+            target = {"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": namespace, "name": meta.get("name")}}
+            try:  # a merge patch, not an apply: the pod may be gone by now, and an apply would create it (kube.py)
+                await annotate(self.kube, target, {LIVE_SCHEDULE_ANNOTATION: digest},
+                               field_manager=self.config.field_manager)
             except ApiError as error:
                 if error.status == 403:
                     log.warning("cannot annotate engine pods (%s): the kubelet takes new schedules at its next "

@@ -48,8 +48,14 @@ from specinfer.operator.compare import covers
 from specinfer.operator.config import OperatorConfig
 from specinfer.operator.errors import ApiError, TemporaryError
 from specinfer.operator.events import EventRecorder
-from specinfer.operator.kube import Kube, object_path, server_side_apply
-from specinfer.operator.render.labels import CALIBRATION_LABEL, CANDIDATE_LABEL, ENGINE_SECRET_LABEL, K_LABEL
+from specinfer.operator.kube import Kube, delete, object_path, server_side_apply
+from specinfer.operator.render.labels import (
+    CALIBRATION_LABEL,
+    CANDIDATE_LABEL,
+    ENGINE_SECRET_LABEL,
+    JOB_NAME_LABEL,
+    K_LABEL,
+)
 from specinfer.operator.secrets import opt_in_refusal
 from specinfer.operator.store import Cache, Key, Store, controlled_by
 from specinfer.operator.workqueue import WorkQueue
@@ -59,7 +65,6 @@ log = logging.getLogger("specinfer.operator.calibration")
 FIELD_MANAGER = "specinfer-calibration"
 WAIT_RETRY_SECONDS = 30.0  # a missing target or prompts ConfigMap may appear without an event of ours
 SAFETY_RESYNC_SECONDS = 60.0  # a running calibration is looked at this often even without events
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 
 
 def utc_now() -> str:
@@ -333,8 +338,8 @@ class CalibrationController:
         namespace = resource["metadata"].get("namespace", "")
         for name in names:
             try:
-                await self.kube.request("DELETE", f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}",
-                                        query=[("propagationPolicy", "Background")])
+                await delete(self.kube, {"apiVersion": "batch/v1", "kind": "Job",
+                                         "metadata": {"namespace": namespace, "name": name}})
             except ApiError as error:
                 if error.status != 404:
                     raise TemporaryError(f"cannot stop Job {namespace}/{name}: {error}", delay=10) from error

@@ -24,22 +24,17 @@ from typing import Any
 from specinfer.api import InvalidSpecError, SpeculativeInferenceSpec, parse_spec, speculation_of
 from specinfer.api.calibration import (
     BASELINE,
-    CALIBRATION_KIND,
     CONFIGURED,
     Candidate,
     SpeculativeInferenceCalibrationSpec,
 )
-from specinfer.api.resource import API_VERSION
 from specinfer.operator.config import OperatorConfig
 from specinfer.operator.render.deployment import build_deployment
 from specinfer.operator.render.labels import (
-    CALIBRATION_LABEL,
-    CANDIDATE_LABEL,
     ENGINE_COMMAND_ANNOTATION,
-    K_LABEL,
-    MANAGED_BY,
-    MANAGED_BY_LABEL,
-    METHOD_LABEL,
+    calibration_labels,
+    calibration_owner_references,
+    child_metadata,
     digest,
 )
 from specinfer.operator.render.workload import Workload
@@ -176,25 +171,10 @@ def job_name(calibration: str, engine: Engine) -> str:
     return _bounded(f"{calibration}-{engine.key}")
 
 
-def labels(calibration: str, target: str, engine: Engine | None = None) -> dict[str, str]:
-    out = {"app.kubernetes.io/name": "specinfer", "app.kubernetes.io/component": "calibration",
-           "app.kubernetes.io/instance": target, MANAGED_BY_LABEL: MANAGED_BY, CALIBRATION_LABEL: calibration}
-    if engine is not None:
-        out.update({CANDIDATE_LABEL: engine.candidate, K_LABEL: str(engine.k), METHOD_LABEL: engine.method})
-    return out
-
-
-def owner_references(meta: Mapping[str, Any]) -> list[dict[str, Any]]:
-    uid = meta.get("uid")
-    if not uid:
-        return []
-    return [{"apiVersion": API_VERSION, "kind": CALIBRATION_KIND, "name": meta["name"], "uid": uid,
-             "controller": True, "blockOwnerDeletion": True}]
-
-
 def workload(meta: Mapping[str, Any], target_name: str, engine: Engine, config: OperatorConfig) -> Workload:
-    return Workload(name=target_name, namespace=meta.get("namespace") or "default", owners=owner_references(meta),
-                    spec=engine.spec, speculation=speculation_of(engine.spec),
+    return Workload(name=target_name, namespace=meta.get("namespace") or "default",
+                    owners=calibration_owner_references(meta), spec=engine.spec,
+                    speculation=speculation_of(engine.spec),
                     profile=config.profile(engine.spec.hardware.accelerator), model_cache=config.model_cache)
 
 
@@ -203,15 +183,13 @@ def build_engines_configmap(meta: Mapping[str, Any], target_name: str, the_plan:
     """Each engine's RuntimeConfig, as the target's pods get theirs."""
     data = {engine.key + ENGINES_KEY_SUFFIX: workload(meta, target_name, engine, config).runtime_config_text
             for engine in the_plan.engines}
-    manifest: dict[str, Any] = {
+    return {
         "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": engines_configmap_name(meta["name"]), "namespace": meta.get("namespace"),
-                     "labels": labels(meta["name"], target_name)},
+        "metadata": child_metadata(target_name, meta.get("namespace"), calibration_owner_references(meta),
+                                   child_name=engines_configmap_name(meta["name"]),
+                                   labels=calibration_labels(meta["name"], target_name)),
         "data": dict(sorted(data.items())),
     }
-    if owner_references(meta):
-        manifest["metadata"]["ownerReferences"] = owner_references(meta)
-    return manifest
 
 
 def calibrate_args(spec: SpeculativeInferenceCalibrationSpec, startup_seconds: int) -> list[str]:
@@ -258,11 +236,11 @@ def build_job(meta: Mapping[str, Any], spec: SpeculativeInferenceCalibrationSpec
         mounts.append({"name": "prompts", "mountPath": PROMPTS_DIR, "readOnly": True})
     container["volumeMounts"] = mounts
     pod.update(containers=[container], volumes=volumes, restartPolicy="Never")
-    pod_labels = labels(meta["name"], target_name, engine)
-    job: dict[str, Any] = {
+    pod_labels = calibration_labels(meta["name"], target_name, engine)
+    return {
         "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": job_name(meta["name"], engine), "namespace": meta.get("namespace"),
-                     "labels": pod_labels},
+        "metadata": child_metadata(target_name, meta.get("namespace"), calibration_owner_references(meta),
+                                   child_name=job_name(meta["name"], engine), labels=pod_labels),
         "spec": {
             "backoffLimit": 0,  # one attempt: an engine that cannot start is the answer, not a retry
             "activeDeadlineSeconds": active_deadline(spec, the_workload.profile.startup_seconds),
@@ -272,6 +250,3 @@ def build_job(meta: Mapping[str, Any], spec: SpeculativeInferenceCalibrationSpec
                 "spec": pod},
         },
     }
-    if owner_references(meta):
-        job["metadata"]["ownerReferences"] = owner_references(meta)
-    return job

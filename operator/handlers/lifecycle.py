@@ -10,7 +10,8 @@ import kopf
 from specinfer.operator.controller import Controller
 from specinfer.operator.errors import ApiError
 from specinfer.operator.handlers.children import CHILD_RESOURCES
-from specinfer.operator.leadership import peering_paths
+from specinfer.operator.kube import object_path
+from specinfer.operator.leadership import peering_objects
 from specinfer.operator.render.labels import CHILD_SELECTOR
 
 log = logging.getLogger("specinfer.operator")
@@ -53,14 +54,12 @@ def configure(settings: kopf.OperatorSettings) -> None:
 
 async def ensure_peering_object(controller: Controller, name: str, namespaces: tuple[str, ...]) -> None:
     """kopf needs the (Cluster)KopfPeering object to exist; create it so a second replica can see the first."""
-    kind = "ClusterKopfPeering" if not namespaces else "KopfPeering"
-    for path in (path.rsplit("/", 1)[0] for path in peering_paths(name, namespaces)):
-        body = {"apiVersion": "kopf.dev/v1", "kind": kind, "metadata": {"name": name}}
+    for peering in peering_objects(name, namespaces):
         try:
-            await controller.kube.request("POST", path, body=body)
+            await controller.kube.create(peering, field_manager=controller.options.config.field_manager)
         except ApiError as error:
             if error.status != 409:
-                log.warning("cannot create %s %s at %s: %s", kind, name, path, error)
+                log.warning("cannot create %s %s: %s", peering["kind"], object_path(peering), error)
 
 
 def register(registry: kopf.OperatorRegistry) -> None:

@@ -25,14 +25,18 @@ from specinfer.api.status import MetricsStatus, SelectionStatus
 from specinfer.operator.errors import ApiError, TemporaryError
 from specinfer.operator.events import EventRecorder
 from specinfer.operator.kube import Kube, server_side_apply
-from specinfer.operator.render.labels import MANAGED_BY, MANAGED_BY_LABEL
+from specinfer.operator.render.labels import (
+    SELECTION_LABEL,
+    child_metadata,
+    comparison_labels,
+    comparison_owner_references,
+)
 from specinfer.operator.selection.policy import World, refused, step
 from specinfer.operator.store import Cache, Key, Store
 from specinfer.operator.workqueue import WorkQueue
 
 log = logging.getLogger("specinfer.operator.selection")
 FIELD_MANAGER = "specinfer-selection"
-SELECTION_LABEL = "specinfer.io/selection"  # on a comparison: the resource it compares candidates for
 MEASURING_RESYNC_SECONDS = 60.0  # a running comparison is looked at this often even without events
 IDLE_RESYNC_SECONDS = 300.0      # a chosen method: traffic shifts and the interval are checked this often
 
@@ -106,13 +110,9 @@ def comparison_manifest(resource: Mapping[str, Any], name: str, spec: Any) -> di
     meta = resource["metadata"]
     return {
         "apiVersion": API_VERSION, "kind": CALIBRATION_KIND,
-        "metadata": {
-            "name": name, "namespace": meta.get("namespace"),
-            "labels": {MANAGED_BY_LABEL: MANAGED_BY, SELECTION_LABEL: meta["name"]},
-            # deleted with the resource (garbage collection); the calibration controller runs it
-            "ownerReferences": [{"apiVersion": API_VERSION, "kind": KIND, "name": meta["name"], "uid": meta["uid"],
-                                 "controller": False, "blockOwnerDeletion": False}],
-        },
+        # deleted with the resource (garbage collection); the calibration controller runs it
+        "metadata": child_metadata(meta["name"], meta.get("namespace"), comparison_owner_references(meta),
+                                   child_name=name, labels=comparison_labels(meta["name"])),
         "spec": spec.to_json(),
     }
 

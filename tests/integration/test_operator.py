@@ -230,3 +230,45 @@ def test_second_replica_stays_passive_and_takes_over(cluster, namespace, start_o
     wait_ready(cluster, namespace, "peer-b", timeout=90)
     assert "Resuming operations" in passive.log()
     assert passive.count("applied ") >= 3
+
+
+def test_the_pod_nudge_annotates_an_existing_pod_and_never_creates_one(cluster, namespace):
+    """Why the nudge is a merge patch (operator/kube.py annotate), on the real API server: an apply of a pod
+    that is gone is a create (refused here only because one annotation is no pod), a merge patch a 404."""
+    import asyncio
+
+    from specinfer.operator.errors import ApiError
+    from specinfer.operator.kube import Kube, annotate, server_side_apply
+    from specinfer.operator.render.labels import LIVE_SCHEDULE_ANNOTATION
+
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "engine", "namespace": namespace}}
+    nudge = {**pod, "metadata": {**pod["metadata"], "annotations": {LIVE_SCHEDULE_ANNOTATION: "d1"}}}
+
+    async def attempt(write) -> ApiError | None:
+        kube = Kube(cluster.api_client(), qps=50, burst=10)
+        try:
+            await write(kube)
+        except ApiError as error:
+            return error
+        finally:
+            kube.close()
+        return None
+
+    manager = OperatorConfig().field_manager
+    missing = asyncio.run(attempt(lambda kube: annotate(kube, pod, {LIVE_SCHEDULE_ANNOTATION: "d1"},
+                                                        field_manager=manager)))
+    assert missing is not None and missing.status == 404
+    created = asyncio.run(attempt(lambda kube: server_side_apply(kube, nudge, field_manager=manager)))
+    assert created is not None and created.status == 422 and "spec.containers" in created.message
+    cluster.kubectl("run", "engine", "-n", namespace, "--image=registry.invalid/engine", "--restart=Never")
+    before = get(cluster, namespace, "pod", "engine")
+    assert asyncio.run(attempt(lambda kube: annotate(kube, pod, {LIVE_SCHEDULE_ANNOTATION: "d1"},
+                                                     field_manager=manager))) is None
+    after = json.loads(cluster.kubectl("get", "-n", namespace, "pod", "engine", "--show-managed-fields",
+                                       "-o", "json").stdout)
+    assert after["metadata"]["annotations"][LIVE_SCHEDULE_ANNOTATION] == "d1"
+    assert after["spec"]["containers"] == before["spec"]["containers"]  # the scheduler may bind it meanwhile
+    assert after["metadata"]["labels"] == before["metadata"]["labels"]
+    ours = [entry for entry in after["metadata"]["managedFields"] if entry["manager"] == manager]
+    assert [entry["operation"] for entry in ours] == ["Update"]
+    assert f"f:{LIVE_SCHEDULE_ANNOTATION}" in json.dumps(ours[0]["fieldsV1"])

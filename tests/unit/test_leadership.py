@@ -157,3 +157,37 @@ def test_identity_is_the_pod_name_in_a_cluster(monkeypatch):
     monkeypatch.delenv("POD_NAME")
     user_host, started, suffix = own_identity().split("/")  # outside a pod: user@host/start/random
     assert "@" in user_host and len(started) == 14 and len(suffix) == 3
+
+
+
+def test_the_peering_objects_are_created_under_the_operators_field_manager_and_an_existing_one_is_kept():
+    import asyncio
+    from types import SimpleNamespace
+
+    from specinfer.operator.config import OperatorConfig
+    from specinfer.operator.errors import ApiError
+    from specinfer.operator.handlers.lifecycle import ensure_peering_object
+    from specinfer.operator.kube import Kube
+
+    created: list[tuple[str, str, str]] = []
+
+    class Recording(Kube):
+        def __init__(self) -> None:  # no client: request() answers
+            pass
+
+        async def request(self, method, path, *, query=None, body=None, **_):
+            created.append((f"{method} {path}", body["kind"], dict(query or [])["fieldManager"]))
+            if body["metadata"].get("namespace") == "b":
+                raise ApiError(409, method, path, "exists")  # another replica made it: fine
+            return body
+
+    def ensure(namespaces: tuple[str, ...]) -> None:
+        controller = SimpleNamespace(kube=Recording(), options=SimpleNamespace(config=OperatorConfig()))
+        asyncio.run(ensure_peering_object(controller, "p", namespaces))  # type: ignore[arg-type]
+
+    ensure(("a", "b"))
+    ensure(())
+    assert created == [
+        ("POST /apis/kopf.dev/v1/namespaces/a/kopfpeerings", "KopfPeering", "specinfer-operator"),
+        ("POST /apis/kopf.dev/v1/namespaces/b/kopfpeerings", "KopfPeering", "specinfer-operator"),
+        ("POST /apis/kopf.dev/v1/clusterkopfpeerings", "ClusterKopfPeering", "specinfer-operator")]

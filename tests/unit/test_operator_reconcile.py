@@ -273,7 +273,9 @@ class NudgedKube(FakeKube):
         self.refuse = refuse
 
     async def request(self, method, path, *, query=None, body=None, content_type=None, verb=None, accept=None):
-        assert (method, content_type) == ("PATCH", "application/merge-patch+json")
+        # a merge patch, never an apply (which would create a pod deleted meanwhile: operator/kube.py annotate)
+        assert (method, content_type, query) == ("PATCH", "application/merge-patch+json",
+                                                 [("fieldManager", "specinfer-operator")])
         if self.refuse:
             raise ApiError(self.refuse, method, path, "forbidden")
         self.patches.append((path, body))

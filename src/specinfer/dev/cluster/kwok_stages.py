@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from specinfer.dev.cluster.binaries import KWOK
-from specinfer.operator.render.labels import ENGINE_COMMAND_ANNOTATION
+from specinfer.operator.render.labels import ENGINE_COMMAND_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL
 
 STAGE_FILES = (
     "node/fast/node-initialize.yaml",
@@ -31,8 +31,8 @@ STAGE_FILES = (
 
 
 # The pod runner runs the operator's Job pods and reports their completion (dev/cluster/pod_runner.py).
-OPERATOR_PODS_RUN_LOCALLY = {"key": '.metadata.labels["app.kubernetes.io/managed-by"]', "operator": "NotIn",
-                             "values": ["specinfer-operator"]}
+OPERATOR_PODS_RUN_LOCALLY = {"key": f'.metadata.labels["{MANAGED_BY_LABEL}"]', "operator": "NotIn",
+                             "values": [MANAGED_BY]}
 
 
 # Pods that exec the real vLLM and request no accelerator device (extended resources are
