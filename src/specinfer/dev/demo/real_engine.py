@@ -12,6 +12,7 @@ prices by what it measures, as it would a real head.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -24,6 +25,7 @@ from specinfer.dev.vllm_wheels import cache_dir
 from specinfer.operator.tuner.target import simulator_cost_prior
 
 MAX_BATCH = 64
+MODELS_CODE = Path(__file__).resolve().parents[1] / "cpu_engine"  # models.py, drafters.py, greedy.py, the lock
 NAME = "tiny-draft"
 MODELS = ("target", "draft-same", "draft-other")
 # --method: what the resource drafts with (a folder of `specinfer models make`)
@@ -59,14 +61,24 @@ QUICK_PHASES = (
 )
 
 
+def models_key() -> str:
+    """What the tiny models follow from: the code that makes them and the engine environment's lock (which
+    pins the torch and transformers that draw the weights). The cache folder is named by it, so a change to
+    either makes them again instead of serving stale ones."""
+    digest = hashlib.sha256()
+    for path in sorted(MODELS_CODE.glob("*.py")) + sorted(MODELS_CODE.glob("*.lock")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def tiny_models(log=print, *, drafter: str = "draft-same") -> Path:
-    """The tiny models in the cache (`<cache>/models/tiny`), made once with `specinfer models make`,
-    with the seed-method drafters too when `drafter` is one of them (built once per machine, 1-3 minutes)."""
-    root = cache_dir() / "models" / "tiny"
+    """The tiny models in the cache (`<cache>/models/tiny-<models_key()>`), made once with `specinfer models
+    make`, with the seed-method drafters too when `drafter` is one of them (built once per machine, 1-3 minutes)."""
+    root = cache_dir() / "models" / f"tiny-{models_key()}"
     drafters = drafter not in MODELS
     if all((root / name / "model.safetensors").exists() for name in (*MODELS, drafter)):
         return root
-    partial = root.with_name(f"tiny.partial-{os.getpid()}")
+    partial = root.with_name(f"{root.name}.partial-{os.getpid()}")
     shutil.rmtree(partial, ignore_errors=True)
     log(f"      specinfer models make {root} (once, {'1-3 minutes' if drafters else '~20 s'})")
     result = subprocess.run([specinfer_executable(), "models", "make", str(partial),
