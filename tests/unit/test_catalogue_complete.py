@@ -160,17 +160,24 @@ def _schema_gaps(name: str, root: Path) -> list[str]:
     return gaps
 
 
-def _accelerator_case_gaps(accelerator: Accelerator, root: Path) -> list[str]:
-    """The admission cases that name the accelerators: the enum's refusal lists every one, and a K cap is
-    sent through the API server."""
+def admission_enum_gaps(root: Path = ROOT) -> list[str]:
+    """The admission case of an unknown accelerator quotes parse_spec's refusal, which lists every one."""
     base, cases = _admission_cases(root)
-    by_name = {case["name"]: case for case in cases}
+    unknown = next((case for case in cases if case["name"] == "unknown-accelerator"), None)
+    if unknown is None:
+        return [f"{ADMISSION_CASES}: no case unknown-accelerator (an accelerator the catalogue lacks, refused with "
+                "the list of known ones): add it back"]
+    said = _refusal(_merged(base, unknown["patch"]))
+    if said is None or unknown.get("parse") not in said:
+        return [f"{ADMISSION_CASES}: case unknown-accelerator: set its parse message to what parse_spec says now, "
+                f"{said!r}"]
+    return []
+
+
+def _accelerator_case_gaps(accelerator: Accelerator, root: Path) -> list[str]:
+    """An accelerator's K cap is sent through the API server."""
+    _, cases = _admission_cases(root)
     gaps = []
-    unknown = by_name.get("unknown-accelerator")
-    said = _refusal(_merged(base, unknown["patch"])) if unknown else None
-    if unknown is None or said is None or unknown.get("parse") not in said:
-        gaps.append(f"{ADMISSION_CASES}: case unknown-accelerator: set its parse message to what parse_spec says "
-                    f"now, {said!r}")
     if accelerator.max_k is not None:
         capped = (f"spec.speculation.numSpeculativeTokens must be at most {accelerator.max_k} on "
                   f"spec.hardware.accelerator {accelerator.name}")
@@ -192,7 +199,7 @@ def accelerator_gaps(accelerator: Accelerator, root: Path = ROOT, node: dict | N
         gaps.append(f"docker/runtime-{name}.Dockerfile: FROM is not the {release.label} base image")
     images = yaml.safe_load((root / "charts/specinfer/values.yaml").read_text())["runtime"]["images"]
     if images.get(name) != runtime_image(accelerator):
-        gaps.append(f"charts/specinfer/values.yaml: runtime.images.{name} is not {runtime_image(accelerator)}")
+        gaps.append(f"charts/specinfer/values.yaml: set runtime.images.{name} to {runtime_image(accelerator)}")
     gaps += _schema_gaps(name, root)
     if f"| {name} | " not in (root / "docs" / "install.md").read_text():
         gaps.append(f"docs/install.md: no runtime image row for {name} (base image, runtime image, Dockerfile)")
@@ -262,6 +269,17 @@ def _stale_golden(root: Path) -> list[str]:
     return stale
 
 
+CHART_IMAGE = re.compile(r"^\s+(\w+): (\S+/runtime:\S+)$", re.M)
+
+
+def _stale_chart_golden(root: Path) -> list[str]:
+    """`helm template` of the chart, whose operator configuration carries runtime.images (one per accelerator);
+    test_chart.py compares the whole render, with helm."""
+    want = {name: runtime_image(accelerator) for name, accelerator in ACCELERATORS.items()}
+    return [str(path.relative_to(root)) for path in sorted((root / "tests/unit/golden/chart").glob("*.yaml"))
+            if dict(CHART_IMAGE.findall(path.read_text())) != want]
+
+
 # Files generated from the catalogue (and the API models it feeds): a new or changed method or
 # accelerator changes them. (what, the command that regenerates it, its check), in the order to run them.
 GENERATED: list[tuple[str, str, Callable[[Path], list[str]]]] = [
@@ -274,6 +292,8 @@ GENERATED: list[tuple[str, str, Callable[[Path], list[str]]]] = [
     ("a list of methods in docs/api.md", "specinfer methods --json  (copy the catalogue's list into the row)",
      _stale_method_lists),
     ("the golden renders and argv", GOLDEN_COMMAND, _stale_golden),
+    ("the chart's golden renders: its runtime images", "SPECINFER_UPDATE_GOLDEN=1 pytest tests/unit/test_chart.py -k "
+     "golden  (helm: `make test-contract` builds it; then review the diff)", _stale_chart_golden),
 ]
 
 
@@ -287,6 +307,7 @@ def checklist(root: Path = ROOT) -> list[str]:
     registration, each accelerator's and each method's hand edits, then the generated files."""
     return [*module_gaps(accelerators, {"model", "registry", "evidence"}), *module_gaps(catalogue, set()),
             *(gap for accelerator in ACCELERATORS.values() for gap in accelerator_gaps(accelerator, root)),
+            *admission_enum_gaps(root),
             *(gap for method in all_methods() for gap in method_gaps(method, root)),
             *generated_gaps(root)]
 
@@ -426,9 +447,6 @@ ACCELERATOR_BREAKS = [
      "cost.accelerators.properties has no amd"),
     ("ascend", lambda root: _drop_line(root / "docs/install.md", r"^\| ascend \| "), None, "docs/install.md"),
     ("nvidia", lambda root: None, {"status": {"capacity": {"cpu": "64"}}}, "do not advertise nvidia.com/gpu"),
-    ("nvidia", _replace(ADMISSION_CASES, "'nvidia', 'amd', 'ascend' or 'cpu'", "'nvidia', 'amd' or 'cpu'"), None,
-     f"{ADMISSION_CASES}: case unknown-accelerator: set its parse message to what parse_spec says now, "
-     "\"spec.hardware.accelerator: Input should be 'nvidia', 'amd', 'ascend' or 'cpu'\""),
     ("ascend", _drop_case("ascend-k-plus-one-above-16"), None, "no case sends ascend's K cap through the API server"),
 ]
 
@@ -443,13 +461,26 @@ def test_each_accelerator_check_reports_its_missing_piece(copy_root, name, remov
     assert any(expected in gap for gap in gaps), gaps
 
 
+def test_the_unknown_accelerator_case_is_held_to_what_parse_spec_says(copy_root):
+    def named(gap: str) -> bool:
+        return gap.startswith(f"{ADMISSION_CASES}: case unknown-accelerator: set its parse message")
+
+    _unless_already_reported(admission_enum_gaps(copy_root), named)
+    _replace(ADMISSION_CASES, "Input should be 'nvidia', 'amd'", "Input should be 'nvidia'")(copy_root)
+    [gap] = admission_enum_gaps(copy_root)
+    assert named(gap) and all(f"'{name}'" in gap for name in ACCELERATORS), gap
+    _drop_case("unknown-accelerator")(copy_root)
+    assert admission_enum_gaps(copy_root) == [f"{ADMISSION_CASES}: no case unknown-accelerator (an accelerator the "
+                                              "catalogue lacks, refused with the list of known ones): add it back"]
+
+
 def test_an_accelerator_with_only_its_module_is_told_every_file(copy_root):
     """What accelerator_gaps says of one that exists only as a module (not registered: the API's enum and
     the methods do not know it)."""
-    fresh = dataclasses.replace(get_accelerator("nvidia"), name="xpu", device_resource="gpu.intel.com/i915")
+    fresh = dataclasses.replace(get_accelerator("nvidia"), name="probe", device_resource="example.com/probe")
     gaps = accelerator_gaps(fresh, copy_root)
     assert [gap.split(":")[0] for gap in gaps] == [
-        "docker/runtime-xpu.Dockerfile", "charts/specinfer/values.yaml", VALUES_SCHEMA, VALUES_SCHEMA, VALUES_SCHEMA,
+        "docker/runtime-probe.Dockerfile", "charts/specinfer/values.yaml", VALUES_SCHEMA, VALUES_SCHEMA, VALUES_SCHEMA,
         VALUES_SCHEMA, "docs/install.md", "src/specinfer/dev/cluster/fake_nodes.py", "runtime/methods/catalogue/"]
 
 
@@ -476,6 +507,8 @@ GENERATED_BREAKS = [
      "tests/unit/golden/runtime_argv/dflash-cpu.txt (missing)", "SPECINFER_UPDATE_GOLDEN=1"),
     (lambda root: (root / "tests/unit/golden/runtime_argv/medusa-nvidia.txt").write_text("vllm serve\n"),
      "medusa-nvidia.txt (no such pair: delete it)", "SPECINFER_UPDATE_GOLDEN=1"),
+    (lambda root: _drop_line(root / "tests/unit/golden/chart/default.yaml", r"^\s+cpu: \S+/runtime:"),
+     "tests/unit/golden/chart/default.yaml", "pytest tests/unit/test_chart.py -k golden"),
 ]
 
 
