@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import shutil
 from collections.abc import Callable
@@ -12,6 +13,7 @@ from specinfer.api import SpeculativeInferenceSpec
 from specinfer.runtime.argv import tensor_parallel_size
 from specinfer.runtime.config import MisconfigurationError
 from specinfer.runtime.methods import get_accelerator, get_method
+from specinfer.runtime.methods.accelerators import TorchDevices
 
 DeviceCounter = Callable[[str], "int | None"]
 
@@ -20,23 +22,24 @@ def visible_devices(accelerator: str) -> int | None:
     """Devices torch sees for this accelerator family; None when torch (or its backend) is absent.
 
     vLLM images carry torch, so in a pod this is a real check; elsewhere it is skipped. The
-    accelerator's `torch_device` says where torch reports them (ROCm builds report AMD GPUs
-    through torch.cuda; Ascend needs torch_npu); an accelerator with none (CPU) is not counted.
+    accelerator's `device_count` says where torch reports them (`TorchDevices`: ROCm builds report
+    AMD GPUs through torch.cuda; Ascend's torch.npu comes with torch_npu), or that nothing is
+    counted there (`NoDeviceCount`: the CPU). Registration refuses an accelerator that does not say.
     """
-    device = get_accelerator(accelerator).torch_device
-    if device is None:
+    check = get_accelerator(accelerator).device_count
+    if not isinstance(check, TorchDevices):
         return None
     try:
         import torch
+
+        if check.plugin is not None:
+            importlib.import_module(check.plugin)
     except ImportError:
         return None
-    if device == "cuda":
-        return int(torch.cuda.device_count())
-    try:
-        import torch_npu  # noqa: F401
-    except ImportError:
+    backend = getattr(torch, check.backend, None)
+    if backend is None:
         return None
-    return int(torch.npu.device_count())
+    return int(backend.device_count())
 
 
 def local_models(spec: SpeculativeInferenceSpec) -> list[tuple[str, str]]:

@@ -50,12 +50,30 @@ def code_from_elsewhere(checkout: Path) -> list[str]:
     return wrong
 
 
+def catalogue_refusal() -> str | None:
+    """Why the catalogue refused a method or accelerator module when it registered (None: it took them all).
+
+    Registration runs when the catalogue is imported, so a refused module would fail every test module's
+    collection with the same traceback; this says it once."""
+    import importlib
+
+    try:
+        importlib.import_module("specinfer.runtime.methods")
+    except ValueError as error:
+        return str(error)
+    return None
+
+
 def pytest_configure(config):
     wrong = code_from_elsewhere(CHECKOUT)
     if wrong:
         pytest.exit("these tests would run another checkout's code: " + "; ".join(wrong)
                     + f". Run them with this checkout's environment (make setup here, then {CHECKOUT}/.venv/bin/"
                     "python -m pytest, or make test).", returncode=4)
+    refused = catalogue_refusal()
+    if refused:
+        pytest.exit(f"the catalogue refused a module at registration -- {refused}. Say it in that module "
+                    "(docs/architecture.md, \"One room for each thing\"), then run the tests again.", returncode=4)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

@@ -221,12 +221,12 @@ def simulator_cost_prior(preset: str, method: str) -> CostPrior:
     """The step-cost prior for a simulated engine: its preset's roofline (the simulated hardware's
     datasheet), as a hardware profile would give it for a real one. The policy still fits the
     observed step times; the prior only decides what it believes about K values never run.
-    A pass costs what the method's cost shape says (a parallel drafter's block pass, else one
-    sequential pass); a drafted token what its drafter costs (a lookup's, else a model's)."""
+    A pass and a drafted token cost what the method's cost shape says: a parallel drafter's block pass,
+    else one sequential pass; a lookup's token, else a model's."""
     preset_model, spec = cost_model(preset), get_method(method)
     scale = draft_scale(method)
     draft_pass = preset_model.parallel_pass_s if spec.cost_shape == "parallel" else preset_model.draft_pass_s
-    per_token = preset_model.lookup_per_token_s if spec.drafter == "lookup" else preset_model.draft_per_token_s
+    per_token = preset_model.lookup_per_token_s if spec.cost_shape == "lookup" else preset_model.draft_per_token_s
     return CostPrior(floor=preset_model.floor_s, compute_per_token=preset_model.compute_per_token_s,
                      kv_per_sequence=preset_model.kv_per_seq_s, knee_sharpness=preset_model.knee_sharpness,
                      draft_pass=draft_pass * scale, draft_token=per_token * scale,

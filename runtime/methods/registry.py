@@ -4,13 +4,14 @@ Follows the registry pattern of vLLM's ReasoningParserManager: each method lives
 module (runtime/methods/catalogue/) and registers itself; a duplicate name is a programming
 error; an unknown name is answered with the list of known ones, so a typo in a resource explains
 itself. A method module is the one room for that method: vLLM name, draft-model rule and its
-hint texts, K bounds, what drafts (a model or a lookup) and how its cost grows with K, each
-accelerator it supports with its pins, the `advanced` fields only it takes, its engine facts
-(what each release's Model Runner V1 does with its schedule) and its simulator profile.
-`register` refuses an incomplete or inconsistent one, so nothing downstream (CRD rules,
-rendering, the simulator) meets a gap at run time. The CRD's CEL rules, `parse_spec`, the
-operator's rendering, the simulator and
-`specinfer methods` all read this one table.
+hint texts, K bounds, what drafts (a model or a lookup), how its cost grows with K, its alert
+band, whether method `auto` tries it unasked, each accelerator it supports with its pins, the
+`advanced` fields only it takes, its engine facts (what each release's Model Runner V1 does with
+its schedule) and its simulator profile. `register` refuses an incomplete or inconsistent one,
+naming the field, so nothing downstream (CRD rules, rendering, the simulator, the alert rules,
+method auto) meets a gap at run time or infers a fact from another field. The CRD's CEL rules,
+`parse_spec`, the operator's rendering, the simulator and `specinfer methods` all read this one
+table.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from specinfer.runtime.methods.accelerators import ACCELERATORS, AcceleratorSupport, ModelRunner, get_accelerator
 from specinfer.runtime.methods.accelerators.model import read_from
+from specinfer.runtime.methods.accelerators.registry import plain_decoding_cells
 from specinfer.runtime.methods.advanced import ADVANCED_FIELDS
+from specinfer.runtime.methods.alert_bands import AlertBand
 from specinfer.runtime.methods.cost_presets import CostShape
 from specinfer.runtime.methods.drafter_fit import DrafterFit
 from specinfer.runtime.methods.drafting import Drafting, drafting_key
@@ -54,7 +57,8 @@ class MethodSpec:
     vllm_method: str | None           # SpeculativeConfig.method, None for "none"
     draft_model: DraftModelRule       # whether speculation.draftModel is required/optional/forbidden
     drafter: Drafter | None           # what proposes the drafts (None: the method does not draft)
-    cost_shape: CostShape | None      # how a step's draft cost grows with K (None: no drafts)
+    cost_shape: CostShape | None      # how a step's draft cost grows with K (None: no drafts); what every
+                                      # price of a drafted token or pass reads (cost_presets.py, the tuner)
     k_min: int
     k_max: int
     k_default: int
@@ -98,6 +102,13 @@ class MethodSpec:
     # how preflight checks a local drafter (or, for MTP, the target itself) against the target's
     # config.json before vLLM loads a weight (drafter_fit.py); None: nothing to check
     drafter_fit: DrafterFit | None = None
+    # Said by every method that drafts (registration refuses one that does not say), left None by one
+    # that does not:
+    # the healthy acceptance band its alert holds it to (alert_bands.py; the chart's alert rules)
+    alert_band: AlertBand | None = None
+    # method `auto` measures it when a resource lists no candidates: only a method that serves any target
+    # from a stock image (no draft weights to match, no extra package) may say True
+    auto_candidate: bool | None = None
 
     @property
     def needs_draft_model(self) -> bool:
@@ -195,6 +206,7 @@ def method_problems(spec: MethodSpec) -> list[str]:
     elif spec.speculates and (spec.drafter == "lookup") != (spec.cost_shape == "lookup"):
         found.append(f"a {spec.drafter} drafter cannot have cost_shape {spec.cost_shape}: a lookup costs per drafted "
                      "token (lookup), a model drafter sequential or parallel passes")
+    found += _declarations(spec)
     if spec.native_parallel_drafting and spec.cost_shape != "parallel":
         found.append("native_parallel_drafting: vLLM drafts it in one pass, so its cost_shape is parallel")
     if spec.draft_model == "required" and not spec.draft_hint:
@@ -259,6 +271,36 @@ def method_problems(spec: MethodSpec) -> list[str]:
                       f"say what its drafter does with the per-step K (drafting[{drafting_key(release, runner)!r}], "
                       "drafters.py)" for runner in accelerator.model_runners
                       if runner in runs_on and spec.drafting_on(release, runner) is None]
+    return found
+
+
+def _declarations(spec: MethodSpec) -> list[str]:
+    """What a method must say rather than have inferred from its other fields: its alert band, whether
+    `auto` tries it, and -- for the method that does not draft -- that it runs where each accelerator says."""
+    found = []
+    if spec.speculates:
+        if spec.alert_band is None:
+            found.append("alert_band: say which healthy acceptance band its alert holds it to "
+                         "(runtime/methods/alert_bands.py: MODEL_DRAFTER, LOOKUP_DRAFTER, or a new AlertBand)")
+        else:
+            found += spec.alert_band.problems()
+            found += [f"alert_band {spec.alert_band.name!r} differs from method {other.name}'s band of that name"
+                      for other in _REGISTRY.values() if other.alert_band is not None and other.name != spec.name
+                      and other.alert_band.name == spec.alert_band.name and other.alert_band != spec.alert_band]
+        if spec.auto_candidate is None:
+            found.append("auto_candidate: say whether method auto measures it when a resource lists no candidates "
+                         "(True only for a method that serves any target from a stock image)")
+        elif spec.auto_candidate and (spec.drafter != "lookup" or spec.needs_packages):
+            found.append("auto_candidate: method auto tries unasked only a method that serves any target from a "
+                         "stock image: a model drafter must match its target, and needs_packages are not in the image")
+    else:
+        if spec.alert_band is not None or spec.auto_candidate is not None:
+            found.append("a method that does not draft has no acceptance to alert on and is no candidate of auto "
+                         "(which always measures no speculation): leave alert_band and auto_candidate unset")
+        cells = plain_decoding_cells()
+        if dict(spec.accelerators) != cells:
+            found.append(f"a method that does not draft runs where each accelerator's plain_decoding says it does "
+                         f"({sorted(cells)}), with that cell: accelerators=plain_decoding_cells()")
     return found
 
 

@@ -17,6 +17,7 @@ from specinfer.dev.vllm_wheels import read_source, source_line
 from specinfer.runtime.methods import ACCELERATORS, RELEASES, EngineRelease, all_methods
 from specinfer.runtime.methods.advanced import ADVANCED_FIELDS
 from specinfer.runtime.methods.catalogue import mtp as mtp_module
+from specinfer.runtime.methods.drafting import drafting_key
 from specinfer.runtime.methods.engines import SourceLine
 
 pytestmark = pytest.mark.unit
@@ -98,12 +99,6 @@ DRAFTER_LINE_OUTCOME = {
     "self.num_speculative_tokens = num_speculative_tokens": "honoured",  # SpecDecodeBaseProposer.propose
     "assert num_speculative_tokens == self.num_speculative_tokens": "crash",  # the suffix proposer
 }
-# vLLM method -> the file of the drafter Model Runner V1 builds for it (gpu_model_runner.py, `self.drafter =`)
-DRAFTER_FILES = {
-    "ngram": "vllm/v1/spec_decode/ngram_proposer.py",
-    "suffix": "vllm/v1/spec_decode/suffix_decoding.py",
-    **dict.fromkeys(("eagle", "eagle3", "mtp", "draft_model", "dflash"), "vllm/v1/spec_decode/llm_base_proposer.py"),
-}
 # the SpecDecodeBaseProposer subclasses those methods get, none with a `propose` of its own
 BASE_PROPOSER_SUBCLASSES = {"vllm/v1/spec_decode/eagle.py": "EagleProposer",
                             "vllm/v1/spec_decode/draft_model.py": "DraftModelProposer",
@@ -145,8 +140,19 @@ def test_each_methods_schedule_on_v1_is_what_the_release_does_for_it(release):
             assert not any(isinstance(n, ast.FunctionDef) and n.name == "propose" for n in cls.body), name
         for method in all_methods():
             if (rule := method.schedule_on_v1_in(release)) is not None:
-                vllm_name = method.vllm_method_on(release) or ""
-                assert rule.source.path == DRAFTER_FILES[vllm_name], f"{method.name}: cite its drafter's line"
+                # the drafter is the one the method's module names for this release's V1 (`drafting`), and
+                # the schedule's fate is the line of that drafter's file where it takes the step's K
+                drafter = method.drafting_on(release, "v1")
+                assert drafter is not None, (f"{method.name}: its module names no drafter for {release.label}'s "
+                                             f"Model Runner V1 (drafting[{drafting_key(release, 'v1')!r}])")
+                assert re.search(rf"^class {drafter.drafter}\b", read_source(drafter.source.path, release), re.M), (
+                    f"{method.name}: {release.label} {drafter.source.path} defines no {drafter.drafter}")
+                assert rule.source.path == drafter.source.path, (
+                    f"{method.name}: schedule_on_v1[{release.label!r}] cites {rule.source}, not a line of its "
+                    f"drafter's file {drafter.source.path} (drafting[{drafting_key(release, 'v1')!r}])")
+                assert rule.source.text in DRAFTER_LINE_OUTCOME, (
+                    f"{method.name}: {rule.source} is no line DRAFTER_LINE_OUTCOME knows: read what that drafter "
+                    "does with the step's K and add the line with its outcome")
                 assert DRAFTER_LINE_OUTCOME[rule.source.text] == rule.outcome, method.name
 
 

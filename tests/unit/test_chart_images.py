@@ -57,19 +57,23 @@ def test_chart_version_is_the_distribution_version_and_pins_vllm():
 
 def test_chart_runtime_images_are_the_operators_defaults():
     """Installing the chart with default values changes no image the operator would pick on its own."""
-    assert values()["runtime"]["images"] == {acc: profile.image for acc, profile in DEFAULT_PROFILES.items()}
+    assert values()["runtime"]["images"] == {acc: profile.image for acc, profile in DEFAULT_PROFILES.items()}, (
+        "charts/specinfer/values.yaml runtime.images: one per accelerator, the operator's default image")
 
 
 def test_every_accelerator_has_a_runtime_image_dockerfile_and_doc_row():
     accelerators = set(ACCELERATORS)
-    assert set(values()["runtime"]["images"]) == accelerators
-    assert {p.stem.removeprefix("runtime-") for p in DOCKER.glob("runtime-*.Dockerfile")} == accelerators
-    assert set(doc_runtime_rows()) == accelerators
+    assert set(values()["runtime"]["images"]) == accelerators, "charts/specinfer/values.yaml runtime.images"
+    dockerfiles = {p.stem.removeprefix("runtime-") for p in DOCKER.glob("runtime-*.Dockerfile")}
+    assert dockerfiles == accelerators, "docker/runtime-<accelerator>.Dockerfile: one per accelerator"
+    assert set(doc_runtime_rows()) == accelerators, "docs/install.md: one runtime image row per accelerator"
 
 
 @pytest.mark.parametrize("accelerator", sorted(ACCELERATORS))
 def test_runtime_dockerfile_matches_chart_and_docs(accelerator):
-    base, image, dockerfile_name = doc_runtime_rows()[accelerator]
+    rows = doc_runtime_rows()
+    assert accelerator in rows, f"docs/install.md: no runtime image row for {accelerator}"
+    base, image, dockerfile_name = rows[accelerator]
     dockerfile = ROOT / dockerfile_name
     assert dockerfile == DOCKER / f"runtime-{accelerator}.Dockerfile"
     assert from_images(dockerfile) == [base], f"{dockerfile_name}: FROM must be the documented base image {base}"

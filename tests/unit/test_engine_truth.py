@@ -143,7 +143,7 @@ SCHEDULE = [{"minBatchSize": 1, "maxBatchSize": 8, "numSpeculativeTokens": 4},
             {"minBatchSize": 9, "maxBatchSize": 9, "numSpeculativeTokens": 0}]
 
 
-@pytest.mark.parametrize("accelerator", list(ACCELERATORS))
+@pytest.mark.parametrize("accelerator", list(get_method("suffix").accelerators))
 def test_a_schedule_for_suffix_is_refused_naming_the_release(accelerator):
     message = refusal({"method": "suffix", "numSpeculativeTokens": 4, "schedule": SCHEDULE}, accelerator)
     assert "spec.speculation.schedule cannot be used with method suffix" in message

@@ -12,6 +12,7 @@ import pytest
 from specinfer.operator.config import OperatorConfig, parse_config
 from specinfer.operator.render import render
 from specinfer.operator.render.deployment import RUNTIME_UID
+from specinfer.runtime.methods import ACCELERATORS, get_accelerator
 from tests.unit.test_render_golden import PAIRS, resource_for
 
 pytestmark = pytest.mark.unit
@@ -77,7 +78,16 @@ def test_every_emptydir_is_bounded_and_the_writable_paths_are_volumes(method, ac
     env = {e["name"]: e.get("value") for e in engine["env"]}
     assert {"/tmp", "/dev/shm", env["HOME"], env["HF_HOME"]} <= mounts  # where vLLM writes
     read_only = engine["securityContext"]["readOnlyRootFilesystem"]
-    assert read_only is (accelerator in ("nvidia", "cpu")), "read-only root where the stack is known to allow it"
+    assert read_only is get_accelerator(accelerator).pod.read_only_root_filesystem, (
+        f"the root filesystem is what runtime/methods/accelerators/{accelerator}.py's pod defaults say")
+
+
+def test_the_root_is_read_only_where_the_stack_is_known_to_allow_it():
+    """vLLM writes only to HOME, /tmp, /dev/shm and the model cache on CUDA and CPU; ROCm's AITER and
+    Ascend's CANN write at run time where it was not verified."""
+    assert {name: a.pod.read_only_root_filesystem for name, a in ACCELERATORS.items()
+            if name in ("nvidia", "amd", "ascend", "cpu")} == {"nvidia": True, "amd": False, "ascend": False,
+                                                                "cpu": True}
 
 
 def test_a_profile_can_turn_the_read_only_root_on_and_the_cache_limit_off():

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import sys
+import types
 
 import pytest
 from click.testing import CliRunner
@@ -10,7 +13,10 @@ from click.testing import CliRunner
 from specinfer.api import parse_spec
 from specinfer.runtime import entrypoint
 from specinfer.runtime.config import MisconfigurationError
-from specinfer.runtime.preflight import preflight
+from specinfer.runtime.methods import get_accelerator
+from specinfer.runtime.methods.accelerators import TorchDevices
+from specinfer.runtime.methods.accelerators import registry as accelerator_registry
+from specinfer.runtime.preflight import preflight, visible_devices
 
 pytestmark = pytest.mark.unit
 
@@ -87,6 +93,37 @@ def test_too_few_visible_devices_names_the_count_field(tmp_path, monkeypatch):
     result = invoke("--config", str(write_config(tmp_path)))
     assert result.exit_code == 2
     assert "spec.hardware.count asks for tensor parallel size 2 but only 1 nvidia device" in result.output
+
+
+def _fake_torch(monkeypatch, **backends):
+    """A torch whose device modules report these counts (torch is not in the test environment)."""
+    torch = types.ModuleType("torch")
+    for name, count in backends.items():
+        setattr(torch, name, types.SimpleNamespace(device_count=lambda count=count: count))
+    monkeypatch.setitem(sys.modules, "torch", torch)
+
+
+def test_preflight_counts_devices_where_each_accelerator_says(monkeypatch):
+    """Each accelerator's `device_count` is what preflight reads: ROCm's torch.cuda for amd, torch.npu once
+    torch_npu is imported for ascend, nothing on the CPU."""
+    _fake_torch(monkeypatch, cuda=3, npu=5)
+    assert visible_devices("nvidia") == 3
+    assert visible_devices("amd") == 3
+    monkeypatch.setitem(sys.modules, "torch_npu", None)  # the plugin that adds torch.npu is absent: not counted
+    assert visible_devices("ascend") is None
+    monkeypatch.setitem(sys.modules, "torch_npu", types.ModuleType("torch_npu"))
+    assert visible_devices("ascend") == 5
+    assert visible_devices("cpu") is None
+
+
+def test_preflight_counts_a_new_accelerators_devices_from_its_declaration_alone(monkeypatch):
+    """A new accelerator names its torch backend in its module; preflight needs no edit to count it."""
+    xpu = dataclasses.replace(get_accelerator("nvidia"), name="xpu", device_count=TorchDevices("xpu"))
+    monkeypatch.setitem(accelerator_registry._REGISTRY, "xpu", xpu)
+    _fake_torch(monkeypatch, cuda=8, xpu=1)
+    assert visible_devices("xpu") == 1
+    _fake_torch(monkeypatch, cuda=8)  # a torch without the backend: skipped, as without torch
+    assert visible_devices("xpu") is None
 
 
 def test_preflight_checks_draft_model_and_binary_defensively():

@@ -2,7 +2,8 @@
 
 An accelerator carries everything that follows from the hardware: its Kubernetes device resource, the
 engine release its image runs, the model runner vLLM picks there, any cap on K, how the tensor
-parallel size follows `count`, and the defaults of the operator's pod profile. The API's enum,
+parallel size follows `count`, how preflight counts its devices, what method `none` (plain decoding)
+rests on there, and the defaults of the operator's pod profile. The API's enum,
 the operator's hardware profiles, `specinfer render --accelerator` and the K caps at admission
 are all derived from this registry.
 """
@@ -15,13 +16,17 @@ from specinfer.runtime.methods.accelerators.model import (
     AcceleratorSupport,
     Evidence,
     ModelRunner,
+    NoDeviceCount,
     PodDefaults,
     RefusedValue,
+    TorchDevices,
 )
 from specinfer.runtime.methods.accelerators.registry import (
     ACCELERATORS,
     UnknownAcceleratorError,
+    accelerator_problems,
     get_accelerator,
+    plain_decoding_cells,
     register_accelerator,
 )
 
@@ -33,5 +38,6 @@ for _module in MODULES:
 
 __all__ = [
     "ACCELERATORS", "EVIDENCE_MEANING", "MODULES", "Accelerator", "AcceleratorSupport", "Evidence", "ModelRunner",
-    "PodDefaults", "RefusedValue", "UnknownAcceleratorError", "get_accelerator", "register_accelerator",
+    "NoDeviceCount", "PodDefaults", "RefusedValue", "TorchDevices", "UnknownAcceleratorError", "accelerator_problems",
+    "get_accelerator", "plain_decoding_cells", "register_accelerator",
 ]

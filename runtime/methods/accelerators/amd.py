@@ -1,6 +1,13 @@
 """AMD GPUs (ROCm); vLLM 0.33.0. Some methods pin an attention backend here (see their modules)."""
 
-from specinfer.runtime.methods.accelerators.model import Accelerator, PodDefaults, device_taint_toleration
+from specinfer.runtime.methods.accelerators.evidence import GPU_SOURCE
+from specinfer.runtime.methods.accelerators.model import (
+    Accelerator,
+    AcceleratorSupport,
+    PodDefaults,
+    TorchDevices,
+    device_taint_toleration,
+)
 from specinfer.runtime.methods.accelerators.registry import register_accelerator
 from specinfer.runtime.methods.engines import VLLM_0_33_0, SourceLine
 
@@ -15,7 +22,8 @@ AMD = register_accelerator(Accelerator(
     model_runners=("v2", "v1"),
     model_runner_source=SourceLine("vllm/config/vllm.py", 731, "def use_v2_model_runner(self) -> bool:"),
     full_cuda_graphs=True,  # HIP graphs, same cudagraph modes (vllm/config/vllm.py:311)
-    torch_device="cuda",    # ROCm builds of torch report AMD GPUs through torch.cuda
+    device_count=TorchDevices("cuda"),  # ROCm builds of torch report AMD GPUs through torch.cuda
+    plain_decoding=AcceleratorSupport(GPU_SOURCE),
     pod=PodDefaults(
         image_flavour="rocm",
         product_label="amd.com/gpu.product-name",  # set by AMD's node labeller

@@ -8,7 +8,14 @@ engine runs vllm-ascend's Model Runner V1 (`worker/model_runner_v1.py`) and its 
 run on an NPU.
 """
 
-from specinfer.runtime.methods.accelerators.model import Accelerator, PodDefaults, device_taint_toleration
+from specinfer.runtime.methods.accelerators.evidence import ASCEND_SOURCE
+from specinfer.runtime.methods.accelerators.model import (
+    Accelerator,
+    AcceleratorSupport,
+    PodDefaults,
+    TorchDevices,
+    device_taint_toleration,
+)
 from specinfer.runtime.methods.accelerators.registry import register_accelerator
 from specinfer.runtime.methods.engines import VLLM_ASCEND_0_26_0RC1, SourceLine
 
@@ -29,7 +36,8 @@ ASCEND = register_accelerator(Accelerator(
     max_k=15,
     max_k_reason="vllm-ascend's attention takes at most K + 1 = 16 query tokens per request in a decode step",
     max_k_source=SourceLine("vllm_ascend/attention/attention_v1.py", 239, "assert self.decode_threshold <= 16"),
-    torch_device="npu",
+    device_count=TorchDevices("npu", plugin="torch_npu"),  # torch_npu adds torch.npu
+    plain_decoding=AcceleratorSupport(ASCEND_SOURCE),
     pod=PodDefaults(
         image_flavour="ascend",
         product_label="accelerator-type",  # Ascend device plugin's node label

@@ -4,7 +4,15 @@ The notes below are what running the real engine on the 2-core build machine tau
 `engine` tests, `specinfer bench engine-cpu`), each with the wheel's lines it rests on.
 """
 
-from specinfer.runtime.methods.accelerators.model import Accelerator, EngineNote, PodDefaults, RefusedValue
+from specinfer.runtime.methods.accelerators.evidence import CALIBRATION_ENGINE_TEST, TUNING_ENGINE_TEST, ran_here
+from specinfer.runtime.methods.accelerators.model import (
+    Accelerator,
+    AcceleratorSupport,
+    EngineNote,
+    NoDeviceCount,
+    PodDefaults,
+    RefusedValue,
+)
 from specinfer.runtime.methods.accelerators.registry import register_accelerator
 from specinfer.runtime.methods.engines import VLLM_CPU_0_32_0, SourceLine
 
@@ -77,6 +85,8 @@ CPU = register_accelerator(Accelerator(
                                 'assert not SYNTHETIC_MODE, "Synthetic acceptance not supported with CPU sampling"')),
     ),
     notes=(KV_CACHE, THREADS, STARTUP, COMPILE_CACHE, OPENMP),
+    device_count=NoDeviceCount("vLLM runs on the node's CPUs: there are no devices to count"),
+    plain_decoding=AcceleratorSupport(ran_here(TUNING_ENGINE_TEST, CALIBRATION_ENGINE_TEST)),
     pod=PodDefaults(
         image_flavour="cpu",
         # a fixed KV cache in GiB: without it vLLM reserves 0.92 of the node's memory (KV_CACHE above)

@@ -61,6 +61,22 @@ class EngineNote:
 
 
 @dataclass(frozen=True)
+class TorchDevices:
+    """Preflight counts the devices a pod sees as `torch.<backend>.device_count()`, importing `plugin`
+    first where a separate package adds the backend to torch (runtime/preflight.py)."""
+
+    backend: str               # torch's device module: "cuda" (ROCm builds report AMD GPUs there too), "npu"
+    plugin: str | None = None  # e.g. "torch_npu", which registers torch.npu
+
+
+@dataclass(frozen=True)
+class NoDeviceCount:
+    """Preflight counts no devices on this platform, and says why."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
 class Accelerator:
     name: str
     summary: str
@@ -74,15 +90,14 @@ class Accelerator:
     max_k_reason: str = ""
     max_k_source: SourceLine | None = None  # the line that caps K (in `engine`'s source)
     tensor_parallel_from_count: bool = True  # False: tensor parallel size 1 unless set, whatever `count`
-    torch_device: Literal["cuda", "npu"] | None = None  # how preflight counts the devices a pod sees
     refused_values: tuple[RefusedValue, ...] = ()
     notes: tuple[EngineNote, ...] = ()   # what running the engine here taught us (docs/runtime.md)
-
-    def __post_init__(self) -> None:
-        if not self.model_runners:
-            raise ValueError(f"accelerator {self.name!r} runs no model runner")
-        if self.max_k is not None and (self.max_k < 1 or not self.max_k_reason or self.max_k_source is None):
-            raise ValueError(f"accelerator {self.name!r}: a K cap needs max_k >= 1, the reason for it and its line")
+    # Said by every accelerator (registration refuses one that does not say; registry.py):
+    # how preflight counts the devices a pod sees, before vLLM loads a weight
+    device_count: TorchDevices | NoDeviceCount | None = None
+    # method `none` here, what that rests on: plain decoding is the baseline every calibration and every
+    # comparison of method `auto` measures, so every accelerator runs it (method none's cells are these)
+    plain_decoding: AcceleratorSupport | None = None
 
     @property
     def default_model_runner(self) -> ModelRunner:

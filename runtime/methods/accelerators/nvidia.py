@@ -1,6 +1,13 @@
 """NVIDIA GPUs (CUDA): the reference platform; vLLM 0.33.0."""
 
-from specinfer.runtime.methods.accelerators.model import Accelerator, PodDefaults, device_taint_toleration
+from specinfer.runtime.methods.accelerators.evidence import GPU_SOURCE
+from specinfer.runtime.methods.accelerators.model import (
+    Accelerator,
+    AcceleratorSupport,
+    PodDefaults,
+    TorchDevices,
+    device_taint_toleration,
+)
 from specinfer.runtime.methods.accelerators.registry import register_accelerator
 from specinfer.runtime.methods.engines import VLLM_0_33_0, SourceLine
 
@@ -16,7 +23,8 @@ NVIDIA = register_accelerator(Accelerator(
     model_runner_source=SourceLine("vllm/config/vllm.py", 731, "def use_v2_model_runner(self) -> bool:"),
     # The default optimization level O2 captures FULL_AND_PIECEWISE graphs (vllm/config/vllm.py:311, 435).
     full_cuda_graphs=True,
-    torch_device="cuda",
+    device_count=TorchDevices("cuda"),
+    plain_decoding=AcceleratorSupport(GPU_SOURCE),
     pod=PodDefaults(
         image_flavour="cuda",
         product_label="nvidia.com/gpu.product",  # set by NVIDIA GPU feature discovery

@@ -7,6 +7,7 @@ from specinfer.runtime.methods.accelerators.evidence import (
     TUNING_ENGINE_TEST,
     ran_here,
 )
+from specinfer.runtime.methods.alert_bands import MODEL_DRAFTER
 from specinfer.runtime.methods.drafter_fit import dflash_fit
 from specinfer.runtime.methods.drafters import (
     ASCEND_BLOCK_PROPOSER,
@@ -46,6 +47,8 @@ DFLASH = register(MethodSpec(
     draft_hint="the DFlash drafter (e.g. z-lab/Qwen3-8B-DFlash-b16)",
     drafter="model",
     cost_shape="parallel",
+    alert_band=MODEL_DRAFTER,
+    auto_candidate=False,  # a DFlash drafter must match its target
     k_min=1,
     k_max=31,
     k_default=15,  # the published b16 drafters (e.g. z-lab/Qwen3-8B-DFlash-b16) draft 15 tokens

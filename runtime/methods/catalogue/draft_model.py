@@ -8,6 +8,7 @@ from specinfer.runtime.methods.accelerators.evidence import (
     TUNING_ENGINE_TEST,
     ran_here,
 )
+from specinfer.runtime.methods.alert_bands import MODEL_DRAFTER
 from specinfer.runtime.methods.drafter_fit import draft_model_fit
 from specinfer.runtime.methods.drafters import (
     ASCEND_PROPOSER,
@@ -35,6 +36,8 @@ DRAFT_MODEL = register(MethodSpec(
     draft_hint="a small model that shares the target's tokenizer",
     drafter="model",
     cost_shape="sequential",
+    alert_band=MODEL_DRAFTER,
+    auto_candidate=False,  # a draft model must share the target's tokenizer
     k_min=1,
     k_max=16,
     k_default=4,

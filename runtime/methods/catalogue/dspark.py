@@ -11,6 +11,7 @@ vllm-ascend's own DSpark proposer serves it on its Model Runner V1); it has neve
 
 from specinfer.runtime.methods.accelerators import AcceleratorSupport
 from specinfer.runtime.methods.accelerators.evidence import ASCEND_SOURCE, GPU_SOURCE
+from specinfer.runtime.methods.alert_bands import MODEL_DRAFTER
 from specinfer.runtime.methods.drafters import ASCEND_BLOCK_PROPOSER, DSPARK_V2
 from specinfer.runtime.methods.drafting import drafting_key
 from specinfer.runtime.methods.engines import (
@@ -32,6 +33,8 @@ DSPARK = register(MethodSpec(
     no_draft_reason="DeepSeek-V4 carries its own",
     drafter="model",
     cost_shape="parallel",
+    alert_band=MODEL_DRAFTER,
+    auto_candidate=False,  # a DSpark drafter must match its target (or be DeepSeek-V4's own)
     k_min=1,
     k_max=31,
     k_default=7,  # block size of the published Qwen3 drafts (deepseek-ai/dspark_qwen3_8b_block7)

@@ -7,6 +7,7 @@ from specinfer.runtime.methods.accelerators.evidence import (
     SEED_METHODS_ENGINE_TEST,
     ran_here,
 )
+from specinfer.runtime.methods.alert_bands import MODEL_DRAFTER
 from specinfer.runtime.methods.drafter_fit import eagle_fit
 from specinfer.runtime.methods.drafters import (
     ASCEND_PROPOSER,
@@ -34,6 +35,8 @@ EAGLE = register(MethodSpec(
     draft_hint="the EAGLE head (e.g. yuhuili/EAGLE-LLaMA3.1-Instruct-8B)",
     drafter="model",
     cost_shape="sequential",
+    alert_band=MODEL_DRAFTER,
+    auto_candidate=False,  # an EAGLE head must match its target
     k_min=1,
     k_max=16,
     k_default=3,

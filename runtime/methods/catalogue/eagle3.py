@@ -7,6 +7,7 @@ from specinfer.runtime.methods.accelerators.evidence import (
     SEED_METHODS_ENGINE_TEST,
     ran_here,
 )
+from specinfer.runtime.methods.alert_bands import MODEL_DRAFTER
 from specinfer.runtime.methods.drafter_fit import eagle3_fit
 from specinfer.runtime.methods.drafters import (
     ASCEND_PROPOSER,
@@ -46,6 +47,8 @@ EAGLE3 = register(MethodSpec(
     draft_hint="the EAGLE-3 head (e.g. yuhuili/EAGLE3-LLaMA3.1-Instruct-8B)",
     drafter="model",
     cost_shape="sequential",
+    alert_band=MODEL_DRAFTER,
+    auto_candidate=False,  # an EAGLE-3 head must match its target
     k_min=1,
     k_max=16,
     k_default=3,

@@ -13,6 +13,7 @@ from specinfer.runtime.methods.accelerators.evidence import (
     SEED_METHODS_ENGINE_TEST,
     ran_here,
 )
+from specinfer.runtime.methods.alert_bands import MODEL_DRAFTER
 from specinfer.runtime.methods.drafter_fit import mtp_target_fit
 from specinfer.runtime.methods.drafters import (
     ASCEND_PROPOSER,
@@ -40,6 +41,8 @@ MTP = register(MethodSpec(
     no_draft_reason="mtp drafts with the target model's own MTP layers",
     drafter="model",
     cost_shape="sequential",
+    alert_band=MODEL_DRAFTER,
+    auto_candidate=False,  # only a target with MTP layers runs it
     k_min=1,
     k_max=8,
     k_default=1,

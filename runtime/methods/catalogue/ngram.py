@@ -8,6 +8,7 @@ from specinfer.runtime.methods.accelerators.evidence import (
     SEED_METHODS_ENGINE_TEST,
     ran_here,
 )
+from specinfer.runtime.methods.alert_bands import LOOKUP_DRAFTER
 from specinfer.runtime.methods.drafters import NGRAM_ASCEND, NGRAM_CPU, NGRAM_GPU_V2, NGRAM_V1
 from specinfer.runtime.methods.drafting import drafting_key
 from specinfer.runtime.methods.engines import (
@@ -29,6 +30,8 @@ NGRAM = register(MethodSpec(
     takes_prompt_lookup=True,  # spec.speculation.promptLookup: vLLM's prompt_lookup_min / prompt_lookup_max
     drafter="lookup",
     cost_shape="lookup",
+    alert_band=LOOKUP_DRAFTER,
+    auto_candidate=True,  # no weights, any target, in every stock image
     k_min=1,
     k_max=16,
     k_default=4,

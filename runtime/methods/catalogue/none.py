@@ -1,13 +1,11 @@
-"""`none`: plain decoding, no speculative config at all (the baseline every method must beat)."""
+"""`none`: plain decoding, no speculative config at all (the baseline every method must beat).
 
-from specinfer.runtime.methods.accelerators import AcceleratorSupport
-from specinfer.runtime.methods.accelerators.evidence import (
-    ASCEND_SOURCE,
-    CALIBRATION_ENGINE_TEST,
-    GPU_SOURCE,
-    TUNING_ENGINE_TEST,
-    ran_here,
-)
+It runs on every accelerator, with what each accelerator's module says it rests on there
+(`Accelerator.plain_decoding`): calibrations and method auto measure it as their baseline, so an
+accelerator brings it along rather than waiting for this module to list it.
+"""
+
+from specinfer.runtime.methods.accelerators import plain_decoding_cells
 from specinfer.runtime.methods.registry import MethodSpec, register
 from specinfer.runtime.methods.workloads import NO_DRAFTS
 
@@ -22,11 +20,6 @@ NONE = register(MethodSpec(
     k_max=0,
     k_default=0,
     summary="no speculation; the baseline",
-    accelerators={  # plain decoding runs anywhere
-        "nvidia": AcceleratorSupport(GPU_SOURCE),
-        "amd": AcceleratorSupport(GPU_SOURCE),
-        "ascend": AcceleratorSupport(ASCEND_SOURCE),
-        "cpu": AcceleratorSupport(ran_here(TUNING_ENGINE_TEST, CALIBRATION_ENGINE_TEST)),
-    },
+    accelerators=plain_decoding_cells(),
     simulator=NO_DRAFTS,
 ))

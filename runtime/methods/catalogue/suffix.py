@@ -8,6 +8,7 @@ on it (`schedule_on_v1` below; refused at admission).
 
 from specinfer.runtime.methods.accelerators import AcceleratorSupport
 from specinfer.runtime.methods.accelerators.evidence import ASCEND_SOURCE, CPU_SOURCE, GPU_SOURCE
+from specinfer.runtime.methods.alert_bands import LOOKUP_DRAFTER
 from specinfer.runtime.methods.drafters import SUFFIX_ASCEND, SUFFIX_CPU, SUFFIX_V1
 from specinfer.runtime.methods.drafting import drafting_key
 from specinfer.runtime.methods.engines import (
@@ -33,6 +34,8 @@ SUFFIX = register(MethodSpec(
     no_draft_reason="suffix drafts from a suffix tree, without a model",
     drafter="lookup",
     cost_shape="lookup",
+    alert_band=LOOKUP_DRAFTER,
+    auto_candidate=False,  # stock images lack arctic-inference (needs_packages)
     k_min=1,
     k_max=32,
     k_default=24,  # vLLM's own default: suffix_decoding_max_tree_depth

@@ -26,11 +26,11 @@ def is_auto(spec: SpeculativeInferenceSpec) -> bool:
 
 
 def default_candidates(accelerator: str) -> tuple[AutoCandidate, ...]:
-    """The catalogue's lookup drafters the accelerator runs from a stock vLLM image (n-gram; suffix needs
-    arctic-inference): they need no draft weights, so they serve any target. A model drafter must match
-    the target, which only its owner knows."""
+    """The methods whose module says auto may try them unasked (`auto_candidate`: they serve any target
+    from a stock vLLM image) and that run on the accelerator. A model drafter must match the target,
+    which only its owner knows, so none says so."""
     return tuple(AutoCandidate(method=method.name) for method in all_methods()
-                 if method.drafter == "lookup" and method.supports(accelerator) and not method.needs_packages)
+                 if method.auto_candidate and method.supports(accelerator))
 
 
 def candidates_of(spec: SpeculativeInferenceSpec) -> tuple[AutoCandidate, ...]:

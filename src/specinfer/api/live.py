@@ -91,11 +91,12 @@ def _max_k(spec: SpeculativeInferenceSpec) -> int:
 
 
 def drafts_startup_k(spec: SpeculativeInferenceSpec) -> bool:
-    """The spec's model drafter drafts its startup K on every step, whatever the schedule (its engine
-    release and model runner: runtime/methods/drafters.py)."""
+    """The spec's drafter pays for its startup K on every step, whatever the schedule (its engine release
+    and model runner: runtime/methods/drafters.py). A lookup that fills the startup K (vLLM 0.33.0's GPU
+    n-gram kernel) costs microseconds whatever K (its cost shape): its envelope need not be the K in force."""
     method = get_method(spec.speculation.method)
     fact = drafting(method.name, spec.hardware.accelerator)
-    return method.drafter == "model" and fact is not None and fact.drafts_startup_k
+    return method.cost_shape != "lookup" and fact is not None and fact.drafts_startup_k
 
 
 def live_envelope(spec: SpeculativeInferenceSpec, *, wanted_k: int | None = None,

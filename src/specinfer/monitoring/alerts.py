@@ -5,47 +5,38 @@ both the plain rules file for a Prometheus without the Prometheus Operator (`rul
 the `spec` of the chart's PrometheusRule, so the two cannot differ. tests/unit/promtool/ holds
 `promtool test rules` cases for every alert.
 
-The healthy acceptance band: practitioners call 55-75% healthy for EAGLE-class drafts at the
-K ~ 3 they run (below 50% "the draft is too weak"). Token acceptance falls with K (later positions
-are accepted less often), so a rule on all positions would fire whenever the tuner raises K; the
-rule reads positions 0-2 only, the practitioners' K, from the stat-logger plugin's unbiased
-per-position counts. Lookup drafters (n-gram, suffix) draft for free and their first position
-needs a match in the context, so they have their own, lower floor.
+The healthy acceptance band: each method's module names its band (`MethodSpec.alert_band`,
+runtime/methods/alert_bands.py: the floor and where it comes from), and each band is one rule over
+its methods. Token acceptance falls with K (later positions are accepted less often), so a rule on
+all positions would fire whenever the tuner raises K; the rule reads positions 0-2 only, the
+practitioners' K, from the stat-logger plugin's unbiased per-position counts.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import yaml
 
 from specinfer.monitoring.panels import DEFAULT_LABELS, Labels
-from specinfer.runtime.methods import Drafter, all_methods
+from specinfer.runtime.methods import all_methods
+from specinfer.runtime.methods.alert_bands import AlertBand
 from specinfer.runtime.telemetry import series as si
 from specinfer.runtime.telemetry import vllm_metrics as vm
 
 GROUP = "specinfer"
 METHOD_LABEL = "specinfer_io_method"  # the pod label specinfer.io/method (PodMonitor podTargetLabels)
 BAND_POSITIONS = "0|1|2"
-MODEL_DRAFTER_FLOOR = 0.55  # the practitioners' healthy band starts here (EAGLE-class, K ~ 3)
-LOOKUP_DRAFTER_FLOOR = 0.20  # n-gram / suffix: below this the workload rarely repeats its context
 COLLAPSE_ACCEPTANCE = 0.05  # the tuner's default collapseAcceptance: first-position acceptance
 MIN_DRAFTS_PER_SECOND = 1.0  # an idle engine's ratio says nothing
 SLOWER_THAN_NONE = 0.98  # predicted speed-up below this: speculation costs more than 2% goodput
 
 
-@dataclass(frozen=True)
-class Band:
-    drafter: Drafter  # the methods' drafter kind: the rule's `drafting` label
-    methods: tuple[str, ...]
-    floor: float
-
-
-def acceptance_bands() -> tuple[Band, ...]:
-    """Method families by drafter (a model or a lookup), from the catalogue (a new method lands in its family)."""
-    floors: dict[Drafter, float] = {"model": MODEL_DRAFTER_FLOOR, "lookup": LOOKUP_DRAFTER_FLOOR}
-    return tuple(Band(drafter, tuple(m.name for m in all_methods() if m.drafter == drafter), floor)
-                 for drafter, floor in floors.items())
+def acceptance_bands() -> dict[AlertBand, tuple[str, ...]]:
+    """Each alert band the catalogue's methods name, in the order they first appear, with its methods."""
+    bands: dict[AlertBand, tuple[str, ...]] = {}
+    for method in all_methods():
+        if method.alert_band is not None:
+            bands[method.alert_band] = (*bands.get(method.alert_band, ()), method.name)
+    return bands
 
 
 def _rule(alert: str, expr: str, hold: str, severity: str, summary: str, description: str, **labels: str) -> dict:
@@ -53,10 +44,9 @@ def _rule(alert: str, expr: str, hold: str, severity: str, summary: str, descrip
             "annotations": {"summary": summary, "description": description}}
 
 
-def _band_rule(band: Band, labels: Labels) -> dict:
+def _band_rule(band: AlertBand, methods: tuple[str, ...], labels: Labels) -> dict:
     by = f"{labels.namespace}, {labels.resource}, {METHOD_LABEL}"
-    methods = "|".join(band.methods)
-    selector = f'{{{METHOD_LABEL}=~"{methods}", {si.LABEL_POSITION}=~"{BAND_POSITIONS}"}}'
+    selector = f'{{{METHOD_LABEL}=~"{"|".join(methods)}", {si.LABEL_POSITION}=~"{BAND_POSITIONS}"}}'
     accepted = f"sum by ({by}) (rate({si.ACCEPTED_TOKENS_PER_POS.promql}{selector}[15m]))"
     drafted = f"sum by ({by}) (rate({si.DRAFT_TOKENS_PER_POS.promql}{selector}[15m]))"
     expr = f"({accepted}\n  /\n{drafted}) < {band.floor}\nand\n{drafted} > {MIN_DRAFTS_PER_SECOND}"
@@ -66,9 +56,9 @@ def _band_rule(band: Band, labels: Labels) -> dict:
         f"{resource}: draft acceptance {{{{ $value | humanizePercentage }}}} is below the healthy band",
         f"Over the last 15 minutes {{{{ $value | humanizePercentage }}}} of the draft tokens at positions 0-2 of "
         f"{resource} ({{{{ $labels.{METHOD_LABEL} }}}}) were accepted; {band.floor:.0%} is the floor for "
-        f"{band.drafter}-based drafters. Check that the draft matches the target model and its tokenizer, "
+        f"{band.name}-based drafters. Check that the draft matches the target model and its tokenizer, "
         "the workload, and the engine version.",
-        drafting=band.drafter)
+        drafting=band.name)
 
 
 def build_rules(labels: Labels = DEFAULT_LABELS) -> dict:
@@ -78,7 +68,7 @@ def build_rules(labels: Labels = DEFAULT_LABELS) -> dict:
     drafts = f"sum by ({by}) (rate({vm.SPEC_DECODE_NUM_DRAFTS.series}[2m]))"
     first = f'sum by ({by}) (rate({vm.SPEC_DECODE_NUM_ACCEPTED_TOKENS_PER_POS.series}{{{si.LABEL_POSITION}="0"}}[2m]))'
     operator_resource = "{{ $labels.namespace }}/{{ $labels.name }}"
-    rules = [_band_rule(band, labels) for band in acceptance_bands() if band.methods]
+    rules = [_band_rule(band, methods, labels) for band, methods in acceptance_bands().items()]
     rules += [
         _rule("SpecinferAcceptanceCollapsed",
               f"({first}\n  /\n{drafts}) < {COLLAPSE_ACCEPTANCE}\nand\n{drafts} > {MIN_DRAFTS_PER_SECOND}",
