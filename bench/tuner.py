@@ -64,6 +64,7 @@ def scenario_spec(scenario: Scenario) -> SpeculativeInferenceSpec:
         "speculation": speculation,
         "runtime": {"engine": "simulator", "simulator": {"costModel": scenario.cost_preset,
                                                           "maxNumSeqs": scenario.max_batch_size}},
+        **({"hardware": {"accelerator": scenario.accelerator}} if scenario.accelerator else {}),
         "replicas": scenario.replicas,
         "updateStrategy": scenario.strategy,
         "tuning": tuning,
@@ -71,7 +72,7 @@ def scenario_spec(scenario: Scenario) -> SpeculativeInferenceSpec:
 
 
 def tuning_input(scenario: Scenario, *, exact_prior: bool = False, in_place: bool = True,
-                 probe: bool = False) -> TuningInput:
+                 probe: bool = True) -> TuningInput:
     """What the tuning loop passes for this scenario (the operator's own builder), with a rough prior.
 
     The builder sets inPlaceMaxK where the spec is retuned in place; `in_place=False` clears it, as
@@ -82,8 +83,11 @@ def tuning_input(scenario: Scenario, *, exact_prior: bool = False, in_place: boo
     exact = operator_tuning_input(scenario_spec(scenario))
     prior = exact.cost_prior.model_copy(update={name: getattr(exact.cost_prior, name) * factor
                                                 for name, factor in PRIOR_ERROR.items() if not exact_prior})
+    # a reload other than the preset's: what the operator configuration's tuning.policy.restartSeconds says
+    reload = {} if scenario.reload_seconds is None else {"restart_seconds": scenario.reload_seconds}
     return exact.model_copy(update={"cost_prior": prior, "schedule_step_factor": scenario.schedule_step_factor,
-                                    "probe_in_place": probe, **({} if in_place else {"in_place_max_k": None})})
+                                    "probe_in_place": probe, **reload,
+                                    **({} if in_place else {"in_place_max_k": None})})
 
 
 def envelope_of(scenario: Scenario, *, in_place: bool = True) -> LiveEnvelope | None:
@@ -109,7 +113,7 @@ def oracle_config(scenario: Scenario, minute: int, engine: Engine, *, keep_draft
     for b in range(1, scenario.max_batch_size + 1):
         dense.append(max(candidates, key=lambda k: (profile.expected_tokens(k) / engine.step_time(b, k, speculating),
                                                     -k)))
-    batch = max(1, min(round(0.92 * phase.concurrency / scenario.replicas), scenario.max_batch_size))
+    batch = max(1, min(round(0.92 * phase.mean_concurrency / scenario.replicas), scenario.max_batch_size))
     singles = candidates[1:] if keep_drafter else candidates
     single = max(singles, key=lambda k: profile.expected_tokens(k)
                  / engine.step_time(batch, k, DraftConfig(num_speculative_tokens=k)))
@@ -178,7 +182,7 @@ def reference_name(in_place: bool) -> str:
 
 def run_scenario(scenario: Scenario, *, seed: int, substeps: int, quick: bool, exact_prior: bool = False,
                  in_place: bool = True, in_place_delay: float = IN_PLACE_DELAY_SECONDS,
-                 probe_in_place: bool = False) -> dict:
+                 probe_in_place: bool = True) -> dict:
     """Every contender on one scenario: results, traces for the plot, the policy's decisions, goals.
 
     `in_place`: the engine pods are retuned in place where the spec allows it (the operator's
@@ -280,13 +284,15 @@ def phase_plan(scenario: Scenario, initial: DraftConfig, *, seed: int, substeps:
             options.append("drafter")
         scored: dict[Choice, float] = {}
         for option in options:
-            engine = run(scenario, initial, _planned(scenario, {**choices, index: option}), **kwargs)
+            engine = run(scenario, initial, _planned(scenario, {**choices, index: option}), until=int(ends), **kwargs)
             scored[option] = sum(m["tokens"] for m in engine.minutes if m["minute"] < ends)
         choices[index] = max(options, key=lambda o: (scored[o], -options.index(o)))  # ties: the earlier option
     return _planned(scenario, choices)
 
 
-ORACLE_GOAL = 0.97  # of the per-phase oracle's goodput (issue 22; 0.95 before retuning in place)
+# Of the per-phase oracle's goodput (issue 43): 0.95, and 0.97 where the oracle that pays its way
+# (in place where the engine takes the switch) reaches that much.
+ORACLE_GOAL, ORACLE_GOAL_REACHED = 0.95, 0.97
 
 
 def goals(scenario: Scenario, results: dict[str, dict], contender: str = "policy",
@@ -300,11 +306,13 @@ def goals(scenario: Scenario, results: dict[str, dict], contender: str = "policy
         return min(contender["phaseGoodput"][p] / none["phaseGoodput"][p] for p in none["phaseGoodput"])
 
     paying = results[reference]
+    reached = paying["goodput"] / oracle["goodput"]
     checks = {
         # `reference`: the oracle that pays its way (phase_plan). Where it falls short of the goal
         # too, the goal is out of reach of any controller that pays for its restarts.
-        "vsOracle": {"value": policy["goodput"] / oracle["goodput"], "goal": ORACLE_GOAL,
-                     "reference": paying["goodput"] / oracle["goodput"], "referenceName": reference},
+        "vsOracle": {"value": policy["goodput"] / oracle["goodput"],
+                     "goal": ORACLE_GOAL_REACHED if reached >= ORACLE_GOAL_REACHED else ORACLE_GOAL,
+                     "reference": reached, "referenceName": reference},
         "worstPhaseVsNoSpeculation": {"value": worst_phase(policy), "goal": 0.98,
                                       "reference": worst_phase(paying), "referenceName": reference},
         "restartsPerReplicaHour": {"value": policy["restartsPerReplicaHour"], "goal": 6.0, "atMost": True},
@@ -419,9 +427,9 @@ def _json_report(report: dict) -> dict:
 @click.option("--in-place-delay", default=IN_PLACE_DELAY_SECONDS, show_default=True, type=click.FloatRange(min=0),
               help="Seconds from an in-place decision to every engine running it (locally 1-2 s; on a real cluster "
                    "up to the kubelet's sync, 60-90 s).")
-@click.option("--probe-in-place", "probe", is_flag=True,
+@click.option("--probe-in-place/--no-probe-in-place", "probe", default=True, show_default=True,
               help="Let the policy probe in place the K a fit with the drafter 3x dearer or cheaper would choose "
-                   "(operator configuration tuning.policy.probeInPlace; off by default, docs/tuner.md).")
+                   "(operator configuration tuning.policy.probeInPlace, on by default; docs/tuner.md).")
 @click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON instead of a table.")
 def tuner_command(names: tuple[str, ...], quick: bool, seed: int, out_dir: str, update_strategy: str | None,
