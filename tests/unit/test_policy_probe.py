@@ -72,28 +72,34 @@ def k2_in_force(now: float, rng: random.Random):
 
 
 def test_a_head_dearer_than_its_prior_is_probed_in_place_then_switched_off():
-    decisions, final = closed_loop(tuning())
+    decisions, final = closed_loop(tuning(), ticks=40)
     changes = [d for d in decisions if d.is_change]
     assert changes, [d.reason for d in decisions]
     first = changes[0]
     assert first.probe and first.path == "inPlace", first.reason
     assert first.config.dense(64)[1] == 0 and not first.config.off, first.reason  # K = 0 at batch size 1, in place
     assert "probing K=0 at batch size 1" in first.reason
-    assert final.off, [d.reason for d in changes]  # measured: speculation off wins here, by a rollout
-    assert [d.path for d in changes if d.action == "disable"] == ["rollout"]
+    # measured: speculation off wins here -- by a rollout, once the load has lasted long enough for it to
+    # pay back (one replica, Replace); until then the best change in place
+    assert final.off, [d.reason for d in changes]
+    disable = next(d for d in changes if d.action == "disable")
+    assert disable.path == "rollout" and "pays back" in disable.reason
+    before = changes[changes.index(disable) - 1]
+    assert before.path == "inPlace" and "the best change in place instead" in before.reason, before.reason
 
 
 def test_without_the_probe_the_prior_keeps_the_losing_config(monkeypatch):
     """The gap the probe closes: the same world, no doubt in the prior -> K=2 kept throughout."""
     monkeypatch.setattr(probe_module, "DOUBT", 1.0)
     decisions, final = closed_loop(tuning())
-    assert final == DraftConfig(num_speculative_tokens=2), [d.reason for d in decisions if d.is_change]
-    assert all(d.action == "keep" for d in decisions), [d.reason for d in decisions if d.is_change]
+    # at the batch size it serves: the batch sizes not served may be programmed ahead, in place
+    assert final.dense(64)[1] == 2, [d.reason for d in decisions if d.is_change]
+    assert all(d.action == "keep" or "nothing changes at today's batch sizes" in d.reason for d in decisions)
 
 
 def test_no_probe_unless_the_operator_turns_it_on():
     decisions, final = closed_loop(tuning(probeInPlace=False))
-    assert not any(d.probe for d in decisions) and final == DraftConfig(num_speculative_tokens=2)
+    assert not any(d.probe for d in decisions) and final.dense(64)[1] == 2
 
 
 def test_no_probe_where_every_change_restarts_the_engine():
@@ -202,7 +208,9 @@ def test_a_rollout_the_probe_did_not_settle_waits(monkeypatch):
     with the drafter 3x cheaper still calls it a loss, so the rollout waits (guard `doubted`)."""
     from specinfer.operator.tuner.policy import guards
     monkeypatch.setattr(sys.modules[__name__], "HEAD_PREFIX", [0.8, 0.6, 0.45, 0.3])
-    decisions, final = closed_loop(tuning(), world=as_prior, k=1, batch_sizes={60: 0.3, 64: 0.7}, ticks=10)
+    # Surge: the rollout costs no capacity, so no payback holds it before the doubt does
+    decisions, final = closed_loop(tuning(downtimeFraction=0.0), world=as_prior, k=1,
+                                   batch_sizes={60: 0.3, 64: 0.7}, ticks=10)
     assert any(d.probe for d in decisions)
     assert not final.off, [d.reason for d in decisions if d.is_change]
     assert any(d.guard == guards.DOUBTED for d in decisions), [d.reason for d in decisions]
@@ -214,7 +222,7 @@ def test_the_doubt_outlasts_the_probes_hold(monkeypatch):
     from specinfer.operator.tuner.policy import guards
     monkeypatch.setattr(sys.modules[__name__], "HEAD_PREFIX", [0.8, 0.6, 0.45, 0.3])
     monkeypatch.setattr(probe_module, "MIN_HOLD_SECONDS", 0.0)
-    decisions, final = closed_loop(tuning(rejectHoldSeconds=60), world=as_prior, k=1,
+    decisions, final = closed_loop(tuning(rejectHoldSeconds=60, downtimeFraction=0.0), world=as_prior, k=1,
                                    batch_sizes={60: 0.3, 64: 0.7}, ticks=30)
     assert any(d.probe for d in decisions)
     assert not any(d.action == "disable" for d in decisions), [d.reason for d in decisions if d.is_change]
