@@ -409,12 +409,17 @@ def _weigh_in_place(obs: Observation, tuning: TuningInput, st: PolicyState, mode
     if support.gain >= needed:
         return _Candidate(dense, gain, support.gain - needed, None, guards.BELOW_THRESHOLD,
                           f"; {support.describe()}" if support.unmeasured else "")
+    ahead, short = _published_ahead(model, tuning, current_dense, dense, distribution, hedge) if hedge else (None, None)
+    if ahead is not None:
+        return ahead
+    observed = {max(1, min(int(b), tuning.max_batch_size)) for b, _ in distribution}
+    if short and all(dense[b] == current_dense[b] for b in observed):
+        return _Candidate(dense, gain, 0.0, f"nothing changes at today's batch sizes, and {short}",
+                          guards.BELOW_THRESHOLD, "")
     held_by = f"predicted gain {support.gain:+.1%} is below the {name} of {needed:.1%}"
     unmeasured = bool(support.unmeasured and gain >= needed)
-    held = _Candidate(dense, gain, 0.0, f"{held_by} where measured; {support.describe()}" if unmeasured else held_by,
+    return _Candidate(dense, gain, 0.0, f"{held_by} where measured; {support.describe()}" if unmeasured else held_by,
                       guards.UNMEASURED if unmeasured else guards.BELOW_THRESHOLD, "")
-    ahead = _published_ahead(model, tuning, current_dense, dense, distribution, hedge) if hedge else None
-    return ahead or held
 
 
 # The worst-case loss a schedule must avoid at the batch sizes not served now (and minGainInPlace): a
@@ -423,27 +428,30 @@ AHEAD_MIN_GAIN = 0.02
 
 
 def _published_ahead(model: Model, tuning: TuningInput, current: Sequence[int], live: Sequence[int],
-                     distribution: Distribution, hedge: Hedge) -> _Candidate | None:
+                     distribution: Distribution, hedge: Hedge) -> tuple[_Candidate | None, str | None]:
     """Today's K at today's batch sizes, the in-place schedule at every other: published as soon as it
-    avoids AHEAD_MIN_GAIN (or minGainInPlace) of the worst-case loss over the batch sizes not served now (hedge.py) -- a
-    schedule costs nothing to publish in place, and the peak's batch sizes are then right when it comes."""
+    avoids AHEAD_MIN_GAIN (or minGainInPlace) of the worst-case loss over the batch sizes not served
+    now (hedge.py) -- a schedule costs nothing to publish in place, and the peak's batch sizes are then
+    right when it comes. Otherwise None, and what it would avoid when that is too little."""
     top = tuning.max_batch_size
     low = max(1, min(int(size) for size, _ in distribution))
     high = min(top, max(int(size) for size, _ in distribution))
     dense = limit_ranges(model, [*live[:low], *current[low : high + 1], *live[high + 1 :]], MAX_RANGES)
     if any(dense[b] != current[b] for b in range(low, high + 1)) or not is_speculative(dense):
-        return None  # the other batch sizes cannot be programmed without touching today's
+        return None, None  # the other batch sizes cannot be programmed without touching today's
     if dense == list(current):
-        return None
+        return None, None
     sizes = unvisited_sizes(distribution, top)
     avoided = hedge.avoided(current, dense, sizes)
     needed = max(AHEAD_MIN_GAIN, tuning.min_gain_in_place)
+    outside = f"the batch sizes outside today's {low}-{high}" if low < high else f"batch sizes other than {low}"
     if avoided < needed:
-        return None
+        return None, (f"over {outside} the schedule would avoid {avoided:.1%} of the worst-case loss, "
+                      f"less than the {needed:.0%} a schedule published ahead needs")
     fit = coverage_gain(model, dense, current, [(b, 1.0 / len(sizes)) for b in sizes])
-    note = (f"; nothing changes at today's batch sizes; over the batch sizes not served now ({sizes[0]}-{sizes[-1]}) "
-            f"it avoids {avoided:.1%} of the worst-case loss (the fit: {fit:+.1%})")
-    return _Candidate(dense, 0.0, avoided - needed, None, LOOKING_AHEAD, note)
+    note = (f"; nothing changes at today's batch sizes; over {outside} it avoids {avoided:.1%} of the "
+            f"worst-case loss (the fit alone: {fit:+.1%})")
+    return _Candidate(dense, 0.0, avoided - needed, None, LOOKING_AHEAD, note), None
 
 
 def _issue_change(obs: Observation, tuning: TuningInput, st: PolicyState, now: float, model: Model,
