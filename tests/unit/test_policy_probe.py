@@ -44,7 +44,7 @@ def tuning(**overrides) -> TuningInput:
 
 
 def closed_loop(tune: TuningInput, world=heavy_head, *, k: int = 2, batch_sizes=None, ticks: int = 16,
-                seed: int = 5, noise: float = 0.03):
+                seed: int = 5, noise: float = 0.03, signals: str = "specinfer"):
     """The policy on `world` window after window; a change is in force from the next window on."""
     rng = random.Random(seed)
     config, since, state, decisions = DraftConfig(num_speculative_tokens=k), 0.0, None, []
@@ -55,7 +55,7 @@ def closed_loop(tune: TuningInput, world=heavy_head, *, k: int = 2, batch_sizes=
             time=now, window_seconds=WINDOW, method="eagle3", num_speculative_tokens=config.num_speculative_tokens,
             schedule=config.schedule, applied_since=since, batch_sizes=batch_sizes or {1: 1.0},
             prefix=HEAD_PREFIX, step_time=lambda b, kk, spec=speculative: world(b, kk, spec), rng=rng,
-            timing_noise=noise)
+            timing_noise=noise, signals=signals)
         decision, state = decide(observation, tune, state, now)
         decisions.append(decision)
         if decision.is_change and decision.config is not None:
@@ -95,6 +95,23 @@ def test_without_the_probe_the_prior_keeps_the_losing_config(monkeypatch):
     # at the batch size it serves: the batch sizes not served may be programmed ahead, in place
     assert final.dense(64)[1] == 2, [d.reason for d in decisions if d.is_change]
     assert all(d.action == "keep" or "nothing changes at today's batch sizes" in d.reason for d in decisions)
+
+
+def test_with_vllms_series_alone_the_same_head_is_probed_and_left():
+    """vLLM's pooled latency measures one K when the window runs one K across its batch sizes: the
+    probe's window is such a window, and its pooled cell counts as measuring that K."""
+    decisions, final = closed_loop(tuning(), ticks=40, signals="vllm")
+    probes = [d for d in decisions if d.probe]
+    assert probes and probes[0].signals == "vllm", [d.reason for d in decisions if d.is_change]
+    assert final.dense(64)[1] != 2, [d.reason for d in decisions if d.is_change]  # K=2 at batch size 1 is gone
+
+
+def test_a_cost_cell_says_which_k_it_measured():
+    assert [probe_module.cell_k(key) for key in ("4:2", "4:0s", "4:0")] == [2, 0, None]  # "4:0": plain decode
+    assert probe_module.cell_k("pooled:12:3:None") == 3
+    assert probe_module.cell_k("pooled:12:3:((1, 8, 3), (9, 64, 1))") == 1  # the K its schedule ran at 12
+    assert probe_module.cell_k("pooled:12:0:None") is None  # speculation off
+    assert probe_module.cell_k("pooled:12:3:garbage") is None
 
 
 def test_no_probe_unless_the_operator_turns_it_on():

@@ -168,6 +168,10 @@ def test_a_restart_must_repay_itself_while_the_load_lasts():
     assert pay.lasted_seconds == pytest.approx(180.0 - 60.0 + 30.0)  # since the window at 60 s, and half of it
     assert pay.cost_seconds == pytest.approx(90.0)  # one replica under Replace: its whole reload
     assert pay.needed() == pytest.approx(90.0 / (150.0 - 90.0))  # the onset: one reload
+    # loads here have lasted 10 minutes between moves of 2x: this one is expected to as well
+    typical = payback(model, current, candidate, [(60, 1.0)], spec, loads, 180.0, 60.0, typical_seconds=600.0)
+    assert typical.needed() == pytest.approx(90.0 / (600.0 - 90.0))
+    assert "loads here have lasted 10.0 min" in typical.describe(0.5)
     steady = [(t, 60.0) for t in range(0, 4000, 60)]
     assert payback(model, current, candidate, [(60, 1.0)], spec, steady, 3960.0, 60.0).needed() == \
         pytest.approx(90.0 / (1800.0 - 90.0))  # paybackSeconds at most

@@ -135,6 +135,7 @@ def _decide_on_valid(obs: Observation, tuning: TuningInput, st: PolicyState, now
     if short_of_samples:
         return _keep(short_of_samples, guards.INSUFFICIENT_SAMPLES, signals)
     cost, fresh, memory = _learn(obs, tuning, st)
+    st.note_load(obs.batch_size_mean, now)
     switched = st.switched
     if (switched is not None and switched.settled_mean is None and obs.applied.config.off != switched.speculative
             and obs.time - obs.applied.since <= 2 * obs.window_seconds):
@@ -366,7 +367,8 @@ def _weigh_rollout(obs: Observation, tuning: TuningInput, st: PolicyState, now: 
     (support.py); held there, the look-ahead may still program the batch sizes to come (lookahead.py)."""
     current_dense = obs.applied.config.dense(tuning.max_batch_size)
     noise = model_noise(st)
-    pay = payback(model, current_dense, best_dense_ks, distribution, tuning, st.loads, now, obs.window_seconds)
+    pay = payback(model, current_dense, best_dense_ks, distribution, tuning, st.loads, now, obs.window_seconds,
+                  typical_seconds=st.load_persistence)
     floor, floor_name = guards.required_gain(tuning, slo_violated=slo, noise=noise)
 
     def below_bar(value: float) -> str | None:

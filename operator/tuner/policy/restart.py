@@ -16,8 +16,9 @@ repays it is the gain over the time the load stays where the change wins (`Payba
 pays back when that time is at least `cost / gain` plus its onset -- each replica gains only once
 it runs the new config, on average `restartSeconds x (N + 1) / 2` after the decision. How long the
 load will stay is not known; how long it has stayed is: a load that has stayed where the change
-wins for t is taken to stay about t more (the median remaining life when nothing else is known),
-at most `paybackSeconds`. So at the start of a peak a rollout waits (the best change in place is
+wins for t is taken to stay about t more (the median remaining life when nothing else is known) --
+or as long as loads here have lasted between moves of 2x, when that is longer -- at most
+`paybackSeconds`. So at the start of a peak a rollout waits (the best change in place is
 taken meanwhile, decide.py), and once the peak has lasted the computed minimum it goes. Issue 43's
 examples (two replicas, Replace, 2-4 minute reload, +45-52% at 400-500 concurrent) pay back when
 the peak lasts 7-15 minutes (tests/unit/test_policy_payback.py). The look-ahead rule judges a
@@ -89,11 +90,12 @@ class Payback:
     limit_seconds: float  # paybackSeconds: no load is counted on for longer
     region: tuple[int, int] | None  # the batch sizes (per replica) where the change wins
     setting: str  # replicas, rollout, reload: for the reason
+    typical_seconds: float | None = None  # how long loads have lasted here (time between 2x moves)
 
     @property
     def horizon_seconds(self) -> float:
         """The time the gain is expected to be earned: the load's expected stay, less the onset."""
-        return min(self.lasted_seconds, self.limit_seconds) - self.onset_seconds
+        return min(max(self.lasted_seconds, self.typical_seconds or 0.0), self.limit_seconds) - self.onset_seconds
 
     def needed(self) -> float:
         """The gain that repays the rollout over the expected stay (inf: the stay is shorter than the onset)."""
@@ -116,16 +118,19 @@ class Payback:
                  f"the load stays within batch sizes {low}-{high}")
         minimum = self.minimum_seconds(gain)
         lasts = "for ever" if math.isinf(minimum) else f"for {minimum / 60:.1f} min"
+        typical = (f", and loads here have lasted {self.typical_seconds / 60:.1f} min between moves of 2x"
+                   if self.typical_seconds and self.typical_seconds > self.lasted_seconds else "")
         return (f"the rollout's payback: it costs {self.cost_seconds:.0f}s of the fleet's goodput at this load "
                 f"({self.setting}) and pays back at {gain:+.1%} only if {where} {lasts} from now; it has for "
-                f"{self.lasted_seconds / 60:.1f} min")
+                f"{self.lasted_seconds / 60:.1f} min{typical}")
 
 
 _OPEN = 10**9  # region end meaning "up to maxBatchSize"
 
 
 def payback(model: Model, current: Sequence[int], candidate: Sequence[int], distribution: Distribution,
-            tuning: TuningInput, loads: Sequence[Sequence[float]], now: float, window_seconds: float) -> Payback:
+            tuning: TuningInput, loads: Sequence[Sequence[float]], now: float, window_seconds: float, *,
+            typical_seconds: float | None = None) -> Payback:
     """The rollout from `current` to `candidate` priced at this load, and how long the load has stayed
     where it wins (`loads`: the recent windows' [time, mean batch size], oldest first)."""
     top = tuning.max_batch_size
@@ -142,4 +147,4 @@ def payback(model: Model, current: Sequence[int], candidate: Sequence[int], dist
     setting = (f"{tuning.replicas} replica{'s' if tuning.replicas > 1 else ''}, {strategy_words(tuning)}, "
                f"{tuning.restart_seconds:.0f}s reload each")
     return Payback(restart_cost_seconds(model, current, distribution, tuning), onset_seconds(tuning), lasted,
-                   tuning.payback_seconds, region, setting)
+                   tuning.payback_seconds, region, setting, typical_seconds)

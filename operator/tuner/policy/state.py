@@ -102,6 +102,11 @@ class PolicyState(_State):
     # a property of the engine and the scrapes, kept across config changes. None until measured.
     noise_variance: float | None = None
     evidence: float = 0.0  # predicted gain beyond the threshold, summed over the confirming windows
+    # How long a load lasts here: the batch mean when it last moved by more than LOAD_SHIFT, since when,
+    # and the smoothed time between such moves (None until one was seen; restart.Payback).
+    load_reference: float | None = None
+    load_changed_at: float | None = None
+    load_persistence: float | None = None
     # The load of the recent windows, oldest first: [time, mean batch size] for the last paybackSeconds
     # (restart.payback: how long the load has stayed where a rollout would win).
     loads: list[tuple[float, float]] = Field(default_factory=list)
@@ -128,6 +133,18 @@ class PolicyState(_State):
             previous = (self.window_batch_mean, self.window_at)
         self.window_batch_mean, self.window_at = batch_mean, now
         return previous
+
+    def note_load(self, batch_mean: float, now: float) -> None:
+        """Follow the load: a move by more than LOAD_SHIFT ends one load and measures how long it lasted."""
+        if self.load_reference is None or self.load_changed_at is None or self.load_reference <= 0:
+            self.load_reference, self.load_changed_at = batch_mean, now
+            return
+        if 1 / LOAD_SHIFT <= batch_mean / self.load_reference <= LOAD_SHIFT:
+            return
+        lasted = now - self.load_changed_at
+        previous = self.load_persistence
+        self.load_persistence = lasted if previous is None else (previous + lasted) / 2
+        self.load_reference, self.load_changed_at = batch_mean, now
 
     def remember_load(self, batch_mean: float, now: float, keep_seconds: float) -> None:
         """This window's load, and no window older than `keep_seconds`."""
