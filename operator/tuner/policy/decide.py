@@ -263,7 +263,8 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
 
     slo = guards.slo_violated(obs, tuning)
     first = _consider(obs, tuning, st, now, model, distribution, best_ks, gain, slo, moving, hedge)
-    chosen, fallback = (first, None) if first.refused is None else (None, None)
+    chosen: _Verdict | None = first if first.refused is None else None
+    fallback: _Verdict | None = None
     if first.refused is not None and first.rollout and live is not None and live != current_dense:
         # Never hold the worse config because the best one is refused: the best change in place instead.
         fallback = _consider(obs, tuning, st, now, model, distribution, live,
