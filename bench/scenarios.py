@@ -1,11 +1,12 @@
 """Scenarios for `specinfer bench tuner` and the fluid closed loop that plays them.
 
-A scenario is a list of phases (workload, concurrency across the fleet, acceptance collapse) on one
-method and cost preset of the simulator's engine model (`specinfer.runtime.sim.model`), served by
-`replicas` engine pods. The loop runs in simulated time, no HTTP and no sleeping: every sub-step the
-running requests are spread evenly over the replicas that are serving (at most maxBatchSize each;
-the rest wait), and each replica serves its batch at the config it runs (tokens = B * E_K / T(B, K)
-per second).
+A scenario is a list of phases (workload, concurrency across the fleet -- constant, or a linear
+ramp -- acceptance collapse) on one method and cost preset of the simulator's engine model
+(`specinfer.runtime.sim.model`; a scenario may make the target's compute or its drafter dearer than
+the preset, and so than the policy's prior, says), served by `replicas` engine pods. The loop runs
+in simulated time, no HTTP and no sleeping: every sub-step the running requests are spread evenly
+over the replicas that are serving (at most maxBatchSize each; the rest wait), and each replica
+serves its batch at the config it runs (tokens = B * E_K / T(B, K) per second).
 
 A config change the engine can take in place (`envelope`: the spec is retuned in place, api/live.py;
 the engine runs a drafter and keeps one, with K within its startup maximum) is a new published
@@ -15,10 +16,11 @@ a rollout with the resource's `updateStrategy`, one replica at a time as the
 operator renders it: under Surge (maxSurge 1, maxUnavailable 0) each new pod loads the model while
 its old pod keeps serving the old config; under Replace (maxSurge 0, maxUnavailable 1; no spare
 accelerator) each old pod stops first, so for the reload time the other replicas carry its requests
-(with one replica nothing is served). The rollout ends after replicas x reload time. Every tick a
-contender sees the last window as the tuning loop would -- with our plugin's series or only vLLM's
-(batch sizes then from quantiles of each pod's running-requests gauge), noisy counters and step
-times, scrape gaps -- and may change the config.
+(with one replica nothing is served). The rollout ends after replicas x reload time. Every tuning
+interval (30 s) a contender sees the last window (120 s: consecutive windows overlap, as with the
+operator's defaults) as the tuning loop would -- with our plugin's series or only vLLM's (batch
+sizes then from quantiles of each pod's running-requests gauge), noisy counters and step times,
+scrape gaps -- and may change the config. Figures are kept per minute.
 """
 
 from __future__ import annotations
