@@ -99,10 +99,10 @@ def envelope_of(scenario: Scenario, *, in_place: bool = True) -> LiveEnvelope | 
 
 def oracle_config(scenario: Scenario, minute: int, engine: Engine, *, keep_drafter: bool = False) -> DraftConfig:
     """Best config for the phase at `minute` with the true acceptance and cost: the best K per batch
-    size -- or the best single K at the phase's load where the engine keeps no schedule or a
-    schedule slows every step. `keep_drafter`: the best that keeps a drafter loaded (so an engine
-    retuned in place reaches it without a restart): never speculation off, at most K = 0 within a
-    schedule, which still pays the drafter's first pass."""
+    size -- or the best single K over the phase's loads (a ramp's from its start to its end) where the
+    engine keeps no schedule or a schedule slows every step enough. `keep_drafter`: the best that keeps
+    a drafter loaded (so an engine retuned in place reaches it without a restart): never speculation
+    off, at most K = 0 within a schedule, which still pays the drafter's first pass."""
     phase = phase_at(scenario, minute)
     profile = profile_of(scenario, phase)
     k_min, k_max = k_bounds(scenario)
@@ -114,20 +114,24 @@ def oracle_config(scenario: Scenario, minute: int, engine: Engine, *, keep_draft
     for b in range(1, scenario.max_batch_size + 1):
         dense.append(max(candidates, key=lambda k: (profile.expected_tokens(k) / engine.step_time(b, k, speculating),
                                                     -k)))
-    batch = max(1, min(round(0.92 * phase.mean_concurrency / scenario.replicas), scenario.max_batch_size))
+    loads = sorted({max(1, min(round(0.92 * phase.concurrency_at(share * phase.minutes) / scenario.replicas),
+                               scenario.max_batch_size)) for share in (0.0, 0.25, 0.5, 0.75, 1.0)})
+
+    def served(config: DraftConfig) -> float:
+        """Tokens per second at the phase's loads, each an equal share of its time."""
+        ks = config.dense(scenario.max_batch_size)
+        return sum(b * profile.expected_tokens(ks[b]) / engine.step_time(b, ks[b], config) for b in loads)
+
     singles = candidates[1:] if keep_drafter else candidates
-    single = max(singles, key=lambda k: profile.expected_tokens(k)
-                 / engine.step_time(batch, k, DraftConfig(num_speculative_tokens=k)))
+    single = max((DraftConfig(num_speculative_tokens=k) for k in singles), key=served)
     if keep_drafter and not any(dense[1:]):  # K = 0 wherever the phase runs, the drafter still loaded
         dense[scenario.max_batch_size] = k_min
     scheduled = DraftConfig.from_dense(dense)
     if not scheduled.schedule:
         return scheduled
-    with_schedule = profile.expected_tokens(dense[batch]) / engine.step_time(batch, dense[batch], scheduled)
-    alone = profile.expected_tokens(single) / engine.step_time(batch, single,
-                                                               DraftConfig(num_speculative_tokens=single))
-    if not tuning_input(scenario).allow_schedule or alone >= with_schedule:
-        return DraftConfig(num_speculative_tokens=single)
+    # a tie is the schedule's: the same K at the phase's loads, and the best K at every other
+    if not tuning_input(scenario).allow_schedule or served(single) > served(scheduled):
+        return single
     return scheduled
 
 
