@@ -146,11 +146,19 @@ class PolicyController:
         self.tuning = tuning
         self.state: PolicyState | None = None
         self.decisions: list[tuple[float, Decision]] = []
+        self.cpu_seconds, self.calls = 0.0, 0  # what deciding cost (the operator pays it per resource per tick)
+
+    @property
+    def ms_per_decision(self) -> float:
+        return 1000 * self.cpu_seconds / self.calls if self.calls else 0.0
 
     def __call__(self, observation: Observation | None, now: float, engine: Engine) -> DraftConfig | None:
         if observation is None:
             return None
+        started = time.process_time()
         decision, self.state = decide(observation, self.tuning, self.state, now)
+        self.cpu_seconds += time.process_time() - started
+        self.calls += 1
         if decision.is_change:
             self.decisions.append((now, decision))
             return decision.config
@@ -223,6 +231,7 @@ def run_scenario(scenario: Scenario, *, seed: int, substeps: int, quick: bool, e
         policy = PolicyController(tuning_input(scenario, exact_prior=exact_prior, in_place=in_place,
                                                 probe=probe_in_place))
         play(POLICIES[signals], initial, policy, signals=signals)
+        results[POLICIES[signals]]["cpuMsPerDecision"] = round(policy.ms_per_decision, 2)
         decisions[signals] = policy.decisions
         paths[signals] = traces[POLICIES[signals]].applied
 
@@ -357,7 +366,9 @@ def _table(reports: list[dict]) -> str:
                          else f", {check['referenceName']} {check['reference']:.3f}" if "reference" in check else "")
                 goal_text.append(f"{name} {check['value']:.3f}"
                                  + (f" (goal {check['goal']}{bound}){mark}" if check["goal"] is not None else ""))
-            lines.append(f"{'':<19} goals, {signals} series: " + "; ".join(goal_text))
+            cost = report["results"][POLICIES[signals]].get("cpuMsPerDecision")
+            lines.append(f"{'':<19} goals, {signals} series: " + "; ".join(goal_text)
+                         + (f"; {cost:.1f} ms CPU a decision" if cost is not None else ""))
     return "\n".join(lines)
 
 
