@@ -215,7 +215,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              accelerator="ascend", replicas=2, update_strategy="Replace", max_batch_size=256, per_token_slo=0.080),
     Scenario("peak-wrong-prior", "two replicas of an 8B target with EAGLE-3 whose verification costs 2.5x per token "
              "what the prior says (long contexts), Replace, 2-minute reload: two ramps to 400 held 10 minutes, "
-             "20 quiet minutes apart", _peak(8, 400, quiet=15, ramp=5, hold=10)
+             "15 quiet minutes apart", _peak(8, 400, quiet=15, ramp=5, hold=10)
              + _peak(8, 400, quiet=20, ramp=5, hold=10, suffix=" 2")[1:], replicas=2, update_strategy="Replace",
              max_batch_size=256, per_token_slo=0.080, compute_factor=2.5, reload_seconds=120.0),
     Scenario("heavy-drafter-peak", "two replicas of an 8B target whose EAGLE-3 head costs 4x what the prior says, "
