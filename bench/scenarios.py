@@ -1,11 +1,12 @@
 """Scenarios for `specinfer bench tuner` and the fluid closed loop that plays them.
 
-A scenario is a list of phases (workload, concurrency across the fleet, acceptance collapse) on one
-method and cost preset of the simulator's engine model (`specinfer.runtime.sim.model`), served by
-`replicas` engine pods. The loop runs in simulated time, no HTTP and no sleeping: every sub-step the
-running requests are spread evenly over the replicas that are serving (at most maxBatchSize each;
-the rest wait), and each replica serves its batch at the config it runs (tokens = B * E_K / T(B, K)
-per second).
+A scenario is a list of phases (workload, concurrency across the fleet -- constant, or a linear
+ramp -- acceptance collapse) on one method and cost preset of the simulator's engine model
+(`specinfer.runtime.sim.model`; a scenario may make the target's compute or its drafter dearer than
+the preset, and so than the policy's prior, says), served by `replicas` engine pods. The loop runs
+in simulated time, no HTTP and no sleeping: every sub-step the running requests are spread evenly
+over the replicas that are serving (at most maxBatchSize each; the rest wait), and each replica
+serves its batch at the config it runs (tokens = B * E_K / T(B, K) per second).
 
 A config change the engine can take in place (`envelope`: the spec is retuned in place, api/live.py;
 the engine runs a drafter and keeps one, with K within its startup maximum) is a new published
@@ -15,16 +16,19 @@ a rollout with the resource's `updateStrategy`, one replica at a time as the
 operator renders it: under Surge (maxSurge 1, maxUnavailable 0) each new pod loads the model while
 its old pod keeps serving the old config; under Replace (maxSurge 0, maxUnavailable 1; no spare
 accelerator) each old pod stops first, so for the reload time the other replicas carry its requests
-(with one replica nothing is served). The rollout ends after replicas x reload time. Every tick a
-contender sees the last window as the tuning loop would -- with our plugin's series or only vLLM's
-(batch sizes then from quantiles of each pod's running-requests gauge), noisy counters and step
-times, scrape gaps -- and may change the config.
+(with one replica nothing is served). The rollout ends after replicas x reload time. Every tuning
+interval (30 s) a contender sees the last window (120 s: consecutive windows overlap, as with the
+operator's defaults) as the tuning loop would -- with our plugin's series or only vLLM's (batch
+sizes then from quantiles of each pod's running-requests gauge), noisy counters and step times,
+scrape gaps -- and may change the config. Figures are kept per minute.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import random
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -35,11 +39,22 @@ from specinfer.operator.tuner.queries import BATCH_QUANTILES
 from specinfer.runtime.methods import get_method
 from specinfer.runtime.methods.cost_presets import CostShape
 from specinfer.runtime.methods.engine_truth import PIECEWISE_COST, drafting
-from specinfer.runtime.sim.model import COLLAPSED, AcceptanceProfile, acceptance_profile, cost_model, draft_scale
+from specinfer.runtime.sim.model import (
+    COLLAPSED,
+    AcceptanceProfile,
+    CostModel,
+    acceptance_profile,
+    cost_model,
+    draft_scale,
+)
 
 from .observations import synthetic_observation
 
-TICK_SECONDS = 60.0  # tuning interval and observation window
+TICK_SECONDS = 60.0  # the minute the figures are recorded by
+# As the operator runs by default: a decision every spec.tuning.intervalSeconds (30 s) on rates over
+# the operator configuration's tuning.windowSeconds (120 s), so consecutive windows overlap.
+INTERVAL_SECONDS = 30.0
+WINDOW_SECONDS = 120.0
 OUTPUT_TOKENS = 256  # per request: spreads a restart stall over a request's per-token latency
 P99_OVER_MEAN = 1.3  # per-token p99 / mean within a minute (request mix), applied to the fluid mean
 SIGNAL_SETS = ("specinfer", "vllm")  # our plugin's series, or only vLLM's own
@@ -59,8 +74,20 @@ class Phase:
     name: str
     minutes: float
     workload: str = "chat"
-    concurrency: int = 8  # requests in flight across the fleet
+    concurrency: int = 8  # requests in flight across the fleet (at the phase's start, for a ramp)
     collapsed: bool = False  # acceptance near zero (e.g. a broken attention backend after an upgrade)
+    ramp_to: int | None = None  # the concurrency moves linearly to this by the phase's end (a ramp)
+
+    def concurrency_at(self, elapsed_minutes: float) -> int:
+        """Requests in flight `elapsed_minutes` into the phase."""
+        if self.ramp_to is None or self.minutes <= 0:
+            return self.concurrency
+        share = min(max(elapsed_minutes / self.minutes, 0.0), 1.0)
+        return round(self.concurrency + share * (self.ramp_to - self.concurrency))
+
+    @property
+    def mean_concurrency(self) -> float:
+        return self.concurrency if self.ramp_to is None else (self.concurrency + self.ramp_to) / 2
 
 
 @dataclass(frozen=True)
@@ -82,19 +109,59 @@ class Scenario:
     advanced: dict | None = None  # spec.speculation.advanced
     schedule_step_factor: float = 1.0  # every step slower while a schedule is configured (PIECEWISE graphs)
     drafter_cost_factor: float = 1.0  # the drafter's true cost over what the policy's prior believes
+    # the target's true compute per verified token over the preset's, which the policy's prior follows
+    # (long contexts, another kernel): the knee where drafting stops paying comes earlier than believed
+    compute_factor: float = 1.0
+    reload_seconds: float | None = None  # a pod's model reload; None: the preset's (the policy is told it)
+    accelerator: str | None = None  # spec.hardware.accelerator; None: the spec's default
 
     @property
     def minutes(self) -> float:
         return sum(p.minutes for p in self.phases)
 
     @property
+    def costs(self) -> CostModel:
+        """The world's step cost: the preset, with the target's compute scaled by `compute_factor`."""
+        return _world_costs(self.cost_preset, self.compute_factor)
+
+    @property
+    def restart_seconds(self) -> float:
+        return self.costs.restart_s if self.reload_seconds is None else self.reload_seconds
+
+    @property
     def strategy(self) -> str:
         return self.update_strategy or "Surge"
+
+
+@functools.lru_cache(maxsize=32)
+def _world_costs(preset: str, compute_factor: float) -> CostModel:
+    base = cost_model(preset)
+    if compute_factor == 1.0:
+        return base
+    return replace(base, compute_per_token_s=base.compute_per_token_s * compute_factor)
 
 
 def _ramp(workload: str = "chat") -> tuple[Phase, ...]:
     return tuple(Phase(f"c={c}", 10, workload, c) for c in (1, 2, 4, 8, 16, 32, 64))
 
+
+def _peak(base: int, peak: int, *, quiet: float = 20, ramp: float = 10, hold: float = 12, workload: str = "chat",
+          suffix: str = "") -> tuple[Phase, ...]:
+    """Quiet, a linear ramp to `peak` concurrent requests, `hold` minutes there, the ramp down, quiet again."""
+    return (Phase(f"quiet{suffix}", quiet, workload, base),
+            Phase(f"ramp up{suffix}", ramp, workload, base, ramp_to=peak),
+            Phase(f"peak{suffix}", hold, workload, peak),
+            Phase(f"ramp down{suffix}", ramp, workload, peak, ramp_to=base),
+            Phase(f"after{suffix}", quiet, workload, base))
+
+
+# A diurnal day, minute by minute: night, morning ramp, day, lunch dip, evening peak, decline.
+_DAY = (Phase("night", 360, "chat", 10), Phase("morning ramp", 150, "chat", 10, ramp_to=240),
+        Phase("morning", 150, "chat", 240), Phase("lunch dip", 30, "chat", 240, ramp_to=120),
+        Phase("lunch", 30, "chat", 120), Phase("afternoon ramp", 30, "chat", 120, ramp_to=260),
+        Phase("afternoon", 240, "chat", 260), Phase("evening ramp", 20, "chat", 260, ramp_to=480),
+        Phase("evening peak", 15, "chat", 480), Phase("evening decline", 180, "chat", 480, ramp_to=30),
+        Phase("late", 235, "chat", 30))
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("steady-chat", "EAGLE-3 on chat at 8 concurrent requests for an hour",
@@ -138,6 +205,31 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              "the real CPU engine's tiny head: ~3x), chat at 2 then 16 concurrent: the starting K=3 serves 0.84x "
              "of K=1, which a fit of one measured K cannot see",
              (Phase("c=2", 30, "chat", 2), Phase("c=16", 30, "chat", 16)), drafter_cost_factor=6.0),
+    # The failing pattern of issue 43: fleets of two replicas rolled with Replace, model reloads of
+    # 2-4 minutes, ramps to 400-500 concurrent held 10-15 minutes. Speculation that pays while quiet
+    # slows the server down at the peak.
+    Scenario("fleet-peak", "two replicas of a 70B target with EAGLE-3, Replace, 3-minute reload: 20 minutes at "
+             "16 concurrent, a 10-minute ramp to 450 held 12 minutes, and back", _peak(16, 450, hold=12),
+             cost_preset="h100x4-llama70b", replicas=2, update_strategy="Replace", max_batch_size=256,
+             per_token_slo=0.080, reload_seconds=180.0),
+    Scenario("mtp-slow-peak", "MTP capped at K=3 on a slow-reloading accelerator (Ascend, 4-minute reload), two "
+             "replicas, Replace: quiet at 12, a 6-minute ramp to 480 held 15 minutes, and back",
+             _peak(12, 480, ramp=6, hold=15), method="mtp", cost_preset="h100x4-moe80b", k_max=3,
+             accelerator="ascend", replicas=2, update_strategy="Replace", max_batch_size=256, per_token_slo=0.080),
+    Scenario("peak-wrong-prior", "two replicas of an 8B target with EAGLE-3 whose verification costs 2.5x per token "
+             "what the prior says (long contexts), Replace, 2-minute reload: two ramps to 400 held 10 minutes, "
+             "15 quiet minutes apart", _peak(8, 400, quiet=15, ramp=5, hold=10)
+             + _peak(8, 400, quiet=20, ramp=5, hold=10, suffix=" 2")[1:], replicas=2, update_strategy="Replace",
+             max_batch_size=256, per_token_slo=0.080, compute_factor=2.5, reload_seconds=120.0),
+    Scenario("heavy-drafter-peak", "two replicas of an 8B target whose EAGLE-3 head costs 4x what the prior says, "
+             "Replace, 2-minute reload: quiet at 6, a 5-minute ramp to 450 held 45 minutes, and back: speculation "
+             "off is worth +40% at the peak, which only a rollout reaches", _peak(6, 450, ramp=5, hold=45),
+             replicas=2, update_strategy="Replace", max_batch_size=256, per_token_slo=0.080,
+             drafter_cost_factor=4.0, reload_seconds=120.0),
+    Scenario("diurnal-day", "a day of two replicas of a 70B target with EAGLE-3, Replace, 4-minute reload: a quiet "
+             "night, a morning ramp to 240 concurrent, a lunch dip, an evening ramp to 480 held 15 minutes, a slow "
+             "decline", _DAY, cost_preset="h100x4-llama70b", replicas=2, update_strategy="Replace",
+             max_batch_size=256, per_token_slo=0.080, reload_seconds=240.0),
 )}
 
 
@@ -206,7 +298,7 @@ class Engine:
     def step_time(self, batch_size: int, k: int, config: DraftConfig | None = None) -> float:
         """T(B, K) under `config` (default: the one in force); a schedule may slow every step, and an
         engine retuned in place always runs one while it drafts (its startup schedule, then each published one)."""
-        cm = cost_model(self.scenario.cost_preset)
+        cm = self.scenario.costs
         running = self.config if config is None else config
         scale = draft_scale(self.scenario.method) * self.scenario.drafter_cost_factor
         # a drafter that drafts its startup K pays the envelope the pods run (api/live.py)
@@ -215,7 +307,8 @@ class Engine:
             else running.num_speculative_tokens
         seconds = cm.step_time(batch_size, k, self.cost_shape, draft_scale=scale,
                                speculative=running.num_speculative_tokens > 0,
-                               drafting=drafting(self.scenario.method, BENCH_ACCELERATOR), startup_k=startup or None)
+                               drafting=drafting(self.scenario.method, self.scenario.accelerator or BENCH_ACCELERATOR),
+                               startup_k=startup or None)
         scheduled = running.schedule or (self.envelope is not None and not running.off)
         return seconds * (self.scenario.schedule_step_factor if scheduled else 1.0)
 
@@ -237,8 +330,8 @@ class Engine:
             if self.envelope is not None:  # the new pods start with the envelope the operator renders for them
                 ks = config.dense(self.scenario.max_batch_size)[1:]
                 self.envelope = self.envelope.after(self.scenario.method, ks)
-            self.rollout = Rollout(config, now, cost_model(self.scenario.cost_preset).restart_s,
-                                   self.scenario.replicas, self.scenario.strategy)
+            self.rollout = Rollout(config, now, self.scenario.restart_seconds, self.scenario.replicas,
+                                   self.scenario.strategy)
             path = "rollout"
         self.applied.append((now, path))
         return path
@@ -274,12 +367,22 @@ def profile_of(scenario: Scenario, phase: Phase) -> AcceptanceProfile:
 
 
 def phase_at(scenario: Scenario, minute: int) -> Phase:
+    return _phase_and_start(scenario, minute)[0]
+
+
+def _phase_and_start(scenario: Scenario, minute: int) -> tuple[Phase, float]:
     elapsed = 0.0
     for phase in scenario.phases:
+        if minute < elapsed + phase.minutes:
+            return phase, elapsed
         elapsed += phase.minutes
-        if minute < elapsed:
-            return phase
-    return scenario.phases[-1]
+    return scenario.phases[-1], elapsed - scenario.phases[-1].minutes
+
+
+def concurrency_at(scenario: Scenario, minute: int) -> int:
+    """Requests in flight across the fleet during `minute` (a ramp moves within its phase)."""
+    phase, start = _phase_and_start(scenario, minute)
+    return phase.concurrency_at(minute + 0.5 - start)
 
 
 def batch_path(scenario: Scenario, seed: int, substeps: int) -> list[list[int]]:
@@ -287,7 +390,7 @@ def batch_path(scenario: Scenario, seed: int, substeps: int) -> list[list[int]]:
     rng = random.Random(seed)
     path = []
     for minute in range(int(scenario.minutes)):
-        c = phase_at(scenario, minute).concurrency
+        c = concurrency_at(scenario, minute)
         path.append([max(1, sum(1 for _ in range(c) if rng.random() < 0.92)) for _ in range(substeps)])
     return path
 
@@ -305,10 +408,24 @@ def prometheus_quantile(q: float, values: list[float]) -> float:
 Controller = Callable[[Observation | None, float, Engine], DraftConfig | None]
 
 
+@dataclass
+class _Slice:
+    """One sub-step as the tuning loop's queries see it: engine time per batch size while the config
+    in force ran alone, each pod's running-requests gauge, the worst per-token time, a stopped pod."""
+
+    start: float
+    mix: dict[int, float]
+    gauges: list[float | None]
+    worst_per_token: float
+    stalled: bool
+
+
 def run(scenario: Scenario, initial: DraftConfig, controller: Controller, *, seed: int, substeps: int = 6,
         signals: str = "specinfer", free_switches: bool = False, envelope: LiveEnvelope | None = None,
-        in_place_delay: float = IN_PLACE_DELAY_SECONDS) -> Engine:
-    """Play the scenario minute by minute; `controller` may return a new config each tick.
+        in_place_delay: float = IN_PLACE_DELAY_SECONDS, until: int | None = None,
+        interval: float = INTERVAL_SECONDS, window: float = WINDOW_SECONDS) -> Engine:
+    """Play the scenario (its first `until` minutes) in sub-steps of a minute; every `interval`
+    seconds `controller` sees the last `window` seconds and may return a new config.
 
     A new config goes in place where `envelope` admits it and is a rollout otherwise (see the module
     doc), unless `free_switches` (the per-phase oracle, an upper bound that switches every replica
@@ -318,25 +435,27 @@ def run(scenario: Scenario, initial: DraftConfig, controller: Controller, *, see
     engine = Engine(scenario, initial, envelope=envelope, in_place_delay=in_place_delay)
     path = batch_path(scenario, seed, substeps)
     dt = TICK_SECONDS / substeps
-    restart_s = cost_model(scenario.cost_preset).restart_s
-    for minute, batches in enumerate(path):
+    restart_s = scenario.restart_seconds
+    slices: deque[_Slice] = deque()
+    next_tick = interval
+    for minute, batches in enumerate(path[:until]):
         phase = phase_at(scenario, minute)
         profile = profile_of(scenario, phase)
         start = minute * TICK_SECONDS
         tokens = 0.0
-        worst_per_token = 0.0
-        mix: dict[int, float] = {}  # batch size -> engine-seconds (every replica), once the config is in force
-        gauges: list[list[float]] = [[] for _ in range(scenario.replicas)]  # running requests, per pod
-        stalled = False
+        worst_minute = 0.0
+        stalled_minute = False
         shown_k = 0
         for index, running in enumerate(batches):
-            for piece, (t, span) in enumerate(engine.segments(start + index * dt, dt)):
+            piece_start = start + index * dt
+            now_slice = _Slice(piece_start, {}, [None] * scenario.replicas, 0.0, False)
+            for piece, (t, span) in enumerate(engine.segments(piece_start, dt)):
                 configs = engine.replica_configs(t)
                 serving = [i for i, c in enumerate(configs) if c is not None]
-                stalled = stalled or len(serving) < len(configs)
+                now_slice.stalled = now_slice.stalled or len(serving) < len(configs)
                 for i, batch in zip(serving, spread(running, len(serving), scenario.max_batch_size), strict=True):
                     if piece == 0:  # one gauge sample per scrape
-                        gauges[i].append(float(batch))
+                        now_slice.gauges[i] = float(batch)
                     config = configs[i]
                     if batch <= 0 or config is None:
                         continue
@@ -344,42 +463,67 @@ def run(scenario: Scenario, initial: DraftConfig, controller: Controller, *, see
                     step = engine.step_time(batch, k, config)
                     expected = profile.expected_tokens(k) if k else 1.0
                     tokens += span * batch * expected / step
-                    worst_per_token = max(worst_per_token, step / expected)
+                    now_slice.worst_per_token = max(now_slice.worst_per_token, step / expected)
                     shown_k = k
                     if t >= engine.since and not engine.changing:
-                        mix[batch] = mix.get(batch, 0.0) + span
-        p99 = worst_per_token * P99_OVER_MEAN + (restart_s / OUTPUT_TOKENS if stalled else 0.0)
+                        now_slice.mix[batch] = now_slice.mix.get(batch, 0.0) + span
+            slices.append(now_slice)
+            worst_minute = max(worst_minute, now_slice.worst_per_token)
+            stalled_minute = stalled_minute or now_slice.stalled
+            now = piece_start + dt
+            if now + 1e-6 < next_tick:
+                continue
+            while next_tick <= now + 1e-6:
+                next_tick += interval
+            while slices and slices[0].start < now - window - 1e-6:
+                slices.popleft()
+            _tick(scenario, engine, controller, profile, list(slices), now, rng, signals, window, free_switches)
+        p99 = worst_minute * P99_OVER_MEAN + (restart_s / OUTPUT_TOKENS if stalled_minute else 0.0)
         engine.minutes.append({"minute": minute, "phase": phase.name, "tokens": tokens, "p99": p99,
                                "batch": sum(batches) / len(batches) / scenario.replicas, "k": shown_k,
                                "violation": p99 > scenario.per_token_slo})
-        now = start + TICK_SECONDS
-        engine.replica_configs(now)  # a change that ended with the minute is in force for the next window
-        observation = None
-        if mix:
-            observation = _observe(scenario, engine, profile, mix, gauges, now, rng, signals, p99)
-        new_config = controller(observation, now, engine)
-        if new_config is None or engine.changing:
-            continue
-        if free_switches:
-            engine.config, engine.since = new_config, now
-        else:
-            engine.apply(new_config, now)
     return engine
+
+
+def _tick(scenario: Scenario, engine: Engine, controller: Controller, profile: AcceptanceProfile,
+          slices: list[_Slice], now: float, rng: random.Random, signals: str, window: float,
+          free_switches: bool) -> None:
+    """One tuning tick: the window's observation to the controller, and its change to the engine."""
+    engine.replica_configs(now)  # a change that ended with the sub-step is in force for the next window
+    mix: dict[int, float] = {}
+    for piece in slices:
+        if piece.start >= engine.since:
+            for batch, seconds in piece.mix.items():
+                mix[batch] = mix.get(batch, 0.0) + seconds
+    observation = None
+    if mix:
+        gauges = [[g for piece in slices if (g := piece.gauges[i]) is not None] for i in range(scenario.replicas)]
+        stalled = any(piece.stalled for piece in slices)
+        p99 = (max(piece.worst_per_token for piece in slices) * P99_OVER_MEAN
+               + (scenario.restart_seconds / OUTPUT_TOKENS if stalled else 0.0))
+        observation = _observe(scenario, engine, profile, mix, gauges, now, rng, signals, p99, window)
+    new_config = controller(observation, now, engine)
+    if new_config is None or engine.changing:
+        return
+    if free_switches:
+        engine.config, engine.since = new_config, now
+    else:
+        engine.apply(new_config, now)
 
 
 def _observe(scenario: Scenario, engine: Engine, profile: AcceptanceProfile, mix: dict[int, float],
              gauges: list[list[float]], now: float, rng: random.Random, signals: str,
-             p99: float) -> Observation | None:
+             p99: float, window: float) -> Observation | None:
     """The window as the tuning loop would build it from Prometheus, gaps included (None: the
     series were missing, so the loop holds without consulting the policy)."""
     busy = sum(mix.values())
     k_top = engine.config.num_speculative_tokens
     observation = synthetic_observation(
-        time=now, window_seconds=TICK_SECONDS, method=scenario.method, num_speculative_tokens=k_top,
+        time=now, window_seconds=window, method=scenario.method, num_speculative_tokens=k_top,
         schedule=engine.config.schedule, applied_since=engine.since,
         batch_sizes={b: s / busy for b, s in mix.items()}, prefix=profile.prefix_probs(max(k_top, 1)),
         step_time=engine.step_time, signals=signals, rng=rng, timing_noise=scenario.timing_noise,
-        busy_fraction=busy / TICK_SECONDS, per_token_p99_seconds=p99 * math.exp(rng.gauss(0, 0.05)),
+        busy_fraction=busy / window, per_token_p99_seconds=p99 * math.exp(rng.gauss(0, 0.05)),
         # a published schedule not every engine runs yet holds the tuner like a rollout (tuner/in_force.py)
         rollout_in_progress=engine.changing,
     )

@@ -38,8 +38,9 @@ PRIOR = CostPrior(floor=0.010, compute_per_token=2e-5, kv_per_sequence=1e-6, dra
 
 
 def tuning(**overrides) -> TuningInput:
+    """Surge rollouts unless a test says otherwise: a rollout then costs no capacity, and no payback holds it."""
     base = {"method": "eagle3", "k_min": 1, "k_max": 8, "max_batch_size": 64, "cooldown_seconds": 300,
-            "restart_seconds": 30, "confirmations": 1, "cost_prior": PRIOR}
+            "restart_seconds": 30, "downtime_fraction": 0.0, "confirmations": 1, "cost_prior": PRIOR}
     base.update(overrides)
     return TuningInput(**base)
 
@@ -49,6 +50,11 @@ def observe(now: float, *, k: int = 1, schedule=None, since: float = 0.0, batch:
     return synthetic_observation(time=now, window_seconds=window, method="eagle3", num_speculative_tokens=k,
                                  schedule=schedule, applied_since=since, batch_sizes={batch: 1.0}, prefix=prefix,
                                  step_time=step_time, **kwargs)
+
+
+def lasting(batch: float, now: float, minutes: int = 30, **fields) -> PolicyState:
+    """A state that has seen this load for `minutes` (a rollout's payback counts on it lasting)."""
+    return PolicyState(loads=[(now - 60.0 * i, float(batch)) for i in range(minutes, 0, -1)], **fields)
 
 
 def test_acts_on_good_data_when_gain_is_large():
@@ -115,7 +121,8 @@ def test_hysteresis_threshold():
 
 
 def test_restart_payback_raises_the_threshold():
-    decision, _ = decide(observe(120.0), tuning(restart_seconds=10**6, min_gain=0.01), None, 120.0)
+    decision, _ = decide(observe(120.0), tuning(restart_seconds=10**6, downtime_fraction=1.0, min_gain=0.01), None,
+                         120.0)
     assert decision.guard == "belowThreshold"
     assert "payback" in decision.reason
 
@@ -123,7 +130,10 @@ def test_restart_payback_raises_the_threshold():
 def test_slo_violation_waives_hysteresis_but_not_payback():
     gain = decide(observe(120.0), tuning(min_gain=5.0), None, 120.0)[0].predicted_gain
     slow = observe(120.0, per_token_p99_seconds=1.0)
-    decision, _ = decide(slow, tuning(min_gain=5.0, slo={"per_token_p99_seconds": 0.05}), None, 120.0)
+    spec = tuning(min_gain=5.0, downtime_fraction=1.0, slo={"per_token_p99_seconds": 0.05})
+    held, _ = decide(slow, spec, None, 120.0)  # a load seen for one window: the restart cannot have paid back
+    assert held.action == "keep" and "payback" in held.reason
+    decision, _ = decide(slow, spec, lasting(2, 120.0), 120.0)
     assert gain > 0.02 and decision.action in CHANGES
     assert "SLO" in decision.reason
 
@@ -354,7 +364,7 @@ def test_noisy_measurements_raise_the_threshold():
 
 
 def test_disable_under_load_then_reenable_when_load_falls():
-    spec = tuning(allow_schedule=False, cooldown_seconds=60, min_gain=0.02, max_batch_size=256,
+    spec = tuning(allow_schedule=False, cooldown_seconds=60, min_gain=0.02, max_batch_size=256, downtime_fraction=1.0,
                   cost_prior=CostPrior(floor=0.010, compute_per_token=2e-4, draft_pass=0.0008))
 
     def compute_bound(batch_size: int, k: int) -> float:
@@ -365,9 +375,11 @@ def test_disable_under_load_then_reenable_when_load_falls():
                                      schedule=None, applied_since=since, batch_sizes={batch: 1.0},
                                      prefix=GOOD_PREFIX, step_time=compute_bound)
 
-    off, state = decide(window(120.0, 2, 200, 0.0), spec, None, 120.0)
+    # the load has stayed there long enough for the rollout to pay back (restart.py)
+    off, state = decide(window(1800.0, 2, 200, 0.0), spec, lasting(200, 1800.0), 1800.0)
     assert off.action == "disable" and off.degraded is None  # a load decision, not a fault
-    on, state = decide(window(600.0, 0, 1, 300.0), spec, state, 600.0)
+    state = state.model_copy(update={"loads": [*state.loads, *((t, 1.0) for t in range(2000, 2600, 60))]})
+    on, state = decide(window(2600.0, 0, 1, 2000.0), spec, state, 2600.0)
     assert on.action == "reenable"
     assert on.config.num_speculative_tokens >= 1
 

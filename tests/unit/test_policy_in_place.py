@@ -88,9 +88,20 @@ def test_an_in_place_change_clears_its_own_lower_hysteresis_floor():
 
 
 def test_a_choice_above_the_engines_maximum_is_a_rollout():
-    decision, _ = decide(observe(120.0), tuning(in_place_max_k=2), None, 120.0)
+    # Surge: the rollout costs no capacity, so nothing holds it
+    decision, _ = decide(observe(120.0), tuning(in_place_max_k=2, downtime_fraction=0.0), None, 120.0)
     assert decision.action in CHANGES
     assert decision.config.num_speculative_tokens > 2 and decision.path == "rollout"
+
+
+def test_where_the_best_rollout_is_refused_the_best_change_in_place_is_taken_and_both_are_said():
+    # Replace, and a load seen for one window: the rollout above the envelope cannot have paid back yet
+    decision, state = decide(observe(120.0), tuning(in_place_max_k=2), None, 120.0)
+    assert decision.action in CHANGES and decision.path == "inPlace"
+    assert decision.config.num_speculative_tokens == 2  # the best the engine takes without a restart
+    assert "payback" in decision.reason and "the best change in place instead" in decision.reason
+    assert decision.recommendation.config.num_speculative_tokens > 2  # the best is still what it recommends
+    assert state.changes == []  # nothing restarted
 
 
 def test_a_collapse_rolls_out_to_no_speculation():

@@ -44,7 +44,7 @@ def tuning(**overrides) -> TuningInput:
 
 
 def closed_loop(tune: TuningInput, world=heavy_head, *, k: int = 2, batch_sizes=None, ticks: int = 16,
-                seed: int = 5, noise: float = 0.03):
+                seed: int = 5, noise: float = 0.03, signals: str = "specinfer"):
     """The policy on `world` window after window; a change is in force from the next window on."""
     rng = random.Random(seed)
     config, since, state, decisions = DraftConfig(num_speculative_tokens=k), 0.0, None, []
@@ -55,7 +55,7 @@ def closed_loop(tune: TuningInput, world=heavy_head, *, k: int = 2, batch_sizes=
             time=now, window_seconds=WINDOW, method="eagle3", num_speculative_tokens=config.num_speculative_tokens,
             schedule=config.schedule, applied_since=since, batch_sizes=batch_sizes or {1: 1.0},
             prefix=HEAD_PREFIX, step_time=lambda b, kk, spec=speculative: world(b, kk, spec), rng=rng,
-            timing_noise=noise)
+            timing_noise=noise, signals=signals)
         decision, state = decide(observation, tune, state, now)
         decisions.append(decision)
         if decision.is_change and decision.config is not None:
@@ -72,28 +72,51 @@ def k2_in_force(now: float, rng: random.Random):
 
 
 def test_a_head_dearer_than_its_prior_is_probed_in_place_then_switched_off():
-    decisions, final = closed_loop(tuning())
+    decisions, final = closed_loop(tuning(), ticks=40)
     changes = [d for d in decisions if d.is_change]
     assert changes, [d.reason for d in decisions]
     first = changes[0]
     assert first.probe and first.path == "inPlace", first.reason
     assert first.config.dense(64)[1] == 0 and not first.config.off, first.reason  # K = 0 at batch size 1, in place
     assert "probing K=0 at batch size 1" in first.reason
-    assert final.off, [d.reason for d in changes]  # measured: speculation off wins here, by a rollout
-    assert [d.path for d in changes if d.action == "disable"] == ["rollout"]
+    # measured: speculation off wins here -- by a rollout, once the load has lasted long enough for it to
+    # pay back (one replica, Replace); until then the best change in place
+    assert final.off, [d.reason for d in changes]
+    disable = next(d for d in changes if d.action == "disable")
+    assert disable.path == "rollout" and "pays back" in disable.reason
+    before = changes[changes.index(disable) - 1]
+    assert before.path == "inPlace" and "the best change in place instead" in before.reason, before.reason
 
 
 def test_without_the_probe_the_prior_keeps_the_losing_config(monkeypatch):
     """The gap the probe closes: the same world, no doubt in the prior -> K=2 kept throughout."""
     monkeypatch.setattr(probe_module, "DOUBT", 1.0)
     decisions, final = closed_loop(tuning())
-    assert final == DraftConfig(num_speculative_tokens=2), [d.reason for d in decisions if d.is_change]
-    assert all(d.action == "keep" for d in decisions), [d.reason for d in decisions if d.is_change]
+    # at the batch size it serves: the batch sizes not served may be programmed ahead, in place
+    assert final.dense(64)[1] == 2, [d.reason for d in decisions if d.is_change]
+    assert all(d.action == "keep" or "nothing changes at today's batch sizes" in d.reason for d in decisions)
+
+
+def test_with_vllms_series_alone_the_same_head_is_probed_and_left():
+    """vLLM's pooled latency measures one K when the window runs one K across its batch sizes: the
+    probe's window is such a window, and its pooled cell counts as measuring that K."""
+    decisions, final = closed_loop(tuning(), ticks=40, signals="vllm")
+    probes = [d for d in decisions if d.probe]
+    assert probes and probes[0].signals == "vllm", [d.reason for d in decisions if d.is_change]
+    assert final.dense(64)[1] != 2, [d.reason for d in decisions if d.is_change]  # K=2 at batch size 1 is gone
+
+
+def test_a_cost_cell_says_which_k_it_measured():
+    assert [probe_module.cell_k(key) for key in ("4:2", "4:0s", "4:0")] == [2, 0, None]  # "4:0": plain decode
+    assert probe_module.cell_k("pooled:12:3:None") == 3
+    assert probe_module.cell_k("pooled:12:3:((1, 8, 3), (9, 64, 1))") == 1  # the K its schedule ran at 12
+    assert probe_module.cell_k("pooled:12:0:None") is None  # speculation off
+    assert probe_module.cell_k("pooled:12:3:garbage") is None
 
 
 def test_no_probe_unless_the_operator_turns_it_on():
     decisions, final = closed_loop(tuning(probeInPlace=False))
-    assert not any(d.probe for d in decisions) and final == DraftConfig(num_speculative_tokens=2)
+    assert not any(d.probe for d in decisions) and final.dense(64)[1] == 2
 
 
 def test_no_probe_where_every_change_restarts_the_engine():
@@ -207,7 +230,9 @@ def test_a_rollout_the_probe_did_not_settle_waits(monkeypatch):
     with the drafter 3x cheaper still calls it a loss, so the rollout waits (guard `doubted`)."""
     from specinfer.operator.tuner.policy import guards
     monkeypatch.setattr(sys.modules[__name__], "HEAD_PREFIX", [0.8, 0.6, 0.45, 0.3])
-    decisions, final = closed_loop(tuning(), world=as_prior, k=1, batch_sizes={60: 0.3, 64: 0.7}, ticks=10)
+    # Surge: the rollout costs no capacity, so no payback holds it before the doubt does
+    decisions, final = closed_loop(tuning(downtimeFraction=0.0), world=as_prior, k=1,
+                                   batch_sizes={60: 0.3, 64: 0.7}, ticks=10)
     assert any(d.probe for d in decisions)
     assert not final.off, [d.reason for d in decisions if d.is_change]
     assert any(d.guard == guards.DOUBTED for d in decisions), [d.reason for d in decisions]
@@ -219,7 +244,7 @@ def test_the_doubt_outlasts_the_probes_hold(monkeypatch):
     from specinfer.operator.tuner.policy import guards
     monkeypatch.setattr(sys.modules[__name__], "HEAD_PREFIX", [0.8, 0.6, 0.45, 0.3])
     monkeypatch.setattr(probe_module, "MIN_HOLD_SECONDS", 0.0)
-    decisions, final = closed_loop(tuning(rejectHoldSeconds=60), world=as_prior, k=1,
+    decisions, final = closed_loop(tuning(rejectHoldSeconds=60, downtimeFraction=0.0), world=as_prior, k=1,
                                    batch_sizes={60: 0.3, 64: 0.7}, ticks=30)
     assert any(d.probe for d in decisions)
     assert not any(d.action == "disable" for d in decisions), [d.reason for d in decisions if d.is_change]

@@ -12,7 +12,7 @@ from specinfer.bench.observations import synthetic_observation
 from specinfer.operator.tuner.policy import CostPrior, DraftConfig, PolicyState, TuningInput, decide
 from specinfer.operator.tuner.policy.cost import CostModel
 from specinfer.operator.tuner.policy.goodput import Model
-from specinfer.operator.tuner.policy.restart import lost_share, restart_cost_seconds
+from specinfer.operator.tuner.policy.restart import lost_share, payback, restart_cost_seconds
 from specinfer.operator.tuner.policy.verification import measured_noise
 
 pytestmark = pytest.mark.unit
@@ -80,7 +80,7 @@ def test_the_payback_guard_prices_the_restart_at_todays_load():
     fleet = tuning(downtime_fraction=1.0, replicas=2, max_restarts_per_hour=60)
     at_peak, _ = decide(observe(120.0, config=current, batches={60: 1.0}), fleet, None, 120.0)
     assert (at_peak.action, at_peak.guard) == ("keep", "belowThreshold")
-    assert "restart payback" in at_peak.reason and 0.1 < at_peak.predicted_gain < 0.3
+    assert "payback" in at_peak.reason and 0.1 < at_peak.predicted_gain < 0.3
     surge, _ = decide(observe(120.0, config=current, batches={60: 1.0}),
                       fleet.model_copy(update={"downtime_fraction": 0.0}), None, 120.0)
     assert surge.action in ("setK", "setSchedule")  # the same gain is taken when no capacity is lost
@@ -157,23 +157,21 @@ def test_with_vllm_series_one_k_runs_across_todays_batch_sizes():
 
 
 def test_a_restart_must_repay_itself_while_the_load_lasts():
-    state = PolicyState()
-    for now, batch in ((0.0, 4.0), (300.0, 5.0), (540.0, 3.0)):  # one load, within 2x of where it began
-        state.note_load(batch, now)
-    assert state.payback_horizon(1800.0) == 1800.0  # no load has ended yet: paybackSeconds
-    state.note_load(10.0, 600.0)  # the load more than doubled: the first one lasted 600 s
-    assert state.payback_horizon(1800.0) == 600.0
-    state.note_load(30.0, 1800.0)  # the next lasted 1200 s
-    assert state.payback_horizon(1800.0) == pytest.approx(900.0)
+    """How long the load has stayed where the rollout wins is read from the recent windows, newest first;
+    a window where it would not win ends it, and paybackSeconds caps what is counted on."""
+    model = true_model()
+    current, candidate = [0] + [3] * 64, [0] + [1] * 64  # K=1 wins from a few dozen requests up
     spec = tuning(downtime_fraction=1.0, replicas=1, restart_seconds=90)
-    _, needed_steady = guard_threshold(spec, 1800.0)
-    _, needed_short = guard_threshold(spec, 600.0)
-    assert (needed_steady, needed_short) == (pytest.approx(0.05), pytest.approx(0.15))
-
-
-def guard_threshold(spec: TuningInput, horizon: float) -> tuple[str, float]:
-    from specinfer.operator.tuner.policy.guards import required_gain
-
-    needed, name = required_gain(spec, slo_violated=False, restart_cost_seconds=spec.restart_seconds,
-                                 horizon_seconds=horizon)
-    return name, needed
+    loads = [(0.0, 2.0), (60.0, 48.0), (120.0, 50.0), (180.0, 60.0)]  # quiet, then three windows at the peak
+    pay = payback(model, current, candidate, [(60, 1.0)], spec, loads, 180.0, 60.0)
+    assert pay.region is not None and 2 < pay.region[0] <= 48
+    assert pay.lasted_seconds == pytest.approx(180.0 - 60.0 + 30.0)  # since the window at 60 s, and half of it
+    assert pay.cost_seconds == pytest.approx(90.0)  # one replica under Replace: its whole reload
+    assert pay.needed() == pytest.approx(90.0 / (150.0 - 90.0))  # the onset: one reload
+    # loads here have lasted 10 minutes between moves of 2x: this one is expected to as well
+    typical = payback(model, current, candidate, [(60, 1.0)], spec, loads, 180.0, 60.0, typical_seconds=600.0)
+    assert typical.needed() == pytest.approx(90.0 / (600.0 - 90.0))
+    assert "loads here have lasted 10.0 min" in typical.describe(0.5)
+    steady = [(t, 60.0) for t in range(0, 4000, 60)]
+    assert payback(model, current, candidate, [(60, 1.0)], spec, steady, 3960.0, 60.0).needed() == \
+        pytest.approx(90.0 / (1800.0 - 90.0))  # paybackSeconds at most

@@ -12,6 +12,7 @@ Order of reasoning each tick:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,12 +33,25 @@ from .decision import (
     in_place,
     path_of,
 )
-from .goodput import Distribution, Model, anticipated_sizes, best_dense, coverage_gain, goodput, sequence_speed
+from .goodput import (
+    KEEP_TOLERANCE,
+    MAX_RANGES,
+    Distribution,
+    Model,
+    anticipated_sizes,
+    best_dense,
+    coverage_gain,
+    goodput,
+    is_speculative,
+    limit_ranges,
+    sequence_speed,
+)
+from .hedge import Hedge, unvisited_sizes
 from .inputs import TuningInput, tuning_from_json
 from .lookahead import LOOKAHEAD, look_ahead
 from .observation import Observation, ObservationError, observation_problems, parse_observation, settling_problem
 from .probe import Probe, doubted_loss, probe_for, remember
-from .restart import restart_cost_seconds
+from .restart import payback
 from .state import PendingChange, PolicyState, SpeculationSwitch
 from .support import supported_gain
 from .verification import calibrate, measured_noise, model_noise, update_noise, verify, window_noise
@@ -116,6 +130,7 @@ def _learn(obs: Observation, tuning: TuningInput,
 def _decide_on_valid(obs: Observation, tuning: TuningInput, st: PolicyState, now: float) -> Decision:
     signals: Signals = "specinfer" if obs.signals == "specinfer" else "vllm"
     previous_window = st.note_window(obs.batch_size_mean, obs.time)  # the load, even from a thin window
+    st.remember_load(obs.batch_size_mean, now, tuning.payback_seconds + obs.window_seconds)
     short_of_samples = guards.samples_guard(obs, tuning)
     if short_of_samples:
         return _keep(short_of_samples, guards.INSUFFICIENT_SAMPLES, signals)
@@ -128,7 +143,7 @@ def _decide_on_valid(obs: Observation, tuning: TuningInput, st: PolicyState, now
         switched.settled_mean = obs.batch_size_mean
     if fresh is not None and fresh.biased:
         signals = "vllm-biased"
-    protected = _protect(obs, tuning, st, now, signals, fresh, previous_window)
+    protected, moving = _protect(obs, tuning, st, now, signals, fresh, previous_window)
     if protected is not None:
         return protected
     if memory is None:
@@ -147,34 +162,37 @@ def _decide_on_valid(obs: Observation, tuning: TuningInput, st: PolicyState, now
             return outcome
     if st.probe_from is None:  # a probe's one window would reset the baseline the next change is verified by
         calibrate(st, obs, model, obs.applied.config, current_dense, distribution, tuning.max_batch_size)
-    return _optimise(obs, tuning, st, now, model, distribution, {"signals": signals, "model": summary})
+    return _optimise(obs, tuning, st, now, model, distribution, {"signals": signals, "model": summary}, moving)
 
 
 def _protect(obs: Observation, tuning: TuningInput, st: PolicyState, now: float, signals: Signals,
-             fresh: AcceptanceEstimate | None, previous_window: tuple[float, float] | None) -> Decision | None:
-    """What comes before optimising: a collapse, its hold and the probe after it, a moving load."""
+             fresh: AcceptanceEstimate | None,
+             previous_window: tuple[float, float] | None) -> tuple[Decision | None, str | None]:
+    """What comes before optimising: a collapse, its hold and the probe after it; and whether the load
+    is moving (a ramp), which holds only the choices that depend on the load mix (`_optimise`)."""
     # Collapse: acceptance near zero on plenty of drafts -> speculation off, Degraded.
     if fresh is not None and guards.collapse_detected(fresh.prefix[0], obs, tuning):
-        return _disable_after_collapse(obs, tuning, st, now, signals, fresh.prefix[0])
+        return _disable_after_collapse(obs, tuning, st, now, signals, fresh.prefix[0]), None
     # After a collapse, stay off until the hold ends, then probe the old config once.
     if st.collapsed_at is not None:
         held = guards.collapse_hold_guard(st, tuning, now)
         if held:
             return _keep(held, guards.COLLAPSE_HOLD, signals,
-                         degraded=Degradation(reason=DEGRADED_COLLAPSE, message=held))
-    # A ramp is not a measurement of the new load: learn from it (done), decide on a steady window.
+                         degraded=Degradation(reason=DEGRADED_COLLAPSE, message=held)), None
+    # A ramp is not a measurement of one load: learn from it (done); decide only what does not depend on the mix.
     moving = guards.load_moving_guard(previous_window, obs)
     if moving:  # confirmations seen on the load before the ramp do not speak for the one after it
         st.confirmations, st.evidence = 0, 0.0
-        return _keep(moving, guards.LOAD_MOVING, signals)
     if st.collapsed_at is not None and st.acceptance is None and st.collapsed_config:
-        return _probe_after_collapse(tuning, st, now, signals)
-    return None
+        if moving:
+            return _keep(moving, guards.LOAD_MOVING, signals), moving
+        return _probe_after_collapse(tuning, st, now, signals), None
+    return None, moving
 
 
 @dataclass(frozen=True)
 class _Candidate:
-    """The change the optimiser would make and what holds it back (`held_by`, guard `guard`)."""
+    """A change the optimiser would make and what holds it back (`held_by`, guard `guard`)."""
 
     dense: list[int]
     gain: float  # predicted at today's batch sizes (0 when a look-ahead change leaves them alone)
@@ -188,113 +206,260 @@ class _Candidate:
         return DraftConfig.from_dense(self.dense)
 
 
+@dataclass(frozen=True)
+class _Verdict:
+    """A candidate and the first guard that refuses it (None: only the confirmations are left)."""
+
+    candidate: _Candidate
+    refused: str | None
+    guard: str | None
+    rollout: bool
+
+
 def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float, model: Model,
-              distribution: Distribution, common: dict[str, Any]) -> Decision:
-    """The best config per batch size, weighed against the bar a change must clear, then the guards."""
+              distribution: Distribution, common: dict[str, Any], moving: str | None) -> Decision:
+    """The best config per batch size, weighed against the bar a change must clear, then the guards.
+    Where the best is a rollout a guard refuses, the best change in place is taken instead."""
     current = obs.applied.config
     back = _back_from_probe(tuning, st, now, current, common)
     if back is not None:
         return back
-    current_dense = current.dense(tuning.max_batch_size)
-    best_dense_ks = best_dense(model, tuning, current_dense, distribution,
-                               one_k_where_observed=common["signals"] != "specinfer")
-    best = DraftConfig.from_dense(best_dense_ks)
-    current_goodput = goodput(model, current_dense, distribution)
-    gain = goodput(model, best_dense_ks, distribution) / current_goodput - 1 if current_goodput > 0 else 0.0
-    ahead_sizes = anticipated_sizes(distribution, tuning.max_batch_size, LOOKAHEAD)
-    cover = coverage_gain(model, best_dense_ks, current_dense, ahead_sizes)
+    top = tuning.max_batch_size
+    current_dense = current.dense(top)
+    # vLLM's pooled series: one K across today's batch sizes -- a choice of the load mix, not made on a ramp
+    one_k = common["signals"] != "specinfer" and moving is None
+    hedge = Hedge.of(model, tuning) if _retuned_in_place(tuning, current) else None
+    live = hedge.dense(current_dense, distribution, one_k_where_observed=one_k) if hedge is not None else None
+    if live is None or tuning.k_max > (tuning.in_place_max_k or 0):
+        fit_best = best_dense(model, tuning, current_dense, distribution, one_k_where_observed=one_k)
+    else:  # in place every K is reached; only speculation off is a rollout
+        fit_best = [0] * (top + 1) if tuning.allow_disable else live
+    best_ks = _best_of(model, tuning, current, fit_best, live, distribution)
+    best = DraftConfig.from_dense(best_ks)
+    gain = _gain(model, best_ks, current_dense, distribution)
+    ahead_sizes = anticipated_sizes(distribution, top, LOOKAHEAD)
+    cover = coverage_gain(model, best_ks, current_dense, ahead_sizes)
     common = {**common, "recommendation": Recommendation(config=best, predicted_gain=round(gain, 4),
                                                          coverage_gain=round(cover, 4))}
-    observed = {max(1, min(int(b), tuning.max_batch_size)) for b, _ in distribution}
-    if all(best_dense_ks[b] == current_dense[b] for b in observed) and _may_probe(obs, tuning, common["signals"]):
-        # Best here by a fit that measured one K here: measure the K a doubted prior would choose (probe.py).
+    observed = {max(1, min(int(b), top)) for b, _ in distribution}
+
+    def probed(dense: Sequence[int]) -> Decision | None:
+        """Best here by a fit that measured one K here: measure the K a doubted prior would choose (probe.py)."""
+        if moving is not None or any(dense[b] != current_dense[b] for b in observed) \
+                or not _may_probe(obs, tuning, common["signals"]):
+            return None
         probe = probe_for(model, tuning, current, distribution, st, now, measured_noise(st))
-        if probe is not None and in_place(current, probe.config, tuning.in_place_max_k):
-            st.confirmations = 0
-            return _issue_probe(tuning, st, now, current, probe, common)
-    if best.same_as(current, tuning.max_batch_size):
+        if probe is None or not in_place(current, probe.config, tuning.in_place_max_k):
+            return None
+        st.confirmations = 0
+        return _issue_probe(tuning, st, now, current, probe, common)
+
+    probe = probed(best_ks)
+    if probe is not None:
+        return probe
+    if best.same_as(current, top):
         st.confirmations = 0
         return Decision(action="keep", reason=f"{current.describe()} is already the best config", **common)
 
     slo = guards.slo_violated(obs, tuning)
-    candidate = _weigh(obs, tuning, st, model, distribution, best_dense_ks, gain, slo)
-    if candidate.held_by:
-        st.confirmations, st.evidence = 0, 0.0
+    first = _consider(obs, tuning, st, now, model, distribution, best_ks, gain, slo, moving, hedge)
+    chosen: _Verdict | None = first if first.refused is None else None
+    fallback: _Verdict | None = None
+    if first.refused is not None and first.rollout and live is not None and live != current_dense:
+        # Never hold the worse config because the best one is refused: the best change in place instead.
+        fallback = _consider(obs, tuning, st, now, model, distribution, live,
+                             _gain(model, live, current_dense, distribution), slo, moving, hedge)
+        chosen = fallback if fallback.refused is None else None
+    if first.candidate.held_by is None or chosen is not None:
+        st.confirmations += 1
+        st.evidence += (chosen or first).candidate.excess
     else:
-        st.confirmations, st.evidence = st.confirmations + 1, st.evidence + candidate.excess
-    # A change in place restarts nothing: no cooldown, no restart budget (its settling window and
-    # the verification that follows still apply).
-    rollout = not in_place(current, candidate.config, tuning.in_place_max_k)
+        st.confirmations, st.evidence = 0, 0.0
+    if first.guard == guards.REVERSAL:  # evidence gathered at this load must not switch at the next one
+        st.confirmations, st.evidence = 0, 0.0
+    refused_best = (f"best is {best.describe()} ({gain:+.1%}) but {first.refused}"
+                    if first.refused is not None else None)
+    if chosen is None:
+        # The best is refused and nothing in place changes today's K: what the rollout rests on may be measured.
+        probe = probed(live) if first.rollout and live is not None else None
+        if probe is not None:
+            return probe
+        tail = "" if fallback is None else (f"; in place, {fallback.candidate.config.describe()} "
+                                            f"({fallback.candidate.gain:+.1%}) but {fallback.refused}")
+        return Decision(action="keep", reason=f"{refused_best}{tail}", guard=first.guard,
+                        predicted_gain=round(gain, 4), **common)
+    # On a ramp a change in place follows each batch size's own best, which no load mix decides.
+    skip_confirming = moving is not None and not chosen.rollout
+    # The step times' noise measures predictions at today's batch sizes only, not the look-ahead's.
+    confirming = None if skip_confirming else guards.confirmation_guard(
+        st, tuning, None if chosen.candidate.guard == LOOKING_AHEAD else window_noise(st))
+    if confirming:
+        shown = chosen.candidate
+        prefix = f"{refused_best}; in place instead, " if refused_best else ""
+        return Decision(action="keep", reason=f"{prefix}best is {shown.config.describe()} ({shown.gain:+.1%}) but "
+                        f"{confirming}", guard=guards.CONFIRMING, predicted_gain=round(shown.gain, 4), **common)
+    return _issue_change(obs, tuning, st, now, model, distribution, chosen.candidate, slo, common,
+                         refused_best=refused_best)
+
+
+LOOKING_AHEAD = "lookingAhead"  # a candidate from the look-ahead (never a guard that holds)
+
+
+def _retuned_in_place(tuning: TuningInput, current: DraftConfig) -> bool:
+    """The engine takes a per-batch-size schedule in place: it follows a published one and drafts now."""
+    return tuning.in_place_max_k is not None and not current.off and tuning.allow_schedule
+
+
+def _gain(model: Model, dense: Sequence[int], current: Sequence[int], distribution: Distribution) -> float:
+    before = goodput(model, current, distribution)
+    return goodput(model, dense, distribution) / before - 1 if before > 0 else 0.0
+
+
+def _best_of(model: Model, tuning: TuningInput, current: DraftConfig, fit_best: list[int], live: list[int] | None,
+             distribution: Distribution) -> list[int]:
+    """The best config: the in-place schedule, unless a rollout (speculation off, a K above the engine's
+    maximum) beats it by more than KEEP_TOLERANCE at today's batch sizes."""
+    if live is None:
+        return fit_best
+    if in_place(current, DraftConfig.from_dense(fit_best), tuning.in_place_max_k):
+        return live
+    if goodput(model, fit_best, distribution) > goodput(model, live, distribution) * (1 + KEEP_TOLERANCE):
+        return fit_best
+    return live
+
+
+def _consider(obs: Observation, tuning: TuningInput, st: PolicyState, now: float, model: Model,
+              distribution: Distribution, dense: list[int], gain: float, slo: bool, moving: str | None,
+              hedge: Hedge | None) -> _Verdict:
+    """`dense` weighed against its bar, then every guard but the confirmations."""
+    current = obs.applied.config
+    config = DraftConfig.from_dense(dense)
+    rollout = not in_place(current, config, tuning.in_place_max_k)
+    if rollout:
+        candidate = _weigh_rollout(obs, tuning, st, now, model, distribution, dense, gain, slo, hedge is None)
+    else:
+        assert hedge is not None or tuning.in_place_max_k is not None
+        candidate = _weigh_in_place(obs, tuning, st, model, distribution, dense, gain, slo, hedge)
     checks = [
+        # a rollout decided on a moving load would price neither load; a change in place follows the load
+        (guards.LOAD_MOVING, moving if rollout or not tuning.allow_schedule else None),
         (candidate.guard, candidate.held_by),
         (guards.RECENTLY_REJECTED, guards.rejected_guard(st, candidate.dense, tuning.max_batch_size, now)),
         (guards.REVERSAL, guards.reversal_guard(st, current, candidate.config, obs.batch_size_mean,
                                                 tuning.reject_hold_seconds, now)),
         (guards.DOUBTED, doubted_loss(model, tuning, current, candidate.dense, distribution, st, now)
          if rollout else None),
+        # A change in place restarts nothing: no cooldown, no restart budget (its settling window and
+        # the verification that follows still apply).
         (guards.COOLDOWN, guards.cooldown_guard(st, tuning, now) if rollout else None),
         (guards.RESTART_BUDGET, guards.budget_guard(st, tuning, now, reserve=1) if rollout else None),
-        # The step times' noise measures predictions at today's batch sizes only, not the look-ahead's.
-        (guards.CONFIRMING, guards.confirmation_guard(st, tuning, None if candidate.guard == LOOKING_AHEAD
-                                                      else window_noise(st))),
     ]
     for name, why in checks:
         if why:
-            if name == guards.REVERSAL:  # evidence gathered at this load must not switch at the next one
-                st.confirmations, st.evidence = 0, 0.0
-            return Decision(action="keep", reason=f"best is {candidate.config.describe()} ({candidate.gain:+.1%}) "
-                            f"but {why}", guard=name, predicted_gain=round(candidate.gain, 4), **common)
-    return _issue_change(obs, tuning, st, now, model, distribution, candidate, slo, common)
+            return _Verdict(candidate, why, name, rollout)
+    return _Verdict(candidate, None, None, rollout)
 
 
-LOOKING_AHEAD = "lookingAhead"  # a candidate from the look-ahead (never a guard that holds)
-
-
-def _weigh(obs: Observation, tuning: TuningInput, st: PolicyState, model: Model, distribution: Distribution,
-           best_dense_ks: list[int], gain: float, slo: bool) -> _Candidate:
-    """The bar a change must clear -- hysteresis, the restart's payback, the model's noise -- on the
-    part of the gain the measurements support (support.py); held there, the look-ahead may still
-    program the batch sizes to come (lookahead.py)."""
-    current = obs.applied.config
-    current_dense = current.dense(tuning.max_batch_size)
+def _weigh_rollout(obs: Observation, tuning: TuningInput, st: PolicyState, now: float, model: Model,
+                   distribution: Distribution, best_dense_ks: list[int], gain: float, slo: bool,
+                   may_look_ahead: bool) -> _Candidate:
+    """The bar a rollout must clear -- hysteresis, the model's noise, the payback over the time the load
+    has stayed where it wins (restart.py) -- on the part of the gain the measurements support
+    (support.py); held there, the look-ahead may still program the batch sizes to come (lookahead.py)."""
+    current_dense = obs.applied.config.dense(tuning.max_batch_size)
     noise = model_noise(st)
-    # In place the change costs no restart, and needs no look-ahead: it can follow the load when it comes.
-    best_in_place = in_place(current, DraftConfig.from_dense(best_dense_ks), tuning.in_place_max_k)
-    restart_cost = 0.0 if best_in_place else restart_cost_seconds(model, current_dense, distribution, tuning)
-    horizon = st.payback_horizon(tuning.payback_seconds)
+    pay = payback(model, current_dense, best_dense_ks, distribution, tuning, st.loads, now, obs.window_seconds,
+                  typical_seconds=st.load_persistence)
+    floor, floor_name = guards.required_gain(tuning, slo_violated=slo, noise=noise)
 
     def below_bar(value: float) -> str | None:
-        return guards.threshold_guard(value, tuning, slo_violated=slo, noise=noise, restart_cost_seconds=restart_cost,
-                                      horizon_seconds=horizon, in_place=best_in_place)
+        if value < floor:
+            return f"predicted gain {value:+.1%} is below the {floor_name} of {floor:.1%}"
+        return pay.describe(value) if value < pay.needed() else None
 
-    needed, _ = guards.required_gain(tuning, slo_violated=slo, noise=noise, restart_cost_seconds=restart_cost,
-                                     horizon_seconds=horizon, in_place=best_in_place)
     # A gain at batch sizes never measured does not count until a window has measured them.
     support = supported_gain(model, current_dense, best_dense_ks, distribution, tuning.max_batch_size)
     held_by = below_bar(support.gain)
     if held_by is None:
-        return _Candidate(best_dense_ks, gain, support.gain - needed, None, guards.BELOW_THRESHOLD,
-                          f"; {support.describe()}" if support.unmeasured else "")
+        return _Candidate(best_dense_ks, gain, support.gain - max(floor, pay.needed()), None, guards.BELOW_THRESHOLD,
+                          f"; {pay.describe(support.gain)}" + (f"; {support.describe()}" if support.unmeasured else ""))
     unmeasured = bool(support.unmeasured and below_bar(gain) is None)
     held = _Candidate(best_dense_ks, gain, 0.0, f"{held_by} where measured; {support.describe()}" if unmeasured
                       else held_by, guards.UNMEASURED if unmeasured else guards.BELOW_THRESHOLD, "")
+    if not may_look_ahead:
+        return held
     # Not enough at today's batch sizes, but a restart is cheapest before the load rises: program
-    # the batch sizes to come now (docs/tuner.md, "Looking ahead") -- never today's unmeasured ones.
-    measured_best = [current_dense[b] if b in support.unmeasured else k for b, k in enumerate(best_dense_ks)]
-    plan = None if best_in_place else look_ahead(model, tuning, current_dense, measured_best, support.gain,
-                                                 distribution, restart_cost, noise, measured_noise(st))
+    # the batch sizes to come now (docs/tuner.md, "Looking ahead"), today's K left as it is.
+    plan = look_ahead(model, tuning, current_dense, best_dense_ks, distribution, pay.cost_seconds, noise,
+                      measured_noise(st))
     if plan is None:
         return held
-    here = any(plan.dense[min(b, tuning.max_batch_size)] != current_dense[min(b, tuning.max_batch_size)]
-               for b, _ in distribution)
-    note = ("; " + ("" if here else "nothing changes at today's batch sizes; ")
-            + f"over the batch sizes to come {plan.gain:+.1%} (needed {plan.needed:.1%}, "
-            f"restart cost {restart_cost:.0f}s of goodput now)")
-    return _Candidate(plan.dense, gain if here else 0.0, plan.gain - plan.needed, None, LOOKING_AHEAD, note)
+    note = (f"; nothing changes at today's batch sizes; over the batch sizes to come {plan.gain:+.1%} (needed "
+            f"{plan.needed:.1%}, restart cost {pay.cost_seconds:.0f}s of goodput now)")
+    return _Candidate(plan.dense, 0.0, plan.gain - plan.needed, None, LOOKING_AHEAD, note)
+
+
+def _weigh_in_place(obs: Observation, tuning: TuningInput, st: PolicyState, model: Model,
+                    distribution: Distribution, dense: list[int], gain: float, slo: bool,
+                    hedge: Hedge | None) -> _Candidate:
+    """The bar a change in place must clear at today's batch sizes: the in-place hysteresis and the
+    model's noise, on the part of the gain the measurements support -- a lower K where nothing is
+    measured counts (support.py). Held there, the schedule at the batch sizes not served now is
+    published when it matters (`_published_ahead`)."""
+    current_dense = obs.applied.config.dense(tuning.max_batch_size)
+    needed, name = guards.required_gain(tuning, slo_violated=slo, noise=model_noise(st), in_place=True)
+    support = supported_gain(model, current_dense, dense, distribution, tuning.max_batch_size, lowering_counts=True)
+    if support.gain >= needed:
+        return _Candidate(dense, gain, support.gain - needed, None, guards.BELOW_THRESHOLD,
+                          f"; {support.describe()}" if support.unmeasured else "")
+    ahead, short = _published_ahead(model, tuning, current_dense, dense, distribution, hedge) if hedge else (None, None)
+    if ahead is not None:
+        return ahead
+    observed = {max(1, min(int(b), tuning.max_batch_size)) for b, _ in distribution}
+    if short and all(dense[b] == current_dense[b] for b in observed):
+        return _Candidate(dense, gain, 0.0, f"nothing changes at today's batch sizes, and {short}",
+                          guards.BELOW_THRESHOLD, "")
+    held_by = f"predicted gain {support.gain:+.1%} is below the {name} of {needed:.1%}"
+    unmeasured = bool(support.unmeasured and gain >= needed)
+    return _Candidate(dense, gain, 0.0, f"{held_by} where measured; {support.describe()}" if unmeasured else held_by,
+                      guards.UNMEASURED if unmeasured else guards.BELOW_THRESHOLD, "")
+
+
+# The worst-case loss a schedule must avoid at the batch sizes not served now (and minGainInPlace): a
+# boundary that moves by a few batch sizes from one window's fit to the next avoids a fraction of that.
+AHEAD_MIN_GAIN = 0.02
+
+
+def _published_ahead(model: Model, tuning: TuningInput, current: Sequence[int], live: Sequence[int],
+                     distribution: Distribution, hedge: Hedge) -> tuple[_Candidate | None, str | None]:
+    """Today's K at today's batch sizes, the in-place schedule at every other: published as soon as it
+    avoids AHEAD_MIN_GAIN (or minGainInPlace) of the worst-case loss over the batch sizes not served
+    now (hedge.py) -- a schedule costs nothing to publish in place, and the peak's batch sizes are then
+    right when it comes. Otherwise None, and what it would avoid when that is too little."""
+    top = tuning.max_batch_size
+    low = max(1, min(int(size) for size, _ in distribution))
+    high = min(top, max(int(size) for size, _ in distribution))
+    dense = limit_ranges(model, [*live[:low], *current[low : high + 1], *live[high + 1 :]], MAX_RANGES)
+    if any(dense[b] != current[b] for b in range(low, high + 1)) or not is_speculative(dense):
+        return None, None  # the other batch sizes cannot be programmed without touching today's
+    if dense == list(current):
+        return None, None
+    sizes = unvisited_sizes(distribution, top)
+    avoided = hedge.avoided(current, dense, sizes)
+    needed = max(AHEAD_MIN_GAIN, tuning.min_gain_in_place)
+    outside = f"the batch sizes outside today's {low}-{high}" if low < high else f"batch sizes other than {low}"
+    if avoided < needed:
+        return None, (f"over {outside} the schedule would avoid {avoided:.1%} of the worst-case loss, "
+                      f"less than the {needed:.0%} a schedule published ahead needs")
+    fit = coverage_gain(model, dense, current, [(b, 1.0 / len(sizes)) for b in sizes])
+    note = (f"; nothing changes at today's batch sizes; over {outside} it avoids {avoided:.1%} of the "
+            f"worst-case loss (the fit alone: {fit:+.1%})")
+    return _Candidate(dense, 0.0, avoided - needed, None, LOOKING_AHEAD, note), None
 
 
 def _issue_change(obs: Observation, tuning: TuningInput, st: PolicyState, now: float, model: Model,
-                  distribution: Distribution, candidate: _Candidate, slo: bool, common: dict[str, Any]) -> Decision:
+                  distribution: Distribution, candidate: _Candidate, slo: bool, common: dict[str, Any], *,
+                  refused_best: str | None = None) -> Decision:
     """Every guard passed: the change, and what verifying it will need."""
     current, best = obs.applied.config, candidate.config
     current_dense = current.dense(tuning.max_batch_size)
@@ -315,16 +480,18 @@ def _issue_change(obs: Observation, tuning: TuningInput, st: PolicyState, now: f
         st.switched = SpeculationSwitch(speculative=not best.off, batch_mean=obs.batch_size_mean, at=now)
     reason = (f"{current.describe()} -> {best.describe()} ({'in place' if path == 'inPlace' else 'rollout'}): "
               f"predicted goodput {candidate.gain:+.1%} at the observed batch sizes (mean {obs.batch_size_mean:.1f})"
-              + candidate.note + ("; p99 latency SLO violated" if slo else ""))
+              + candidate.note + ("; p99 latency SLO violated" if slo else "")
+              + (f"; {refused_best}, so the best change in place instead" if refused_best else ""))
     return Decision(action=action_for(current, best), reason=reason, config=best, path=path,
                     predicted_gain=round(candidate.gain, 4), **common)
 
 
 def _may_probe(obs: Observation, tuning: TuningInput, signals: Signals) -> bool:
-    """Probes are on, the window has per-batch-size step times (vLLM's pooled series mix the K of
-    every batch size), and the latency SLO holds (a probe may slow its window)."""
-    return (tuning.probe_in_place and bool(obs.step_samples) and signals == "specinfer"
-            and not guards.slo_violated(obs, tuning))
+    """Probes are on, the window measures step times by K -- per batch size (our plugin's series), or
+    pooled over a window that runs one K across its batch sizes (vLLM's, `one_k_over`; probe_for
+    probes only such a window) -- and the latency SLO holds (a probe may slow its window)."""
+    by_k = bool(obs.step_samples) if signals == "specinfer" else signals == "vllm"
+    return tuning.probe_in_place and by_k and not guards.slo_violated(obs, tuning)
 
 
 def _issue_probe(tuning: TuningInput, st: PolicyState, now: float, current: DraftConfig, probe: Probe,

@@ -115,7 +115,7 @@ def best_dense(model: Model, tuning: TuningInput, current: Sequence[int], distri
     the observed batch-size distribution. K = 0 is a candidate only when allowDisable is set; a
     schedule's K = 0 still pays the drafter's first pass, so a schedule must also beat speculation
     off on the observed distribution. `one_k_where_observed` runs one K across today's batch sizes
-    (vLLM's series only: see `_one_k_over`).
+    (vLLM's series only: see `one_k_over`).
     """
     size = tuning.max_batch_size
     if not tuning.allow_schedule:
@@ -130,7 +130,7 @@ def best_dense(model: Model, tuning: TuningInput, current: Sequence[int], distri
             best = now
         dense.append(best)
     if one_k_where_observed:
-        dense = _one_k_over(model, candidates, dense, current, distribution)
+        dense = one_k_over(model, candidates, dense, current, distribution)
     dense = limit_ranges(model, dense, MAX_RANGES)
     if model.schedule_factor != 1.0 and is_schedule(dense):
         # A schedule slows every step here (PIECEWISE graphs): it must beat the best single K by that much.
@@ -155,7 +155,7 @@ def _best_single_k(model: Model, tuning: TuningInput, current: Sequence[int], di
     return best
 
 
-def _one_k_over(model: Model, candidates: Sequence[int], dense: list[int], current: Sequence[int],
+def one_k_over(model: Model, candidates: Sequence[int], dense: list[int], current: Sequence[int],
                 distribution: Distribution) -> list[int]:
     """The best single K across today's batch sizes (lowest to highest seen), the per-size best elsewhere.
 

@@ -110,9 +110,9 @@ class TuningInput(_Input):
     payback_seconds: float = Field(default=1800.0, gt=0)
     confirmations: int = Field(default=2, ge=1)
     reject_hold_seconds: float = Field(default=3600.0, ge=0)
-    # Probe in place the K a doubted prior would choose (probe.py). Off by default until it has run
-    # on the real engine and the tests that time the tuner's first changes allow for its windows.
-    probe_in_place: bool = False
+    # Probe in place the K a doubted prior would choose (probe.py): on by default (issue 43), so a
+    # prior wrong about the drafter is measured away in a few windows instead of held for good.
+    probe_in_place: bool = True
     cost_prior: CostPrior = CostPrior()
 
     @field_validator("cost_shape", mode="before")

@@ -2,16 +2,17 @@
 
 A restart costs more the higher the load (restart.py), and the load a schedule must serve next is
 often above today's (the morning before the peak). When the best config changes nothing worth a
-restart at today's batch sizes, the policy may still reprogram the sizes above them. The candidate
-is the best config when its gain at today's sizes clears the hysteresis and noise terms and only the
-restart's payback held it (that part is then verified as usual); otherwise it keeps the current K at
-every batch size up to today's largest -- so today's goodput cannot move and there is nothing to
-verify -- and takes the model's best K above. It is applied when its gain over
+restart at today's batch sizes, the policy may still reprogram the sizes above them (an engine
+retuned in place does this for free: decide.py publishes its schedule ahead). The candidate keeps
+the current K at every batch size up to today's largest -- so today's goodput cannot move, nothing
+is verified, and a gain at today's batch sizes stays the payback's call (restart.py: how long
+today's load has lasted) -- and takes the model's best K above. It is applied when its gain over
 the anticipated sizes repays the restart priced at today's load (the same restart at the peak would
 cost at least as much, and come after the peak began) and clears the hysteresis and noise terms.
 The load may never come, so the gain must repay the restart as if it were earned at today's
 goodput: with several replicas a quiet restart costs almost nothing and the schedule is programmed;
 with one replica under Replace it costs restartSeconds of output and only a large gain justifies it.
+Within sqrt(2) of maxBatchSize there are no batch sizes to come: at the peak nothing is looked ahead.
 """
 
 from __future__ import annotations
@@ -41,23 +42,19 @@ class LookAhead:
     needed: float
 
 
-def look_ahead(model: Model, tuning: TuningInput, current: Sequence[int], best: Sequence[int], gain_today: float,
+def look_ahead(model: Model, tuning: TuningInput, current: Sequence[int], best: Sequence[int],
                distribution: Distribution, restart_cost_seconds: float, noise: float,
                window_noise: float) -> LookAhead | None:
     """The look-ahead change worth making now, or None."""
     top = min(max(size for size, _ in distribution), tuning.max_batch_size)
+    if top * 2 ** 0.5 > tuning.max_batch_size:
+        return None  # no batch sizes to come: today's load is (near) the engine's largest
     ahead = anticipated_sizes(distribution, tuning.max_batch_size, LOOKAHEAD)
-    if not ahead:
-        return None
-    evidence, _ = required_gain(tuning, slo_violated=False, noise=noise)
-    if gain_today >= evidence:
-        candidate = list(best)  # today's part is a real gain that cannot repay the restart alone: verified as usual
-    elif not tuning.allow_schedule or not set(current[1 : top + 1]) <= set(tuning.allowed_ks()):
+    if not ahead or not tuning.allow_schedule or not set(current[1 : top + 1]) <= set(tuning.allowed_ks()):
         return None  # keeping today's K would need a schedule, or a K the bounds no longer allow
-    else:
-        candidate = limit_ranges(model, [*current[: top + 1], *best[top + 1 :]], MAX_RANGES)
-        if any(candidate[b] != current[b] for b in range(1, top + 1)):
-            return None  # the sizes above cannot be programmed without touching today's
+    candidate = limit_ranges(model, [*current[: top + 1], *best[top + 1 :]], MAX_RANGES)
+    if any(candidate[b] != current[b] for b in range(1, top + 1)):
+        return None  # the sizes above cannot be programmed without touching today's
     if candidate == list(current):
         return None
     gain = coverage_gain(model, candidate, current, ahead)

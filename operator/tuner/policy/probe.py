@@ -31,14 +31,17 @@ the tuning input's `probeInPlace` is set (operator configuration `tuning.policy`
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from specinfer.runtime.methods.schedule import effective_k
+
 from .config import DraftConfig
 from .cost import DRAFTER_TERMS, TERMS, CostModel
-from .goodput import Distribution, Model, best_dense, goodput, is_speculative
+from .goodput import KEEP_TOLERANCE, Distribution, Model, goodput, is_speculative
 from .inputs import TuningInput
 from .state import PolicyState, ProbeRecord
 from .support import cell_span
@@ -127,15 +130,30 @@ def doubted_loss(model: Model, tuning: TuningInput, current: DraftConfig, candid
 
 
 def measured_k(cost: CostModel, batch_size: int, k: int) -> bool:
-    """A per-batch-size cell at this K ("B:K", or "B:0s" for a schedule's K = 0) covers `batch_size`."""
-    suffix = f":{k}s" if k == 0 else f":{k}"
+    """A cell at this K covers `batch_size`: a per-batch-size cell ("B:K", or "B:0s" for a schedule's
+    K = 0), or a pooled one (vLLM's series) whose config ran this K at its mean batch size."""
     weight = 0.0
     for key, (_, _, cell_weight) in cost.cells.items():
         span = cell_span(key)
-        if span is not None and key.endswith(suffix) and not key.startswith("pooled") \
-                and span[0] <= batch_size <= span[1]:
+        if span is not None and span[0] <= batch_size <= span[1] and cell_k(key) == k:
             weight += cell_weight
     return weight >= MEASURED_WEIGHT
+
+
+def cell_k(key: str) -> int | None:
+    """The K a cost cell measured: "B:K"; "B:0s" is a schedule's K = 0 (a plain decode step "B:0" is
+    not: None); "pooled:B:K:schedule" (cost.CostModel.pooled_key) ran the config's K at B -- one K
+    across the window's batch sizes, as the policy keeps it with vLLM's series (goodput.one_k_over)."""
+    parts = key.split(":")
+    try:
+        if parts[0] != "pooled":
+            return int(parts[1][:-1]) if parts[1].endswith("s") else (None if parts[1] == "0" else int(parts[1]))
+        if int(parts[2]) == 0:
+            return None  # speculation off: plain decode steps
+        schedule = ast.literal_eval(":".join(parts[3:]))
+        return effective_k(round(float(parts[1])), int(parts[2]), schedule)
+    except (IndexError, ValueError, TypeError, SyntaxError):
+        return None
 
 
 def probe_for(model: Model, tuning: TuningInput, current: DraftConfig, distribution: Distribution,
@@ -157,7 +175,7 @@ def probe_for(model: Model, tuning: TuningInput, current: DraftConfig, distribut
         return None
     for factor in (DOUBT, 1 / DOUBT):
         other = doubted_model(model, factor)
-        best = best_dense(other, tuning, current_dense, distribution)
+        best = _best_here(other, tuning, current_dense, distribution, sizes)
         gain = goodput(other, best, distribution) / goodput(other, current_dense, distribution) - 1
         if gain < MIN_GAIN:
             continue
@@ -169,6 +187,24 @@ def probe_for(model: Model, tuning: TuningInput, current: DraftConfig, distribut
             config, k, loss = probe
             return Probe(config, k, sizes, loss, DraftConfig.from_dense(best), gain, factor)
     return None
+
+
+def _best_here(model: Model, tuning: TuningInput, current_dense: Sequence[int], distribution: Distribution,
+               sizes: Sequence[int]) -> list[int]:
+    """What `model` would run at today's batch sizes (`sizes`; the current K elsewhere): each one's best K,
+    one K for all where schedules are not allowed, or speculation off where that beats it."""
+    ks = tuning.allowed_ks()
+    top = tuning.max_batch_size
+    if tuning.allow_schedule:
+        dense = list(current_dense)
+        for b in sizes:
+            dense[b] = max(ks, key=lambda k: (model.speed(b, k, speculative=True), -k))
+    else:
+        dense = [0] + [max((k for k in ks if k > 0), key=lambda k: goodput(model, [0] + [k] * top, distribution))] * top
+    off = [0] * (top + 1)
+    if 0 in ks and goodput(model, off, distribution) > goodput(model, dense, distribution) * (1 + KEEP_TOLERANCE):
+        return off
+    return dense
 
 
 def _probe_towards(model: Model, other: Model, tuning: TuningInput, current_dense: Sequence[int], k_now: int,

@@ -103,10 +103,13 @@ class PolicyState(_State):
     noise_variance: float | None = None
     evidence: float = 0.0  # predicted gain beyond the threshold, summed over the confirming windows
     # How long a load lasts here: the batch mean when it last moved by more than LOAD_SHIFT, since when,
-    # and the smoothed time between such moves (None until one was seen).
+    # and the smoothed time between such moves (None until one was seen; restart.Payback).
     load_reference: float | None = None
     load_changed_at: float | None = None
     load_persistence: float | None = None
+    # The load of the recent windows, oldest first: [time, mean batch size] for the last paybackSeconds
+    # (restart.payback: how long the load has stayed where a rollout would win).
+    loads: list[tuple[float, float]] = Field(default_factory=list)
     # The previous decided-on window: its mean batch size and when it ended (guards.load_moving_guard).
     window_batch_mean: float | None = None
     window_at: float | None = None
@@ -123,6 +126,14 @@ class PolicyState(_State):
         self.confirmations = 0
         self.evidence = 0.0
 
+    def note_window(self, batch_mean: float, now: float) -> tuple[float, float] | None:
+        """Remember this window's mean batch size; returns the previous window's (mean, time), if any."""
+        previous = None
+        if self.window_batch_mean is not None and self.window_at is not None:
+            previous = (self.window_batch_mean, self.window_at)
+        self.window_batch_mean, self.window_at = batch_mean, now
+        return previous
+
     def note_load(self, batch_mean: float, now: float) -> None:
         """Follow the load: a move by more than LOAD_SHIFT ends one load and measures how long it lasted."""
         if self.load_reference is None or self.load_changed_at is None or self.load_reference <= 0:
@@ -135,20 +146,10 @@ class PolicyState(_State):
         self.load_persistence = lasted if previous is None else (previous + lasted) / 2
         self.load_reference, self.load_changed_at = batch_mean, now
 
-    def note_window(self, batch_mean: float, now: float) -> tuple[float, float] | None:
-        """Remember this window's mean batch size; returns the previous window's (mean, time), if any."""
-        previous = None
-        if self.window_batch_mean is not None and self.window_at is not None:
-            previous = (self.window_batch_mean, self.window_at)
-        self.window_batch_mean, self.window_at = batch_mean, now
-        return previous
-
-    def payback_horizon(self, payback_seconds: float) -> float:
-        """Time over which a change must repay its restart: paybackSeconds, or less where loads have
-        lasted less (a gain at today's batch sizes is only earned while today's load lasts)."""
-        if self.load_persistence is None:
-            return payback_seconds
-        return min(payback_seconds, self.load_persistence)
+    def remember_load(self, batch_mean: float, now: float, keep_seconds: float) -> None:
+        """This window's load, and no window older than `keep_seconds`."""
+        self.loads = [(at, mean) for at, mean in self.loads if now - at <= keep_seconds and at < now]
+        self.loads.append((round(now, 1), round(batch_mean, 1)))
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)

@@ -14,14 +14,21 @@ what went wrong. The fit's posterior spread there (`CostModel.relative_spread`) 
 relied on: it scales with the measured noise of step times, so on a quiet engine it would trust
 the prior's shape exactly where the shape is the doubt.
 
+In place (`lowering_counts`) a lower K at such batch sizes counts in full: the schedule there is the
+hedged choice (hedge.py), a wrong one costs no restart and is corrected as soon as a window has
+measured those batch sizes, and erring towards drafting less is what issue 43 asks of it. A higher K
+there still waits for a measurement.
+
 A cell measures the batch sizes within SUPPORT_FACTOR of its own; vLLM's pooled series (no
 per-batch-size step times) measure a mix of batch sizes around the window's mean, POOLED_SPAN.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from .cost import CostModel
 from .goodput import Distribution, Model, goodput_contributions
@@ -43,10 +50,16 @@ def cell_span(key: str) -> tuple[float, float] | None:
     return size / factor, size * factor
 
 
-def measured_sizes(cost: CostModel, sizes: Sequence[int]) -> set[int]:
+def measured_sizes(cost: CostModel, sizes: Iterable[int]) -> set[int]:
     """The batch sizes among `sizes` that the model's cells have measured, at any K."""
-    spans = [(span, cell[2]) for key, cell in cost.cells.items() if (span := cell_span(key)) is not None]
-    return {b for b in sizes if sum(w for (low, high), w in spans if low <= b <= high) >= SUPPORT_WEIGHT}
+    spans = [(*span, cell[2]) for key, cell in cost.cells.items() if (span := cell_span(key)) is not None]
+    wanted = np.asarray(list(sizes), dtype=float)
+    if not spans or not wanted.size:
+        return set()
+    low, high, weight = (np.asarray(column, dtype=float) for column in zip(*spans, strict=True))
+    covering = (low[None, :] <= wanted[:, None]) & (wanted[:, None] <= high[None, :])
+    support = covering.astype(float) @ weight
+    return {int(b) for b, w in zip(wanted, support, strict=True) if w >= SUPPORT_WEIGHT}
 
 
 @dataclass(frozen=True)
@@ -62,15 +75,17 @@ class SupportedGain:
 
 
 def supported_gain(model: Model, current: Sequence[int], best: Sequence[int], distribution: Distribution,
-                   max_batch_size: int) -> SupportedGain:
-    """`best`'s predicted gain over `current` without what it would gain at batch sizes never measured."""
+                   max_batch_size: int, *, lowering_counts: bool = False) -> SupportedGain:
+    """`best`'s predicted gain over `current` without what it would gain at batch sizes never measured
+    (`lowering_counts`: except where it lowers K)."""
     before = goodput_contributions(model, current, distribution)
     after = goodput_contributions(model, best, distribution)
     total = sum(before.values())
     full = sum(after.values()) / total - 1 if total > 0 else 0.0
     clamp = {b: max(1, min(int(b), max_batch_size)) for b in before}
     measured = measured_sizes(model.cost, sorted(set(clamp.values())))
-    unmeasured = {b for b in before if clamp[b] not in measured and best[clamp[b]] != current[clamp[b]]}
+    unmeasured = {b for b in before if clamp[b] not in measured and best[clamp[b]] != current[clamp[b]]
+                  and not (lowering_counts and best[clamp[b]] < current[clamp[b]])}
     if not unmeasured or total <= 0:
         return SupportedGain(full, 0.0, ())
     prior_part = sum(after[b] - before[b] for b in unmeasured) / total
