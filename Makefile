@@ -73,7 +73,8 @@ engine: venv
 demo: setup
 	$(SPECINFER) demo $(DEMO_ARGS)
 
-# The `engine` tests and the rest run side by side, then the `measures_speed` ones alone
+# The unit tests alone, then the `engine` tests beside the integration and e2e ones, then the `measures_speed`
+# ones alone
 # (tools/run_tests.py); PYTEST_ARGS that choose tests (-m, -k, paths) run one pytest process as given.
 test: setup lint
 	$(PY) tools/run_tests.py $(PYTEST_ARGS)

@@ -1,26 +1,31 @@
-"""Run the test suite as `make test` does: the real-engine tests beside the rest, then the timed tests alone.
+"""Run the test suite as `make test` does: unit tests first, then the real-engine, integration and e2e
+tests side by side, then the timed tests alone.
 
     python tools/run_tests.py [PYTEST ARGS ...]
 
-The `engine` tests (real vLLM CPU engines) and the rest (unit, contract, integration and e2e,
-~24 minutes alone, mostly waiting on the local control plane) share no state but the caches and
-pytest's own cache (last failures: the process that ends last writes it), so they run as two
-pytest processes at once: the engine tests at normal priority, the rest at a lower one (`nice`),
-each process with a control plane of its own (`XDG_STATE_HOME` = build/test-state/<process>, the only
-state two local clusters would share -- so two checkouts testing side by side share none either). Then the tests whose verdict is a decision the product takes by
-timing this machine (marker `measures_speed`: the real-engine tuning story, the newcomer's raised
-K) run alone: beside other work the tuner decided differently from what they assert (two of three
-clean-clone runs on 2026-12-04, docs/development.md). The wall time is the longer of the first two
-plus the timed ones.
+Three phases, every test in exactly one process (tests/unit/test_run_tests.py):
+
+1. `unit`: everything that starts no process of its own (unit and contract tests, ~2 minutes of both
+   cores), alone, so that a mistake fails in minutes and the CPU-bound tests do not crawl at a low
+   priority beside the engines.
+2. side by side: `engine` (real vLLM CPU engines, at normal priority) beside `integration` and `e2e`
+   (at `nice` 10: they mostly wait on their control plane, its timeouts and the tuner's ticks), each
+   process with a control plane of its own (`XDG_STATE_HOME` = build/test-state/<process>, the only
+   state two local clusters would share -- so two checkouts testing side by side share none either).
+   The integration and e2e tests take about as long each; one process for both took twice as long.
+3. `timed`: the tests whose verdict is a decision the product takes by timing this machine (marker
+   `measures_speed`: the real-engine tuning story, the newcomer's raised K) run alone: beside other
+   work the tuner decided differently from what they assert (two of three clean-clone runs on
+   2026-12-04, docs/development.md).
 
 Arguments are pytest's and go to every process. Arguments that choose tests (`-m`, `-k`, a path
 or a test id, `--lf` and its kin) or name one output file or folder (`--basetemp`, `--junitxml`)
 make this one pytest process with exactly those arguments (the runner becomes it), as do
 SPECINFER_TEST_SERIAL=1 and a cluster of your own (SPECINFER_TEST_KUBECONFIG: the processes
 would install into it). Each output line is prefixed with its process's name; the exit status is
-the first failing process's (0 when all pass). Ctrl-C or SIGTERM stops what runs: each pytest tears
-its clusters, operators and engines down (up to STOP_GRACE_SECONDS), a second signal kills them.
-`-x` and `--maxfail` stop only their own process.
+the first failing process's (0 when all pass), and every phase runs whatever failed before it. Ctrl-C
+or SIGTERM stops what runs: each pytest tears its clusters, operators and engines down (up to
+STOP_GRACE_SECONDS), a second signal kills them. `-x` and `--maxfail` stop only their own process.
 """
 
 from __future__ import annotations
@@ -35,15 +40,18 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# Three selections, every test in exactly one (tests/unit/test_run_tests.py). `measures_speed` tests
-# assert decisions taken on speeds measured here: beside other work a simulator starved in bursts
-# rolled a good change back, and the real engine's tuner chose other configs than the story asserts.
-ENGINE = "engine and not measures_speed"
-REST = "not (engine or measures_speed)"
+# Five selections, every test in exactly one (tests/unit/test_run_tests.py), taken in this order of
+# precedence: `measures_speed` tests assert decisions taken on speeds measured here (beside other work a
+# simulator starved in bursts rolled a good change back, and the real engine's tuner chose other configs
+# than the story asserts), then the real engines, then what needs a control plane.
 TIMED = "measures_speed"
-# The rest gets what the engine tests leave: at nice 10 a CPU-bound process gets about a tenth of
-# a core that a nice-0 one also wants, and all of an idle one.
-REST_NICENESS = 10
+ENGINE = "engine and not measures_speed"
+E2E = "e2e and not (engine or measures_speed)"
+INTEGRATION = "integration and not (e2e or engine or measures_speed)"
+UNIT = "not (integration or e2e or engine or measures_speed)"
+# The waiting ones get what the engine tests leave: at nice 10 a CPU-bound process gets about a tenth
+# of a core that a nice-0 one also wants, and all of an idle one.
+WAITING_NICENESS = 10
 # Tearing a pytest process down stops its engines (vLLM drains for up to --shutdown-timeout), operators and
 # cluster: minutes on two busy cores
 STOP_GRACE_SECONDS = 300
@@ -94,14 +102,18 @@ Suite = dict[str, tuple[list[str], dict[str, str]]]  # name -> (command, environ
 
 
 def phases(args: list[str], states: Path) -> list[Suite]:
-    """The pytest processes, phase by phase: the engine tests beside the rest, then the timed ones alone;
-    each keeps its clusters' state in a folder of its own under `states`."""
+    """The pytest processes, phase by phase: the unit tests alone, the engine tests beside the integration and
+    e2e ones, then the timed ones alone; each keeps its clusters' state in a folder of its own under `states`."""
     def env(name: str) -> dict[str, str]:
         return {**os.environ, "XDG_STATE_HOME": str(states / name)}
 
+    def waiting(name: str, marks: str) -> tuple[list[str], dict[str, str]]:
+        return ["nice", "-n", str(WAITING_NICENESS), *pytest("-m", marks, *args)], env(name)
+
     return [
+        {"unit": (pytest("-m", UNIT, *args), env("unit"))},
         {"engine": (pytest("-m", ENGINE, PER_TEST_LINES, *args), env("engine")),
-         "rest": (["nice", "-n", str(REST_NICENESS), *pytest("-m", REST, *args)], env("rest"))},
+         "integration": waiting("integration", INTEGRATION), "e2e": waiting("e2e", E2E)},
         {"timed": (pytest("-m", TIMED, PER_TEST_LINES, *args), env("timed"))},
     ]
 
@@ -138,8 +150,9 @@ def run_in_phases(args: list[str]) -> int:
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        print(f"running the tests marked {ENGINE!r} and the rest ({REST!r}, nice {REST_NICENESS}) side by side, "
-              f"then those marked {TIMED!r} alone; each with its own control plane under {states}", flush=True)
+        print(f"running the unit tests alone, then the engine tests beside the integration and e2e ones (nice "
+              f"{WAITING_NICENESS}), then the timed ones alone; each process with its own control plane under "
+              f"{states}", flush=True)
         codes = []
         for suite in steps:
             processes.clear()
