@@ -13,7 +13,7 @@ from typing import Any
 
 from specinfer.api import RUNTIME_CONFIG_ENV
 from specinfer.api.workload import PRESTOP_SLEEP_SECONDS, TERMINATION_GRACE_SECONDS
-from specinfer.operator.hardware import MODEL_CACHE_PATH
+from specinfer.operator.pure.hardware import MODEL_CACHE_PATH
 from specinfer.operator.render.labels import (
     CONFIG_HASH_ANNOTATION,
     ENGINE_COMMAND_ANNOTATION,

@@ -8,8 +8,8 @@ from typing import Any
 
 from specinfer.api import RUNTIME_CONFIG_PATH, EffectiveSpeculation, SpeculativeInferenceSpec
 from specinfer.api.live import LiveEnvelope, Ranges
-from specinfer.operator.config import ModelCache
-from specinfer.operator.hardware import HardwareProfile
+from specinfer.operator.pure.config import ModelCache
+from specinfer.operator.pure.hardware import HardwareProfile
 from specinfer.operator.render.labels import digest
 from specinfer.runtime.live_schedule import SCHEDULE_KEY
 

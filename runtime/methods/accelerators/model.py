@@ -18,7 +18,7 @@ def _frozen(mapping: Mapping[str, str] | None = None) -> Mapping[str, str]:
 
 @dataclass(frozen=True)
 class PodDefaults:
-    """Defaults of the operator's hardware profile for this family (operator/hardware.py builds it;
+    """Defaults of the operator's hardware profile for this family (operator/pure/hardware.py builds it;
     the operator configuration may override every field)."""
 
     image_flavour: str                               # runtime image tag suffix: cuda, rocm, ascend, cpu

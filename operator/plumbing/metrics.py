@@ -32,7 +32,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily
 
-log = logging.getLogger("specinfer.operator.metrics")
+log = logging.getLogger("specinfer.operator.plumbing.metrics")
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -157,7 +157,7 @@ def _replace(metric: Any, key: Key, values: dict[tuple[str, ...], float]) -> Non
 
 
 def publish_resource(namespace: str, name: str, exported: Any) -> None:
-    """Set a resource's series from what the tuning loop just recorded (operator/tuner/exports.py)."""
+    """Set a resource's series from what the tuning loop just recorded (operator/tuner/pure/exports.py)."""
     key = (namespace, name)
     _replace(TUNING_DEGRADED, key, {(exported.degraded_reason,): 1.0 if exported.degraded else 0.0})
     _replace(RESTARTS_LAST_HOUR, key, {(): float(exported.restarts_last_hour)})

@@ -11,11 +11,11 @@ import dataclasses
 from dataclasses import dataclass
 
 from specinfer.api.status import EffectiveConfig, SpeculativeInferenceStatus
-from specinfer.operator.config import CostConfig
-from specinfer.operator.pricing import Cost, resource_cost
+from specinfer.operator.pure.config import CostConfig
 from specinfer.operator.tuner.policy import CHANGES
-from specinfer.operator.tuner.record import Outcome, Tick
-from specinfer.operator.tuner.target import ResourceTarget
+from specinfer.operator.tuner.pure.pricing import Cost, resource_cost
+from specinfer.operator.tuner.pure.record import Outcome, Tick
+from specinfer.operator.tuner.pure.target import ResourceTarget
 from specinfer.runtime.methods.schedule import compress, effective_k
 
 

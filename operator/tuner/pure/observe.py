@@ -1,7 +1,7 @@
 """Query answers -> one policy `Observation` and one `status.metrics` per resource. Pure.
 
 The answers are Prometheus instant vectors (`[{"metric": {...}, "value": [t, "v"]}, ...]`) keyed
-by query name (operator/tuner/queries.py). Everything in them is treated as hostile: a tenant
+by query name (operator/tuner/pure/queries.py). Everything in them is treated as hostile: a tenant
 controls what its own pods export and may name its own Prometheus. So every label that becomes an
 index or a size is parsed and bounded (positions and K below the API's K ceiling, batch sizes below
 its maximum, only the known bucket and quantile labels), every value must be a finite number, and a
@@ -25,7 +25,7 @@ from specinfer.api.status import MetricsStatus
 from specinfer.api.timestamps import rfc3339
 from specinfer.operator.tuner.policy import AppliedConfig, Observation, StepSample
 from specinfer.operator.tuner.policy.observation import trim_idle_positions
-from specinfer.operator.tuner.queries import BATCH_QUANTILES, QUANTILE_LABEL, LabelMapping
+from specinfer.operator.tuner.pure.queries import BATCH_QUANTILES, QUANTILE_LABEL, LabelMapping
 from specinfer.runtime.telemetry import series as si
 from specinfer.runtime.telemetry import vllm_metrics as vm
 

@@ -26,6 +26,7 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from specinfer.api.auto import NO_SPECULATION, find_candidate
 from specinfer.api.base import MAX_TEXT
@@ -44,7 +45,7 @@ from specinfer.api.status import (
     SwitchVerification,
 )
 from specinfer.api.timestamps import parse_rfc3339, rfc3339
-from specinfer.operator.selection.edit import replace_selection
+from specinfer.operator.selection.pure.edit import replace_selection
 
 VERIFY_WINDOWS = 3
 VERIFY_SETTLE_SECONDS = 60.0  # at least; or the tuner's window, when longer
@@ -140,7 +141,7 @@ def _judge(v: SwitchVerification) -> tuple[float, float, str] | None:
     return None
 
 
-def _with_verdict(selection: SelectionStatus, verdict: SwitchVerdict, realised: float | None) -> list[dict]:
+def _with_verdict(selection: SelectionStatus, verdict: SwitchVerdict, realised: float | None) -> list[dict[str, Any]]:
     history = [h.model_dump() for h in selection.history or ()]
     if history:
         history[0] = {**history[0], "verdict": verdict,

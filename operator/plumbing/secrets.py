@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from specinfer.operator.access import Refusal, not_opted_in, opted_in
-from specinfer.operator.errors import ApiError
-from specinfer.operator.kube import METADATA_ONLY
+from specinfer.operator.plumbing.kube import METADATA_ONLY
+from specinfer.operator.pure.access import Refusal, not_opted_in, opted_in
+from specinfer.operator.pure.errors import ApiError
 
 
 def _path(namespace: str, name: str) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from specinfer.operator.kube import object_path
+from specinfer.operator.plumbing.kube import object_path
 
 log = logging.getLogger("specinfer.operator")
 

@@ -16,25 +16,8 @@ from typing import Any
 from specinfer.api import API_VERSION, KIND, InvalidSpecError
 from specinfer.api.status import Condition, EffectiveConfig, SpeculativeInferenceStatus
 from specinfer.api.timestamps import rfc3339
-from specinfer.operator.access import (
-    CHILD_CONFLICT,
-    IMAGE_NOT_ALLOWED,
-    SECRET_NOT_ALLOWED,
-    Refusal,
-    child_conflict,
-    engine_secret_refs,
-)
-from specinfer.operator.compare import covers
-from specinfer.operator.conditions import find
-from specinfer.operator.config import OperatorConfig
-from specinfer.operator.engine_failures import engine_failure
-from specinfer.operator.errors import ApiError, TemporaryError
-from specinfer.operator.events import EventRecorder
-from specinfer.operator.kube import Kube, annotate, object_path
-from specinfer.operator.render import Rendering, render
-from specinfer.operator.render.labels import ENGINE_SECRET_LABEL, LIVE_SCHEDULE_ANNOTATION
-from specinfer.operator.secrets import opt_in_refusal
-from specinfer.operator.status import (
+from specinfer.operator.inference.pure.engine_failures import engine_failure
+from specinfer.operator.inference.pure.status import (
     Rollout,
     invalid_status,
     rollout_of,
@@ -42,7 +25,24 @@ from specinfer.operator.status import (
     stored_conditions,
     workload_status,
 )
-from specinfer.operator.store import Key, Store, controlled_by
+from specinfer.operator.plumbing.events import EventRecorder
+from specinfer.operator.plumbing.kube import Kube, annotate, object_path
+from specinfer.operator.plumbing.secrets import opt_in_refusal
+from specinfer.operator.plumbing.store import Key, Store, controlled_by
+from specinfer.operator.pure.access import (
+    CHILD_CONFLICT,
+    IMAGE_NOT_ALLOWED,
+    SECRET_NOT_ALLOWED,
+    Refusal,
+    child_conflict,
+    engine_secret_refs,
+)
+from specinfer.operator.pure.compare import covers
+from specinfer.operator.pure.conditions import find
+from specinfer.operator.pure.config import OperatorConfig
+from specinfer.operator.pure.errors import ApiError, TemporaryError
+from specinfer.operator.render import Rendering, render
+from specinfer.operator.render.labels import ENGINE_SECRET_LABEL, LIVE_SCHEDULE_ANNOTATION
 
 log = logging.getLogger("specinfer.operator.reconcile")
 # a refused apply (quota, admission policy), a foreign object in the way or a Secret still to be labelled may

@@ -3,7 +3,7 @@
 The defaults come from the catalogue's accelerators (runtime/methods/accelerators/: device
 resource, engine release, image flavour, product label, tolerations, shared memory, startup
 time, environment); this module turns them into the profile the renderer places and starts
-pods with. The operator configuration (operator/config.py, filled by the Helm chart) may
+pods with. The operator configuration (operator/pure/config.py, filled by the Helm chart) may
 override any field.
 """
 

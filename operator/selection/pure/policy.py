@@ -58,8 +58,8 @@ from specinfer.api.status import (
     SelectionStatus,
 )
 from specinfer.api.timestamps import parse_rfc3339, rfc3339
-from specinfer.operator.selection import verification
-from specinfer.operator.selection.edit import replace_selection
+from specinfer.operator.selection.pure import verification
+from specinfer.operator.selection.pure.edit import replace_selection
 from specinfer.runtime.calibration.analysis import target_fingerprint
 from specinfer.runtime.methods import get_method
 

@@ -16,10 +16,10 @@ from typing import Any
 from specinfer.api import status as api
 from specinfer.api.base import MAX_TEXT
 from specinfer.api.timestamps import rfc3339
-from specinfer.operator.conditions import ConditionUpdate, find, set_conditions
-from specinfer.operator.tuner.convert import schedule_entries
+from specinfer.operator.pure.conditions import ConditionUpdate, find, set_conditions
 from specinfer.operator.tuner.policy import Decision, DraftConfig, PolicyState, guards
-from specinfer.operator.tuner.target import ResourceTarget
+from specinfer.operator.tuner.pure.convert import schedule_entries
+from specinfer.operator.tuner.pure.target import ResourceTarget
 
 RECOMMEND = "recommend"  # a change the policy chose in observe mode: shown, not applied
 HOLD = "keep"

@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, TypeVar
 
-from specinfer.operator.errors import TemporaryError, is_retryable
+from specinfer.operator.pure.errors import TemporaryError, is_retryable
 
 log = logging.getLogger("specinfer.operator.queue")
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from specinfer.operator.tuner.policy import TuningInput
-from specinfer.operator.tuner.queries import LabelMapping
+from specinfer.operator.tuner.pure.queries import LabelMapping
 
 
 class _Settings(BaseModel):

@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 
 from specinfer.api.status import CostStatus
-from specinfer.operator.config import CostConfig
+from specinfer.operator.pure.config import CostConfig
 
 SECONDS_PER_HOUR = 3600.0
 TOKENS_PER_UNIT = 1e6  # prices are per million tokens, as model APIs quote them

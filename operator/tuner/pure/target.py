@@ -20,10 +20,10 @@ from specinfer.api.live import live_envelope
 from specinfer.api.parse import data_parallel_size
 from specinfer.api.status import Condition, SpeculativeInferenceStatus, StepCostSource, TuningStatus
 from specinfer.api.timestamps import parse_rfc3339
-from specinfer.operator.tuner.calibrated import with_calibration
-from specinfer.operator.tuner.convert import config_of
 from specinfer.operator.tuner.policy import AppliedConfig, CostPrior, DraftConfig, TuningInput
-from specinfer.operator.tuner.settings import PolicyDefaults
+from specinfer.operator.tuner.pure.calibrated import with_calibration
+from specinfer.operator.tuner.pure.convert import config_of
+from specinfer.operator.tuner.pure.settings import PolicyDefaults
 from specinfer.runtime.methods import cost_model, draft_scale, get_method, restart_seconds
 from specinfer.runtime.methods.engine_truth import drafting, k_problems, schedule_support
 
@@ -327,7 +327,7 @@ def with_engine_envelope(tuning: TuningInput, target: ResourceTarget) -> TuningI
     return moved if target.spec is None else with_drafting_law(moved, target.spec)
 
 
-# -- calibration (issue 17; operator/tuner/calibrated.py) ----------------------------------------
+# -- calibration (issue 17; operator/tuner/pure/calibrated.py) ----------------------------------------
 
 
 def calibrated_tuning_input(target: ResourceTarget, tuning: TuningInput,

@@ -11,7 +11,7 @@ from typing import Any
 from specinfer.api import API_VERSION, KIND
 from specinfer.api.timestamps import rfc3339
 
-log = logging.getLogger("specinfer.operator.events")
+log = logging.getLogger("specinfer.operator.plumbing.events")
 COMPONENT = "specinfer-operator"
 
 

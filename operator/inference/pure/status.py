@@ -15,8 +15,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from specinfer.api.status import Condition, EffectiveConfig, SpeculativeInferenceStatus
-from specinfer.operator.compare import covers
-from specinfer.operator.conditions import ConditionUpdate, set_conditions
+from specinfer.operator.pure.compare import covers
+from specinfer.operator.pure.conditions import ConditionUpdate, set_conditions
 from specinfer.operator.render.labels import CONFIG_HASH_ANNOTATION, NAME_LABEL
 from specinfer.runtime.methods import methods_without_drafts
 
@@ -98,7 +98,7 @@ def stored_conditions(resource: Mapping[str, Any]) -> list[Condition]:
 def workload_status(*, resource: Mapping[str, Any], effective: EffectiveConfig, rollout: Rollout,
                     desired_replicas: int, now: str, engine_failure: str | None = None) -> SpeculativeInferenceStatus:
     """Status for a valid spec (only the fields this reconciler owns). `engine_failure` describes an
-    engine pod that crash-loops or cannot start (operator/engine_failures.py)."""
+    engine pod that crash-loops or cannot start (operator/inference/pure/engine_failures.py)."""
     meta = resource.get("metadata") or {}
     generation = meta.get("generation")
     current = stored_conditions(resource)

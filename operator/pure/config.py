@@ -24,10 +24,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 
 from specinfer.api.workload import AcceleratorName
-from specinfer.operator.access import PrometheusAccess, base_url_parts, without_userinfo
-from specinfer.operator.errors import ConfigError
-from specinfer.operator.hardware import DEFAULT_PROFILES, HardwareProfile
-from specinfer.operator.tuner.settings import TunerSettings
+from specinfer.operator.pure.access import PrometheusAccess, base_url_parts, without_userinfo
+from specinfer.operator.pure.errors import ConfigError
+from specinfer.operator.pure.hardware import DEFAULT_PROFILES, HardwareProfile
+from specinfer.operator.tuner.pure.settings import TunerSettings
 
 FIELD_MANAGER = "specinfer-operator"
 CONFIG_ENV = "SPECINFER_OPERATOR_CONFIG"
@@ -124,9 +124,9 @@ class OperatorConfig(_Config):
     prometheus: PrometheusConfig = Field(default_factory=PrometheusConfig)
     rate_limit: RateLimit = Field(default_factory=RateLimit)
     cost: CostConfig = Field(default_factory=CostConfig)
-    """Prices per accelerator and product, for status.cost (operator/pricing.py)."""
+    """Prices per accelerator and product, for status.cost (operator/tuner/pure/pricing.py)."""
     tuning: TunerSettings = Field(default_factory=TunerSettings)
-    """The tuning loop: window, label mapping, policy defaults (operator/tuner/settings.py)."""
+    """The tuning loop: window, label mapping, policy defaults (operator/tuner/pure/settings.py)."""
     workers: int = Field(default=16, ge=1, le=128)
     """Concurrent reconciles and API threads (one resource is never reconciled twice at once); a burst is bound
     by API-server latency x concurrency, not by the operator's CPU (docs/performance.md)."""

@@ -22,8 +22,8 @@ from specinfer.api.calibration import (
     SpeculativeInferenceCalibrationStatus,
 )
 from specinfer.api.status import CalibrationSummary
-from specinfer.operator.calibration.render import Engine, Plan
-from specinfer.operator.conditions import ConditionUpdate, set_conditions
+from specinfer.operator.calibration.pure.render import Engine, Plan
+from specinfer.operator.pure.conditions import ConditionUpdate, set_conditions
 from specinfer.runtime.calibration.analysis import CandidateResult, compare, step_cost_cells
 from specinfer.runtime.calibration.measurement import ReportError, acceptance_rows, decode, unexpected
 

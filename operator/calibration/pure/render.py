@@ -28,7 +28,7 @@ from specinfer.api.calibration import (
     Candidate,
     SpeculativeInferenceCalibrationSpec,
 )
-from specinfer.operator.config import OperatorConfig
+from specinfer.operator.pure.config import OperatorConfig
 from specinfer.operator.render.deployment import build_deployment
 from specinfer.operator.render.labels import (
     ENGINE_COMMAND_ANNOTATION,
