@@ -59,7 +59,7 @@ from specinfer.operator.render.labels import (
     JOB_NAME_LABEL,
     K_LABEL,
 )
-from specinfer.runtime.calibration.prompts import PromptsError, parse_prompts
+from specinfer.runtime.contract.calibration.prompts import PromptsError, parse_prompts
 
 log = logging.getLogger("specinfer.operator.calibration")
 FIELD_MANAGER = "specinfer-calibration"

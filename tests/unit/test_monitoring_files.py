@@ -19,8 +19,8 @@ from specinfer.monitoring.cli import CHART_FILES, DASHBOARD_FILE, RULES_FILE, ge
 from specinfer.monitoring.dashboard import build_dashboard
 from specinfer.monitoring.panels import Labels, panels, resolve
 from specinfer.operator.plumbing import metrics
-from specinfer.runtime.telemetry import series as si
-from specinfer.runtime.telemetry import vllm_metrics as vm
+from specinfer.runtime.contract.telemetry import series as si
+from specinfer.runtime.contract.telemetry import vllm_metrics as vm
 
 pytestmark = pytest.mark.unit
 

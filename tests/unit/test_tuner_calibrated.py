@@ -19,7 +19,7 @@ from specinfer.operator.tuner.pure.calibrated import (
     with_calibration,
 )
 from specinfer.operator.tuner.pure.target import calibrated_tuning_input, read_target
-from specinfer.runtime.calibration.analysis import target_fingerprint
+from specinfer.runtime.contract.calibration.analysis import target_fingerprint
 from tests.unit.test_tuner_loop import (  # noqa: F401  (fake_prometheus is a fixture)
     FakeKube,
     apply_back,

@@ -38,7 +38,7 @@ from specinfer.operator.render.labels import (
     digest,
 )
 from specinfer.operator.render.workload import Workload
-from specinfer.runtime.calibration.analysis import target_fingerprint
+from specinfer.runtime.contract.calibration.analysis import target_fingerprint
 from specinfer.runtime.methods import get_method
 
 ENGINES_KEY_SUFFIX = ".json"

@@ -3,7 +3,7 @@
 The status is the record: an engine's points are copied into `status.candidates[].points` the
 moment its Job succeeds, so a result survives the Job's TTL and an operator restart, and an
 engine whose K is in `measured` is never run again. A Job's result is its pod's termination
-message, decoded as hostile input (`specinfer.runtime.calibration.measurement.decode`). One failed engine
+message, decoded as hostile input (`specinfer.runtime.contract.calibration.measurement.decode`). One failed engine
 fails the run: the remaining Jobs are stopped (they hold accelerators) and the Failed condition
 names the engine and the cause, in the engine's own words where it left some.
 """
@@ -24,8 +24,8 @@ from specinfer.api.calibration import (
 from specinfer.api.status import CalibrationSummary
 from specinfer.operator.calibration.pure.render import Engine, Plan
 from specinfer.operator.pure.conditions import ConditionUpdate, set_conditions
-from specinfer.runtime.calibration.analysis import CandidateResult, compare, step_cost_cells
-from specinfer.runtime.calibration.measurement import ReportError, acceptance_rows, decode, unexpected
+from specinfer.runtime.contract.calibration.analysis import CandidateResult, compare, step_cost_cells
+from specinfer.runtime.contract.calibration.measurement import ReportError, acceptance_rows, decode, unexpected
 
 TERMINAL = ("Succeeded", "Failed")
 # Waiting reasons after which a never-restarting container will not start without a change.

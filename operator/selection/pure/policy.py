@@ -60,7 +60,7 @@ from specinfer.api.status import (
 from specinfer.api.timestamps import parse_rfc3339, rfc3339
 from specinfer.operator.selection.pure import verification
 from specinfer.operator.selection.pure.edit import replace_selection
-from specinfer.runtime.calibration.analysis import target_fingerprint
+from specinfer.runtime.contract.calibration.analysis import target_fingerprint
 from specinfer.runtime.methods import get_method
 
 MIN_SWITCH_GAIN = 0.03

@@ -30,7 +30,7 @@ from specinfer.api.spec import SpeculativeInferenceSpec
 from specinfer.api.status import CalibrationSummary, StepCostSource
 from specinfer.operator.tuner.policy import CostPrior, PolicyState, TuningInput
 from specinfer.operator.tuner.policy.cost import draft_passes
-from specinfer.runtime.calibration.analysis import target_fingerprint
+from specinfer.runtime.contract.calibration.analysis import target_fingerprint
 from specinfer.runtime.methods import CostShape
 
 CALIBRATED_STRENGTH = 0.5  # 10x the policy's default: the prior's shape was measured on this deployment

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from specinfer.api.status import LiveScheduleInForce
 from specinfer.api.timestamps import rfc3339
-from specinfer.runtime.telemetry import series as si
+from specinfer.runtime.contract.telemetry import series as si
 
 Samples = list[tuple[dict[str, str], float]]
 DIGEST = re.compile(r"^[0-9a-f]{12}$")

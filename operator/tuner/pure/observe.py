@@ -26,8 +26,8 @@ from specinfer.api.timestamps import rfc3339
 from specinfer.operator.tuner.policy import AppliedConfig, Observation, StepSample
 from specinfer.operator.tuner.policy.observation import trim_idle_positions
 from specinfer.operator.tuner.pure.queries import BATCH_QUANTILES, QUANTILE_LABEL, LabelMapping
-from specinfer.runtime.telemetry import series as si
-from specinfer.runtime.telemetry import vllm_metrics as vm
+from specinfer.runtime.contract.telemetry import series as si
+from specinfer.runtime.contract.telemetry import vllm_metrics as vm
 
 Key = tuple[str, str]  # (namespace, resource name)
 Samples = list[tuple[dict[str, str], float]]

@@ -6,8 +6,8 @@ for all resources: the number of queries per tick does not grow with the number 
 resources (issue 7). Which label carries the namespace and the resource name depends on
 the PodMonitor / ServiceMonitor relabelling of the installation, hence `LabelMapping`.
 
-Names come from `specinfer.runtime.telemetry.vllm_metrics` (vLLM's standard series, contract-tested against
-the wheel) and `specinfer.runtime.telemetry.series` (our stat-logger plugin's `specinfer:`
+Names come from `specinfer.runtime.contract.telemetry.vllm_metrics` (vLLM's standard series, contract-tested against
+the wheel) and `specinfer.runtime.contract.telemetry.series` (our stat-logger plugin's `specinfer:`
 series, which the simulator exports too). Pure: builds strings, no I/O.
 """
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specinfer.runtime.telemetry import series as si
-from specinfer.runtime.telemetry import vllm_metrics as vm
+from specinfer.runtime.contract.telemetry import series as si
+from specinfer.runtime.contract.telemetry import vllm_metrics as vm
 
 # Quantiles of the running-requests gauge over the window: the batch-size distribution when
 # the plugin's per-bucket step series are absent (each quantile stands for an equal share of time).

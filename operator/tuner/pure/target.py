@@ -16,7 +16,6 @@ from pydantic import ValidationError
 
 from specinfer.api import InvalidSpecError, SpeculativeInferenceSpec, effective_speculation, parse_spec
 from specinfer.api.auto import is_auto, selected_candidate, serving_spec
-from specinfer.api.live import live_envelope
 from specinfer.api.parse import data_parallel_size
 from specinfer.api.status import Condition, SpeculativeInferenceStatus, StepCostSource, TuningStatus
 from specinfer.api.timestamps import parse_rfc3339
@@ -24,6 +23,7 @@ from specinfer.operator.tuner.policy import AppliedConfig, CostPrior, DraftConfi
 from specinfer.operator.tuner.pure.calibrated import with_calibration
 from specinfer.operator.tuner.pure.convert import config_of
 from specinfer.operator.tuner.pure.settings import PolicyDefaults
+from specinfer.runtime.contract.live_schedule.envelope import live_envelope
 from specinfer.runtime.methods import cost_model, draft_scale, get_method, restart_seconds
 from specinfer.runtime.methods.engine_truth import drafting, k_problems, schedule_support
 

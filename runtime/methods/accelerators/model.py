@@ -63,7 +63,7 @@ class EngineNote:
 @dataclass(frozen=True)
 class TorchDevices:
     """Preflight counts the devices a pod sees as `torch.<backend>.device_count()`, importing `plugin`
-    first where a separate package adds the backend to torch (runtime/preflight.py)."""
+    first where a separate package adds the backend to torch (runtime/pod/preflight.py)."""
 
     backend: str               # torch's device module: "cuda" (ROCm builds report AMD GPUs there too), "npu"
     plugin: str | None = None  # e.g. "torch_npu", which registers torch.npu

@@ -15,8 +15,8 @@ import weakref
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
 
-from specinfer.runtime.telemetry.accumulator import StepAccumulator
-from specinfer.runtime.telemetry.series import (
+from specinfer.runtime.contract.telemetry.accumulator import StepAccumulator
+from specinfer.runtime.contract.telemetry.series import (
     ACCEPTED_TOKENS_PER_POS,
     DRAFT_TOKENS_PER_POS,
     ENGINE_STEPS,

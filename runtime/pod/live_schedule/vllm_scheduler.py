@@ -22,9 +22,9 @@ from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.spec_decode.dynamic.utils import build_dynamic_sd_schedule_lookup
 
-from specinfer.runtime.live_schedule import SCHEDULE_FILE_ENV, STATE_FILE_ENV
-from specinfer.runtime.live_schedule.published import PublishedSchedule
-from specinfer.runtime.live_schedule.watcher import ScheduleWatcher
+from specinfer.runtime.contract.live_schedule import SCHEDULE_FILE_ENV, STATE_FILE_ENV
+from specinfer.runtime.contract.live_schedule.published import PublishedSchedule
+from specinfer.runtime.pod.live_schedule.watcher import ScheduleWatcher
 
 logger = logging.getLogger("vllm.specinfer.live_schedule")
 

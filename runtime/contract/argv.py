@@ -8,7 +8,7 @@ from typing import Any
 
 from specinfer.api import SpeculativeInferenceSpec, speculation_of
 from specinfer.api.workload import DRAIN_SECONDS
-from specinfer.runtime.live_schedule import SCHEDULER_CLASS
+from specinfer.runtime.contract.live_schedule import SCHEDULER_CLASS
 
 ENGINE_HOST = "0.0.0.0"  # the pod's Service and Prometheus reach vLLM from outside the container
 

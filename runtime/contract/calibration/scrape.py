@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from specinfer.runtime.telemetry.vllm_metrics import (
+from specinfer.runtime.contract.telemetry.vllm_metrics import (
     GENERATION_TOKENS,
     INTER_TOKEN_LATENCY,
     ITERATION_TOKENS,

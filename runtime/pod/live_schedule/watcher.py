@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .published import (
+from specinfer.runtime.contract.live_schedule.published import (
     MAX_FILE_BYTES,
     MISSING,
     UNREADABLE,

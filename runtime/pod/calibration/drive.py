@@ -18,8 +18,9 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from specinfer.runtime.calibration.measurement import Measurement
-from specinfer.runtime.calibration.requests import (
+from specinfer.runtime.contract.calibration.measurement import Measurement
+from specinfer.runtime.contract.calibration.scrape import Counters, ScrapeError, parse
+from specinfer.runtime.pod.calibration.requests import (
     LoadConfig,
     RequestResult,
     connector,
@@ -27,7 +28,6 @@ from specinfer.runtime.calibration.requests import (
     request_body,
     served_model,
 )
-from specinfer.runtime.calibration.scrape import Counters, ScrapeError, parse
 
 MAX_METRICS_BYTES = 8 * 1024 * 1024
 METRICS_TIMEOUT_SECONDS = 10.0

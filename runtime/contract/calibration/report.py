@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from specinfer.api.calibration import BASELINE, CONFIGURED, CalibrationRecommendation, CandidateComparison
-from specinfer.runtime.calibration.analysis import CandidateResult, compare, step_cost_cells
-from specinfer.runtime.calibration.measurement import Measurement, acceptance_rows
+from specinfer.runtime.contract.calibration.analysis import CandidateResult, compare, step_cost_cells
+from specinfer.runtime.contract.calibration.measurement import Measurement, acceptance_rows
 
 
 @dataclass(frozen=True)

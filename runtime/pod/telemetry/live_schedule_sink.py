@@ -1,7 +1,7 @@
 """Export what an engine retuned in place runs: the state file its scheduler writes -> `specinfer:live_schedule_*`.
 
 The scheduler lives in vLLM's engine-core process and /metrics in the API server process, so the
-watcher (runtime/live_schedule/watcher.py) writes a small JSON state file and this exporter, in the
+watcher (runtime/pod/live_schedule/watcher.py) writes a small JSON state file and this exporter, in the
 process that serves /metrics (the stat-logger plugin, or the simulator), re-reads it when it changed.
 The file is the engine's word, not the operator's: the tuner trusts it over what was published.
 """
@@ -14,9 +14,9 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from specinfer.runtime.live_schedule.published import REASONS, describe
-from specinfer.runtime.live_schedule.watcher import read_state
-from specinfer.runtime.telemetry.series import LIVE_SCHEDULE_APPLIED, LIVE_SCHEDULE_ERRORS, LIVE_SCHEDULE_INFO
+from specinfer.runtime.contract.live_schedule.published import REASONS, describe
+from specinfer.runtime.contract.telemetry.series import LIVE_SCHEDULE_APPLIED, LIVE_SCHEDULE_ERRORS, LIVE_SCHEDULE_INFO
+from specinfer.runtime.pod.live_schedule.watcher import read_state
 
 _Families = tuple[Gauge, Gauge, Counter]
 _FAMILIES: weakref.WeakKeyDictionary[CollectorRegistry, _Families] = weakref.WeakKeyDictionary()

@@ -21,11 +21,11 @@ import time
 from vllm.v1.metrics.loggers import AggregateStatLoggerBase
 
 from specinfer import VLLM_VERSION
-from specinfer.runtime.live_schedule import STATE_FILE_ENV
-from specinfer.runtime.telemetry.accumulator import StepAccumulator
-from specinfer.runtime.telemetry.fields import field_problems, version_problem
-from specinfer.runtime.telemetry.live_schedule_sink import LiveScheduleExporter
-from specinfer.runtime.telemetry.prometheus_sink import EngineExporter
+from specinfer.runtime.contract.live_schedule import STATE_FILE_ENV
+from specinfer.runtime.contract.telemetry.accumulator import StepAccumulator
+from specinfer.runtime.pod.telemetry.fields import field_problems, version_problem
+from specinfer.runtime.pod.telemetry.live_schedule_sink import LiveScheduleExporter
+from specinfer.runtime.pod.telemetry.prometheus_sink import EngineExporter
 
 # Under vLLM's logger tree, so messages come out in vLLM's log format and level.
 logger = logging.getLogger("vllm.specinfer.telemetry")

@@ -9,11 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from specinfer.api import SpeculativeInferenceSpec
-from specinfer.runtime.argv import tensor_parallel_size
-from specinfer.runtime.config import MisconfigurationError
+from specinfer.runtime.contract.argv import tensor_parallel_size
+from specinfer.runtime.contract.runtime_config import SpeculativeInferenceSpec
 from specinfer.runtime.methods import get_accelerator, get_method
 from specinfer.runtime.methods.accelerators import TorchDevices
+from specinfer.runtime.pod.config import MisconfigurationError
 
 DeviceCounter = Callable[[str], "int | None"]
 

@@ -26,7 +26,7 @@ import aiohttp
 
 from specinfer.runtime.methods import methods_without_drafts
 
-TERMINATION_LOG_ENV = "SPECINFER_TERMINATION_LOG"  # runtime/entrypoint.py writes its failure there
+TERMINATION_LOG_ENV = "SPECINFER_TERMINATION_LOG"  # runtime/pod/entrypoint.py writes its failure there
 STOP_GRACE_SECONDS = 20.0  # within the pod's grace period (60 s; the local pod runner's 30 s)
 LOG_TAIL_BYTES = 32 * 1024
 CAUSE_LIMIT = 1500

@@ -1,4 +1,4 @@
-"""Read the RuntimeConfig the operator mounts into the pod (parsed with the `specinfer.api` models)."""
+"""Read the RuntimeConfig the operator mounts into the pod (runtime/contract/runtime_config.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,13 @@ import json
 import os
 from pathlib import Path
 
-from specinfer.api import RUNTIME_CONFIG_ENV, RUNTIME_CONFIG_PATH, InvalidSpecError, RuntimeConfig, parse_runtime_config
+from specinfer.runtime.contract.runtime_config import (
+    RUNTIME_CONFIG_ENV,
+    RUNTIME_CONFIG_PATH,
+    InvalidSpecError,
+    RuntimeConfig,
+    parse_runtime_config,
+)
 
 
 class MisconfigurationError(Exception):

@@ -17,8 +17,8 @@ import sys
 
 import click
 
-from specinfer.runtime.config import MisconfigurationError, config_path, load_runtime_config
-from specinfer.runtime.live_schedule import live_schedule_env
+from specinfer.runtime.contract.live_schedule import live_schedule_env
+from specinfer.runtime.pod.config import MisconfigurationError, config_path, load_runtime_config
 
 EXIT_MISCONFIGURED = 2
 # Kubernetes' default terminationMessagePath; the kubelet shows the file's content as the
@@ -50,14 +50,14 @@ def fail(error: MisconfigurationError) -> None:
 @click.option("--dry-run", is_flag=True, help="print the engine command line and exit")
 def runtime(config_flag: str | None, dry_run: bool) -> None:
     """Start the engine the RuntimeConfig describes: vLLM with speculative decoding, or the simulator."""
-    from specinfer.runtime.argv import engine_env, vllm_argv
-    from specinfer.runtime.preflight import preflight
+    from specinfer.runtime.contract.argv import engine_env, vllm_argv
+    from specinfer.runtime.pod.preflight import preflight
 
     try:
         config = load_runtime_config(config_path(config_flag))
         spec = config.spec
         if spec.runtime.engine == "simulator":
-            from specinfer.runtime.sim_from_runtime_config import simulator_settings
+            from specinfer.runtime.pod.sim_from_runtime_config import simulator_settings
 
             settings = simulator_settings(config, os.environ)
             problems = settings.problems()

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
-from specinfer.runtime.telemetry.accumulator import StepAccumulator
-from specinfer.runtime.telemetry.live_schedule_sink import LiveScheduleExporter
-from specinfer.runtime.telemetry.prometheus_sink import EngineExporter
+from specinfer.runtime.contract.telemetry.accumulator import StepAccumulator
+from specinfer.runtime.pod.telemetry.live_schedule_sink import LiveScheduleExporter
+from specinfer.runtime.pod.telemetry.prometheus_sink import EngineExporter
 
 
 class TelemetrySink:

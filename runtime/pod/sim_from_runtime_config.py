@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from specinfer.api import RuntimeConfig, speculation_of
-from specinfer.runtime.argv import served_model_name
-from specinfer.runtime.live_schedule import SCHEDULE_FILE_ENV, STATE_FILE_ENV, live_schedule_env
+from specinfer.runtime.contract.argv import served_model_name
+from specinfer.runtime.contract.live_schedule import SCHEDULE_FILE_ENV, STATE_FILE_ENV, live_schedule_env
+from specinfer.runtime.contract.runtime_config import RuntimeConfig, speculation_of
 from specinfer.runtime.methods import get_method
 from specinfer.runtime.sim.settings import Phase, SimulatorSettings
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from specinfer.runtime.telemetry.series import BATCH_SIZE_EDGES, bucket_lookup
+from specinfer.runtime.contract.telemetry.series import BATCH_SIZE_EDGES, bucket_lookup
 
 
 # The fields of vLLM's stats objects read here (vllm/v1/metrics/stats.py, vllm/v1/spec_decode/metrics.py).

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import click
 
-from specinfer.runtime.calibration.drive import LoadPlan, MeasureError, measure_endpoint
-from specinfer.runtime.calibration.engine import TERMINATION_LOG_ENV, EngineFailed, LocalEngine, read_engine_config
-from specinfer.runtime.calibration.measurement import EngineReport, ReportError, encode
-from specinfer.runtime.calibration.prompts import PromptsError, read_prompts
-from specinfer.runtime.calibration.report import Endpoint, json_report, text_report
+from specinfer.runtime.contract.calibration.measurement import EngineReport, ReportError, encode
+from specinfer.runtime.contract.calibration.prompts import PromptsError, read_prompts
+from specinfer.runtime.contract.calibration.report import Endpoint, json_report, text_report
+from specinfer.runtime.pod.calibration.drive import LoadPlan, MeasureError, measure_endpoint
+from specinfer.runtime.pod.calibration.engine import TERMINATION_LOG_ENV, EngineFailed, LocalEngine, read_engine_config
 
 DEFAULT_TERMINATION_LOG = "/dev/termination-log"
 

@@ -51,7 +51,7 @@ STEP_REQUESTS = Series(
     f"{PREFIX}engine_step_requests", "counter", (*LABELS, LABEL_BATCH_SIZE, LABEL_K),
     "Sum of the batch size over the timed steps; divided by the histogram's _count it is the mean batch size.")
 
-LABEL_DIGEST = "digest"  # the published schedule's digest (runtime/live_schedule/published.py)
+LABEL_DIGEST = "digest"  # the published schedule's digest (runtime/contract/live_schedule/published.py)
 LABEL_SCHEDULE = "schedule"  # the same schedule, readable: "1-4:3,5-65536:1"
 LABEL_REASON = "reason"  # why a published schedule was refused: missing, unreadable, invalid, aboveMaxK, ...
 

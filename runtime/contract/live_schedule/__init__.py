@@ -2,14 +2,15 @@
 
 The operator publishes the schedule in a ConfigMap child of the resource, mounted into the engine
 pod as a directory (the kubelet swaps its `..data` symlink on change). Inside the engine a watcher
-(`watcher.py`) re-reads the file when it changes, validates it against the engine's startup maximum
-K and batch size, and hands the scheduler a new dense batch-size -> K lookup between two steps; a
-bad file keeps the last good schedule and says why. What is in force goes to a small state file the
-telemetry plugin exports (`specinfer:live_schedule_*`), so the tuner reads what the engine runs.
+(runtime/pod/live_schedule/) re-reads the file when it changes, validates it against the engine's
+startup maximum K and batch size, and hands the scheduler a new dense batch-size -> K lookup between
+two steps; a bad file keeps the last good schedule and says why. What is in force goes to a small
+state file the telemetry plugin exports (`specinfer:live_schedule_*`), so the tuner reads what the
+engine runs. This room is what both sides agree on:
 
-- `published.py` -- the file format and its validation (pure);
-- `watcher.py` -- polling, swapping and the state file (file I/O only, no vLLM);
-- `vllm_scheduler.py` -- the vLLM scheduler subclass (`--scheduler-cls`), imported only inside vLLM.
+- this module -- the file and environment names, and the scheduler class the engine is started with;
+- `envelope.py` -- which specs are retuned in place, their envelope and startup schedule (pure);
+- `published.py` -- the file format and its validation (pure).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Protocol
 SCHEDULE_FILE_ENV = "SPECINFER_LIVE_SCHEDULE_FILE"  # the mounted schedule (the engine reads it)
 STATE_FILE_ENV = "SPECINFER_LIVE_SCHEDULE_STATE"  # what is in force (the engine writes, the plugin reads)
 SCHEDULE_KEY = "schedule.json"  # the ConfigMap key, and the file name in the mounted directory
-SCHEDULER_CLASS = "specinfer.runtime.live_schedule.vllm_scheduler.LiveScheduleScheduler"
+SCHEDULER_CLASS = "specinfer.runtime.pod.live_schedule.vllm_scheduler.LiveScheduleScheduler"
 
 
 class LiveScheduleFiles(Protocol):
