@@ -55,7 +55,7 @@ LABEL_DIGEST = "digest"  # the published schedule's digest (runtime/contract/liv
 LABEL_SCHEDULE = "schedule"  # the same schedule, readable: "1-4:3,5-65536:1"
 LABEL_REASON = "reason"  # why a published schedule was refused: missing, unreadable, invalid, aboveMaxK, ...
 
-# Engines retuned in place (runtime/live_schedule/): what the engine runs, not what was published.
+# Engines retuned in place (runtime/pod/live_schedule/): what the engine runs, not what was published.
 LIVE_SCHEDULE_INFO = Series(
     f"{PREFIX}live_schedule_info", "gauge", (*LABELS, LABEL_DIGEST, LABEL_SCHEDULE),
     "1 for the Dynamic SD schedule the engine's scheduler runs now (one series per engine).")
