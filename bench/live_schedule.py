@@ -38,9 +38,9 @@ from pathlib import Path
 
 import click
 
-from specinfer.runtime.live_schedule.published import PublishedSchedule, published_text
-from specinfer.runtime.live_schedule.watcher import CHECK_INTERVAL_SECONDS, ScheduleWatcher
+from specinfer.runtime.contract.live_schedule.published import PublishedSchedule, published_text
 from specinfer.runtime.methods.schedule import dense_schedule
+from specinfer.runtime.pod.live_schedule.watcher import CHECK_INTERVAL_SECONDS, ScheduleWatcher
 
 GOAL_MICROSECONDS = 2.0
 MAX_K = 4

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 import aiohttp
 import click
 
-from specinfer.runtime.calibration.requests import (
+from specinfer.runtime.pod.calibration.requests import (
     LoadConfig,
     RequestResult,
     connector,

@@ -142,7 +142,7 @@ def operator_scale_command(count: int, replicas: int, steady_seconds: int, timeo
     from kubernetes.client import ApiClient, CustomObjectsApi
 
     from specinfer.dev.cluster.paths import cluster_dir
-    from specinfer.operator.client import ClusterUnavailable, check_reachable, configuration
+    from specinfer.operator.plumbing.client import ClusterUnavailable, check_reachable, configuration
 
     given = kubeconfig or os.environ.get("KUBECONFIG")
     kubeconfig = given or str(cluster_dir(LOCAL_CLUSTER) / "kubeconfig")

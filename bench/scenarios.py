@@ -32,10 +32,10 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from specinfer.api.live import LiveEnvelope
-from specinfer.operator.tuner.observe import distribution_from_quantiles
 from specinfer.operator.tuner.policy import DraftConfig, Observation
-from specinfer.operator.tuner.queries import BATCH_QUANTILES
+from specinfer.operator.tuner.pure.observe import distribution_from_quantiles
+from specinfer.operator.tuner.pure.queries import BATCH_QUANTILES
+from specinfer.runtime.contract.live_schedule.envelope import LiveEnvelope
 from specinfer.runtime.methods import get_method
 from specinfer.runtime.methods.cost_presets import CostShape
 from specinfer.runtime.methods.engine_truth import PIECEWISE_COST, drafting

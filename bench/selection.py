@@ -28,7 +28,7 @@ from specinfer.api.calibration import SpeculativeInferenceCalibrationSpec
 from specinfer.api.speculation import AutoCandidate
 from specinfer.api.status import MetricsStatus, SelectionStatus
 from specinfer.api.timestamps import rfc3339
-from specinfer.operator.selection.policy import World, candidate_k, serving_candidate, step
+from specinfer.operator.selection.pure.policy import World, candidate_k, serving_candidate, step
 from specinfer.runtime.methods import cost_model, draft_scale, get_method
 from specinfer.runtime.sim.model import acceptance_profile
 

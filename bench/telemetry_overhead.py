@@ -112,7 +112,7 @@ def telemetry_overhead_command(batch_sizes: str, ks: str, steps: int, repeats: i
     draft_lengths = [int(value) for value in ks.split(",")]
     worst = 0.0
     with vllm_from_wheel():
-        from specinfer.runtime.telemetry.vllm_plugin import SpecinferStatLogger
+        from specinfer.runtime.pod.telemetry.vllm_plugin import SpecinferStatLogger
 
         click.echo(f"{'backend':<13}{'batch':>6}{'K':>4}{'cpu us':>9}{'best us':>9}{'p50 us':>9}{'p99 us':>9}")
         for multiprocess in (False, True):

@@ -23,9 +23,9 @@ from typing import Any
 import click
 
 from specinfer.api import SpeculativeInferenceSpec
-from specinfer.api.live import LiveEnvelope, live_envelope
 from specinfer.operator.tuner.policy import Decision, DraftConfig, Observation, PolicyState, TuningInput, decide
-from specinfer.operator.tuner.target import tuning_input as operator_tuning_input
+from specinfer.operator.tuner.pure.target import tuning_input as operator_tuning_input
+from specinfer.runtime.contract.live_schedule.envelope import LiveEnvelope, live_envelope
 from specinfer.runtime.methods import get_method
 
 from .scenarios import (

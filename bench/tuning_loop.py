@@ -18,8 +18,8 @@ import click
 
 from specinfer.operator.tuner import prometheus as prom
 from specinfer.operator.tuner.loop import TuningLoop
-from specinfer.operator.tuner.queries import BATCH_QUANTILES, build_queries
-from specinfer.operator.tuner.settings import TunerSettings
+from specinfer.operator.tuner.pure.queries import BATCH_QUANTILES, build_queries
+from specinfer.operator.tuner.pure.settings import TunerSettings
 
 NOW = 1_800_000_000.0
 

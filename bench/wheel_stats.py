@@ -8,7 +8,7 @@ the loader function are taken, by AST). Their light imports get stand-ins; the c
 builds the stats is vLLM's own. Tests and bench/telemetry_overhead.py drive the plugin with it.
 
     with vllm_from_wheel() as vllm_modules:
-        from specinfer.runtime.telemetry.vllm_plugin import SpecinferStatLogger
+        from specinfer.runtime.pod.telemetry.vllm_plugin import SpecinferStatLogger
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from specinfer.dev.vllm_wheels import read_source
 
 _LOGGER_CLASSES = ("StatLoggerBase", "AggregateStatLoggerBase")
 _LOGGER_FUNCTIONS = ("load_stat_logger_plugin_factories",)
-PLUGIN_MODULE = "specinfer.runtime.telemetry.vllm_plugin"
+PLUGIN_MODULE = "specinfer.runtime.pod.telemetry.vllm_plugin"
 
 
 def _module(name: str, **attributes) -> types.ModuleType:

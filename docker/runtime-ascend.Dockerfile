@@ -6,7 +6,7 @@
 # Build from the repository root:
 #   docker build -f docker/runtime-ascend.Dockerfile -t ghcr.io/specinfer/runtime:0.1.0-vllm0.26.0-ascend .
 # The base image and tag must match charts/specinfer/values.yaml (runtime.images.ascend),
-# operator/hardware.py and docs/install.md; tests/unit/test_chart_images.py checks all four.
+# operator/pure/hardware.py and docs/install.md; tests/unit/test_chart_images.py checks all four.
 
 FROM quay.io/ascend/vllm-ascend:v0.26.0rc1
 LABEL org.opencontainers.image.title="specinfer-runtime-ascend" \

@@ -5,7 +5,7 @@
 # Build from the repository root:
 #   docker build -f docker/runtime-cpu.Dockerfile -t ghcr.io/specinfer/runtime:0.1.0-vllm0.32.0-cpu .
 # The base image and tag must match charts/specinfer/values.yaml (runtime.images.cpu),
-# operator/hardware.py and docs/install.md; tests/unit/test_chart_images.py checks all four.
+# operator/pure/hardware.py and docs/install.md; tests/unit/test_chart_images.py checks all four.
 
 FROM vllm/vllm-openai-cpu:v0.32.0
 LABEL org.opencontainers.image.title="specinfer-runtime-cpu" \

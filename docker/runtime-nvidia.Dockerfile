@@ -4,7 +4,7 @@
 # Build from the repository root:
 #   docker build -f docker/runtime-nvidia.Dockerfile -t ghcr.io/specinfer/runtime:0.1.0-vllm0.33.0-cuda .
 # The base image and tag must match charts/specinfer/values.yaml (runtime.images.nvidia),
-# operator/hardware.py and docs/install.md; tests/unit/test_chart_images.py checks all four.
+# operator/pure/hardware.py and docs/install.md; tests/unit/test_chart_images.py checks all four.
 
 FROM vllm/vllm-openai:v0.33.0
 LABEL org.opencontainers.image.title="specinfer-runtime-cuda" \

@@ -12,17 +12,17 @@ from typing import Any
 from specinfer.api import KIND
 from specinfer.operator.calibration.reconciler import FIELD_MANAGER as CALIBRATION_FIELD_MANAGER
 from specinfer.operator.calibration.reconciler import CalibrationController
-from specinfer.operator.config import OperatorConfig
-from specinfer.operator.events import EventRecorder
-from specinfer.operator.kube import Kube
-from specinfer.operator.leadership import Leadership
-from specinfer.operator.reconciler import Reconciler
+from specinfer.operator.inference.reconciler import Reconciler
+from specinfer.operator.plumbing.events import EventRecorder
+from specinfer.operator.plumbing.kube import Kube
+from specinfer.operator.plumbing.leadership import Leadership
+from specinfer.operator.plumbing.store import Store, owner_key
+from specinfer.operator.plumbing.workqueue import WorkQueue
+from specinfer.operator.pure.config import OperatorConfig
 from specinfer.operator.render.labels import CALIBRATION_LABEL, CHILD_SELECTOR
 from specinfer.operator.render.podmonitor import PODMONITOR_API_VERSION, PODMONITOR_CRD
 from specinfer.operator.selection.controller import FIELD_MANAGER as SELECTION_FIELD_MANAGER
 from specinfer.operator.selection.controller import SelectionController
-from specinfer.operator.store import Store, owner_key
-from specinfer.operator.workqueue import WorkQueue
 
 log = logging.getLogger("specinfer.operator")
 

@@ -13,8 +13,8 @@ import time
 
 import click
 
-from specinfer.operator.config import CONFIG_ENV, load_config, parse_config
-from specinfer.operator.errors import ConfigError
+from specinfer.operator.pure.config import CONFIG_ENV, load_config, parse_config
+from specinfer.operator.pure.errors import ConfigError
 
 
 def default_priority() -> int:
@@ -29,7 +29,7 @@ def default_priority() -> int:
 def own_identity() -> str:
     """Our kopf peering identity, as kopf's detect_own_id(manual=False) makes it: the POD_ID env var (the
     pod's name, from the downward API; the chart sets POD_NAME, read next) else user@host/start-time/random.
-    We make it ourselves, not kopf, so the leadership check (operator/leadership.py) can find our own
+    We make it ourselves, not kopf, so the leadership check (operator/plumbing/leadership.py) can find our own
     entry in the peering object."""
     pod = os.environ.get("POD_ID") or os.environ.get("POD_NAME")
     if pod:
@@ -74,7 +74,7 @@ def operator_command(namespaces: tuple[str, ...], config_file: str | None, peeri
                                                                           source="--prometheus-url").prometheus})
     except ConfigError as error:
         raise click.ClickException(str(error)) from None
-    from specinfer.operator.client import ClusterUnavailable, check_reachable, configuration
+    from specinfer.operator.plumbing.client import ClusterUnavailable, check_reachable, configuration
 
     try:  # one line now, rather than kopf retrying a startup handler's traceback every minute
         check_reachable(configuration())

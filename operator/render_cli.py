@@ -9,8 +9,8 @@ import click
 import yaml
 
 from specinfer.api import InvalidSpecError
-from specinfer.operator.config import load_config
-from specinfer.operator.errors import ConfigError
+from specinfer.operator.pure.config import load_config
+from specinfer.operator.pure.errors import ConfigError
 from specinfer.runtime.methods import ACCELERATORS
 
 EXIT_INVALID = 2

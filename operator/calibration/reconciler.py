@@ -27,14 +27,8 @@ from specinfer.api.calibration import (
     SpeculativeInferenceCalibrationStatus,
 )
 from specinfer.api.timestamps import rfc3339
-from specinfer.operator.access import (
-    SECRET_NOT_ALLOWED,
-    Refusal,
-    engine_secret_refs,
-    image_refusal,
-)
-from specinfer.operator.calibration import status as steps
-from specinfer.operator.calibration.render import (
+from specinfer.operator.calibration.pure import status as steps
+from specinfer.operator.calibration.pure.render import (
     Engine,
     Plan,
     build_engines_configmap,
@@ -44,11 +38,20 @@ from specinfer.operator.calibration.render import (
     job_name,
     plan,
 )
-from specinfer.operator.compare import covers
-from specinfer.operator.config import OperatorConfig
-from specinfer.operator.errors import ApiError, TemporaryError
-from specinfer.operator.events import EventRecorder
-from specinfer.operator.kube import Kube, delete, object_path, server_side_apply
+from specinfer.operator.plumbing.events import EventRecorder
+from specinfer.operator.plumbing.kube import Kube, delete, object_path, server_side_apply
+from specinfer.operator.plumbing.secrets import opt_in_refusal
+from specinfer.operator.plumbing.store import Cache, Key, Store, controlled_by
+from specinfer.operator.plumbing.workqueue import WorkQueue
+from specinfer.operator.pure.access import (
+    SECRET_NOT_ALLOWED,
+    Refusal,
+    engine_secret_refs,
+    image_refusal,
+)
+from specinfer.operator.pure.compare import covers
+from specinfer.operator.pure.config import OperatorConfig
+from specinfer.operator.pure.errors import ApiError, TemporaryError
 from specinfer.operator.render.labels import (
     CALIBRATION_LABEL,
     CANDIDATE_LABEL,
@@ -56,10 +59,7 @@ from specinfer.operator.render.labels import (
     JOB_NAME_LABEL,
     K_LABEL,
 )
-from specinfer.operator.secrets import opt_in_refusal
-from specinfer.operator.store import Cache, Key, Store, controlled_by
-from specinfer.operator.workqueue import WorkQueue
-from specinfer.runtime.calibration.prompts import PromptsError, parse_prompts
+from specinfer.runtime.contract.calibration.prompts import PromptsError, parse_prompts
 
 log = logging.getLogger("specinfer.operator.calibration")
 FIELD_MANAGER = "specinfer-calibration"

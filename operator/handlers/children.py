@@ -10,7 +10,8 @@ from specinfer.operator.render.labels import MANAGED_BY, MANAGED_BY_LABEL
 
 # (group/version, plural); the label selector is applied server-side (settings.watching.label_selectors).
 # Engine pods are not the operator's children (their ReplicaSet owns them) but carry the same label:
-# watched read-only, so a crash-looping engine shows in the resource's conditions (operator/engine_failures.py).
+# watched read-only, so a crash-looping engine shows in the resource's conditions
+# (operator/inference/pure/engine_failures.py).
 # Jobs are the calibration controller's (operator/calibration/): one per engine it measures.
 CHILD_RESOURCES = (("v1", "configmaps"), ("apps/v1", "deployments"), ("v1", "services"),
                    ("monitoring.coreos.com/v1", "podmonitors"), ("v1", "pods"), ("batch/v1", "jobs"))

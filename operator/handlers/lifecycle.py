@@ -8,10 +8,10 @@ from typing import Any
 import kopf
 
 from specinfer.operator.controller import Controller
-from specinfer.operator.errors import ApiError
 from specinfer.operator.handlers.children import CHILD_RESOURCES
-from specinfer.operator.kube import object_path
-from specinfer.operator.leadership import peering_objects
+from specinfer.operator.plumbing.kube import object_path
+from specinfer.operator.plumbing.leadership import peering_objects
+from specinfer.operator.pure.errors import ApiError
 from specinfer.operator.render.labels import CHILD_SELECTOR
 
 log = logging.getLogger("specinfer.operator")
@@ -66,7 +66,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
     @kopf.on.startup(registry=registry)
     async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
         configure(settings)
-        from specinfer.operator.client import api_client
+        from specinfer.operator.plumbing.client import api_client
 
         # one connection per request thread (Kube runs `workers` threads) plus the tuning loop's
         controller = Controller(memo.options, api_client(connections=memo.options.config.workers + 8))

@@ -13,11 +13,11 @@ from typing import Any
 
 import kopf
 
-from specinfer.operator import metrics
-from specinfer.operator.events import EventRecorder
+from specinfer.operator.plumbing import metrics
+from specinfer.operator.plumbing.events import EventRecorder
 from specinfer.operator.tuner.loop import FIELD_MANAGER as TUNER_FIELD_MANAGER
 from specinfer.operator.tuner.loop import TuningLoop
-from specinfer.operator.tuner.settings import TunerSettings
+from specinfer.operator.tuner.pure.settings import TunerSettings
 
 log = logging.getLogger("specinfer.operator.tuner")
 

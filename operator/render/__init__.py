@@ -20,19 +20,25 @@ from specinfer.api import (
     speculation_of,
 )
 from specinfer.api.auto import applied_for, is_auto, selected_candidate, serving_spec
-from specinfer.api.live import LiveEnvelope, choice_k, live_envelope, ranges_of, startup_spec
 from specinfer.api.parse import data_parallel_size
 from specinfer.api.status import EffectiveConfig, LiveScheduleStatus, ScheduleEntry
-from specinfer.operator.access import image_refusal
-from specinfer.operator.config import OperatorConfig
-from specinfer.operator.errors import NotAllowedError
+from specinfer.operator.pure.access import image_refusal
+from specinfer.operator.pure.config import OperatorConfig
+from specinfer.operator.pure.errors import NotAllowedError
 from specinfer.operator.render.configmap import build_configmap, build_live_schedule_configmap
 from specinfer.operator.render.deployment import build_deployment
 from specinfer.operator.render.labels import live_schedule_configmap_name, owner_references
 from specinfer.operator.render.podmonitor import build_podmonitor
 from specinfer.operator.render.service import build_service
 from specinfer.operator.render.workload import LivePlan, Workload
-from specinfer.runtime.live_schedule.published import schedule_digest
+from specinfer.runtime.contract.live_schedule.envelope import (
+    LiveEnvelope,
+    choice_k,
+    live_envelope,
+    ranges_of,
+    startup_spec,
+)
+from specinfer.runtime.contract.live_schedule.published import schedule_digest
 from specinfer.runtime.methods import get_method
 from specinfer.runtime.methods.accelerators.model import ModelRunner
 from specinfer.runtime.methods.engine_truth import model_runner, schedule_support

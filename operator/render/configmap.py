@@ -12,8 +12,8 @@ from specinfer.operator.render.labels import (
     runtime_configmap_name,
 )
 from specinfer.operator.render.workload import Workload
-from specinfer.runtime.live_schedule import SCHEDULE_KEY
-from specinfer.runtime.live_schedule.published import published_text
+from specinfer.runtime.contract.live_schedule import SCHEDULE_KEY
+from specinfer.runtime.contract.live_schedule.published import published_text
 
 
 def build_configmap(workload: Workload) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The engine Deployment: pods that run `specinfer runtime` on the mounted RuntimeConfig.
 
-The runtime turns the config into the exact `vllm serve` command (runtime/argv.py); the
+The runtime turns the config into the exact `vllm serve` command (runtime/contract/argv.py); the
 same function fills the pod annotation `specinfer.io/engine-command`, so a review of the
 rendered manifests shows the method, draft model, K / schedule, tensor parallel size,
 served model name and port that will run.
@@ -11,9 +11,8 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from specinfer.api import RUNTIME_CONFIG_ENV
 from specinfer.api.workload import PRESTOP_SLEEP_SECONDS, TERMINATION_GRACE_SECONDS
-from specinfer.operator.hardware import MODEL_CACHE_PATH
+from specinfer.operator.pure.hardware import MODEL_CACHE_PATH
 from specinfer.operator.render.labels import (
     CONFIG_HASH_ANNOTATION,
     ENGINE_COMMAND_ANNOTATION,
@@ -26,8 +25,9 @@ from specinfer.operator.render.labels import (
 )
 from specinfer.operator.render.service import PORT_NAME
 from specinfer.operator.render.workload import LIVE_SCHEDULE_DIR, LIVE_STATE_FILE, Workload
-from specinfer.runtime.argv import vllm_argv
-from specinfer.runtime.live_schedule import SCHEDULE_FILE_ENV, SCHEDULE_KEY, STATE_FILE_ENV
+from specinfer.runtime.contract.argv import vllm_argv
+from specinfer.runtime.contract.live_schedule import SCHEDULE_FILE_ENV, SCHEDULE_KEY, STATE_FILE_ENV
+from specinfer.runtime.contract.runtime_config import RUNTIME_CONFIG_ENV
 
 CONTAINER_NAME = "engine"
 CONFIG_DIR = "/etc/specinfer"

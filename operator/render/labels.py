@@ -78,7 +78,7 @@ def pod_labels(name: str, *, method: str, k: int) -> dict[str, str]:
 
 
 class MeasuredEngine(Protocol):
-    """What a calibration Job's labels say of the engine it measures (calibration/render.py Engine)."""
+    """What a calibration Job's labels say of the engine it measures (operator/calibration/pure/render.py Engine)."""
 
     @property
     def candidate(self) -> str: ...

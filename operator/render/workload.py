@@ -6,12 +6,13 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from specinfer.api import RUNTIME_CONFIG_PATH, EffectiveSpeculation, SpeculativeInferenceSpec
-from specinfer.api.live import LiveEnvelope, Ranges
-from specinfer.operator.config import ModelCache
-from specinfer.operator.hardware import HardwareProfile
+from specinfer.api import EffectiveSpeculation, SpeculativeInferenceSpec
+from specinfer.operator.pure.config import ModelCache
+from specinfer.operator.pure.hardware import HardwareProfile
 from specinfer.operator.render.labels import digest
-from specinfer.runtime.live_schedule import SCHEDULE_KEY
+from specinfer.runtime.contract.live_schedule import SCHEDULE_KEY
+from specinfer.runtime.contract.live_schedule.envelope import LiveEnvelope, Ranges
+from specinfer.runtime.contract.runtime_config import RUNTIME_CONFIG_PATH
 
 # Fields of the spec the engine never reads: editing them must not restart GPU pods.
 NOT_FOR_RUNTIME = ("replicas", "tuning", "update_strategy")

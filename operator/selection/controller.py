@@ -22,18 +22,18 @@ from specinfer.api.auto import is_auto
 from specinfer.api.calibration import CALIBRATION_KIND, CALIBRATION_PLURAL
 from specinfer.api.resource import GROUP, VERSION
 from specinfer.api.status import MetricsStatus, SelectionStatus
-from specinfer.operator.errors import ApiError, TemporaryError
-from specinfer.operator.events import EventRecorder
-from specinfer.operator.kube import Kube, server_side_apply
+from specinfer.operator.plumbing.events import EventRecorder
+from specinfer.operator.plumbing.kube import Kube, server_side_apply
+from specinfer.operator.plumbing.store import Cache, Key, Store
+from specinfer.operator.plumbing.workqueue import WorkQueue
+from specinfer.operator.pure.errors import ApiError, TemporaryError
 from specinfer.operator.render.labels import (
     SELECTION_LABEL,
     child_metadata,
     comparison_labels,
     comparison_owner_references,
 )
-from specinfer.operator.selection.policy import World, refused, step
-from specinfer.operator.store import Cache, Key, Store
-from specinfer.operator.workqueue import WorkQueue
+from specinfer.operator.selection.pure.policy import World, refused, step
 
 log = logging.getLogger("specinfer.operator.selection")
 FIELD_MANAGER = "specinfer-selection"

@@ -22,23 +22,22 @@ from typing import Any
 
 from specinfer.api import API_VERSION, KIND
 from specinfer.api.timestamps import parse_rfc3339
-from specinfer.operator import metrics
-from specinfer.operator.access import AUTH_NOT_ALLOWED, PrometheusAccess, Refusal
-from specinfer.operator.config import CostConfig
-from specinfer.operator.kube import server_side_apply
+from specinfer.operator.plumbing import metrics
+from specinfer.operator.plumbing.kube import server_side_apply
+from specinfer.operator.plumbing.secrets import read_opted_in_secret
+from specinfer.operator.pure.access import AUTH_NOT_ALLOWED, PrometheusAccess, Refusal
+from specinfer.operator.pure.config import CostConfig
 from specinfer.operator.render.labels import PROMETHEUS_AUTH_LABEL
-from specinfer.operator.secrets import read_opted_in_secret
 from specinfer.operator.tuner import prometheus as prom
-from specinfer.operator.tuner.calibrated import forget_step_cost, same_prior
-from specinfer.operator.tuner.exports import cost_of, resource_export, with_cost
-from specinfer.operator.tuner.in_force import live_in_force, not_in_force
-from specinfer.operator.tuner.observe import Samples, Target, index_results, observe
 from specinfer.operator.tuner.policy import PolicyState, decide, guards
-from specinfer.operator.tuner.queries import build_queries
-from specinfer.operator.tuner.record import Tick, off_status, same_hold, tick_status
-from specinfer.operator.tuner.recording import append_record, tick_record
-from specinfer.operator.tuner.settings import TunerSettings
-from specinfer.operator.tuner.target import (
+from specinfer.operator.tuner.pure.calibrated import forget_step_cost, same_prior
+from specinfer.operator.tuner.pure.exports import cost_of, resource_export, with_cost
+from specinfer.operator.tuner.pure.in_force import live_in_force, not_in_force
+from specinfer.operator.tuner.pure.observe import Samples, Target, index_results, observe
+from specinfer.operator.tuner.pure.queries import build_queries
+from specinfer.operator.tuner.pure.record import Tick, off_status, same_hold, tick_status
+from specinfer.operator.tuner.pure.settings import TunerSettings
+from specinfer.operator.tuner.pure.target import (
     ResourceTarget,
     TargetError,
     applied_problem,
@@ -50,6 +49,7 @@ from specinfer.operator.tuner.target import (
     tuning_input,
     with_engine_envelope,
 )
+from specinfer.operator.tuner.recording import append_record, tick_record
 
 log = logging.getLogger("specinfer.operator.tuner")
 FIELD_MANAGER = "specinfer-tuner"

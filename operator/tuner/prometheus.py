@@ -20,9 +20,9 @@ from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
 from urllib3.util.retry import Retry
 
-from specinfer.operator.access import without_userinfo
+from specinfer.operator.pure.access import without_userinfo
 from specinfer.operator.tuner.bounded_http import BoundedSession, ResponseTooLarge
-from specinfer.operator.tuner.queries import Query
+from specinfer.operator.tuner.pure.queries import Query
 
 UNREACHABLE = "PrometheusUnreachable"
 QUERY_FAILED = "PrometheusQueryFailed"

@@ -1,7 +1,7 @@
 """Step-cost presets: seconds per engine step T(B, K) for one (hardware, target model) pair, as data.
 
 The simulator runs them (runtime/sim/), `specinfer bench tuner` uses them as its worlds, and the
-tuner takes a simulated engine's preset as its cost prior (operator/tuner/target.py). T(B, K) is
+tuner takes a simulated engine's preset as its cost prior (operator/tuner/pure/target.py). T(B, K) is
 a memory-bound floor (weights read once per step), a compute-bound slope in tokens verified per
 step (B*(K+1)), a per-sequence KV-cache read, plus the drafting cost: K sequential draft passes
 for EAGLE-style heads and draft models, about one pass for parallel drafters such as

@@ -100,8 +100,8 @@ class EngineRelease:
     # where Model Runner V2 cuts every drafter's drafts to the step's K (None: the release has no V2 we run)
     v2_truncates_drafts: SourceLine | None = None
     # where a platform plugin replaces vLLM's scheduler class with its own: specinfer's scheduler class
-    # (runtime/live_schedule/) subclasses vLLM's and has not been checked against the plugin's, so an
-    # engine of this release is never retuned in place (api/live.py)
+    # (runtime/pod/live_schedule/) subclasses vLLM's and has not been checked against the plugin's, so an
+    # engine of this release is never retuned in place (runtime/contract/live_schedule/envelope.py)
     plugin_replaces_scheduler: SourceLine | None = None
     # where Model Runner V1 refuses advanced.enable_adaptive_verification (a V2 feature of every drafter)
     v1_refuses_adaptive: SourceLine | None = None

@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from specinfer.runtime.live_schedule.published import PublishedSchedule
-from specinfer.runtime.live_schedule.watcher import ScheduleWatcher
+from specinfer.runtime.contract.live_schedule.published import PublishedSchedule
 from specinfer.runtime.methods import get_method
 from specinfer.runtime.methods.adaptive import ADAPTIVE_COST, admitted, verification_budget
 from specinfer.runtime.methods.engine_truth import drafting
 from specinfer.runtime.methods.schedule import dense_schedule, effective_k
+from specinfer.runtime.pod.live_schedule.watcher import ScheduleWatcher
 from specinfer.runtime.sim.model import COLLAPSED, AcceptanceProfile, acceptance_profile, cost_model, draft_scale
 from specinfer.runtime.sim.settings import SimulatorSettings
 

@@ -16,9 +16,9 @@ from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from specinfer.runtime.contract.telemetry import vllm_metrics as vm
+from specinfer.runtime.pod.telemetry.sim_sink import TelemetrySink
 from specinfer.runtime.sim.engine import StepStats
-from specinfer.runtime.telemetry import vllm_metrics as vm
-from specinfer.runtime.telemetry.sim_sink import TelemetrySink
 
 LABELS = [vm.LABEL_MODEL_NAME, vm.LABEL_ENGINE]
 

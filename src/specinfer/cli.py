@@ -23,12 +23,12 @@ LAZY_COMMANDS: dict[str, str] = {
     "crd": "specinfer.api.crd:crd_command",
     "monitoring": "specinfer.monitoring.cli:monitoring_command",
     "sim": "specinfer.runtime.sim.cli:sim",
-    "runtime": "specinfer.runtime.entrypoint:runtime",
+    "runtime": "specinfer.runtime.pod.entrypoint:runtime",
     "render": "specinfer.operator.render_cli:render_command",
     "operator": "specinfer.operator.operator_cli:operator_command",
     "engine": "specinfer.dev.cpu_engine.cli:engine",
     "models": "specinfer.dev.cpu_engine.models_cli:models",
-    "calibrate": "specinfer.runtime.calibration.cli:calibrate_command",
+    "calibrate": "specinfer.runtime.pod.calibration.cli:calibrate_command",
     "tuner": "specinfer.operator.tuner.cli:tuner",
 }
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-# What to run when there is no cluster (operator/client.py's ClusterUnavailable says it too)
+# What to run when there is no cluster (operator/plumbing/client.py's ClusterUnavailable says it too)
 START_CLUSTER = ("start the local one with `specinfer cluster up` and `eval \"$(specinfer cluster env)\"`, or point "
                  "KUBECONFIG at a cluster")
 
@@ -25,7 +25,7 @@ def flat(error: object) -> str:
 
 def unreachable(error: BaseException) -> str | None:
     """The line to print for `error`, or None when it is not about a missing server."""
-    unavailable = _type("specinfer.operator.client", "ClusterUnavailable")
+    unavailable = _type("specinfer.operator.plumbing.client", "ClusterUnavailable")
     if unavailable is not None and isinstance(error, unavailable):
         return flat(error)
     config_exception = _type("kubernetes.config.config_exception", "ConfigException")

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from specinfer.dev.vllm_wheels import read_source
+from specinfer.runtime.contract.telemetry import series
 from specinfer.runtime.methods import RELEASES
-from specinfer.runtime.telemetry import fields, series
+from specinfer.runtime.pod.telemetry import fields
 
 pytestmark = pytest.mark.unit
 
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.unit
 BY_RELEASE = pytest.mark.parametrize("release", RELEASES, ids=lambda release: release.label)
 
 ROOT = Path(__file__).resolve().parents[2]
-PLUGIN_SOURCE = ROOT / "runtime" / "telemetry" / "vllm_plugin.py"
+PLUGIN_SOURCE = ROOT / "runtime" / "pod" / "telemetry" / "vllm_plugin.py"
 PLUGIN_CLASS = "SpecinferStatLogger"
 
 
@@ -62,7 +63,7 @@ def test_entry_point_group_is_the_one_vllm_loads_stat_loggers_from(release):
     assert group == fields.ENTRY_POINT_GROUP
     entry_points = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
     assert entry_points[group] == {
-        fields.ENTRY_POINT_NAME: f"specinfer.runtime.telemetry.vllm_plugin:{PLUGIN_CLASS}"}
+        fields.ENTRY_POINT_NAME: f"specinfer.runtime.pod.telemetry.vllm_plugin:{PLUGIN_CLASS}"}
     # AsyncLLM (the API server's engine client) is what loads the group
     async_llm = read_source("vllm/v1/engine/async_llm.py", release)
     assert "custom_stat_loggers.extend(load_stat_logger_plugin_factories())" in async_llm
@@ -132,7 +133,7 @@ def test_every_stats_field_the_plugin_reads_exists(class_name, release):
 
 def test_the_accumulator_reads_only_the_listed_fields():
     """Attribute reads on the stats in accumulator.record() are exactly READ_FIELDS (the list cannot drift)."""
-    source = (ROOT / "runtime" / "telemetry" / "accumulator.py").read_text()
+    source = (ROOT / "runtime" / "contract" / "telemetry" / "accumulator.py").read_text()
     record = methods(class_node(source, "StepAccumulator"))["record"]
     read = {node.attr for node in ast.walk(record) if isinstance(node, ast.Attribute)
             and isinstance(node.value, ast.Name) and node.value.id in {"scheduler_stats", "iteration_stats", "spec"}}

@@ -3,7 +3,8 @@
 Every line a `Drafting` cites must hold its text in its release's wheel; then the code around it is read
 back with `ast`: which drafter each method gets, whether `propose` reads the K it is handed, what its K = 0
 path runs and which K its graphs are captured for. A release that changes any of it fails here, naming the
-drafter -- and then the cost model, the simulator and the in-place envelope (api/live.py) must follow.
+drafter -- and then the cost model, the simulator and the in-place envelope
+(runtime/contract/live_schedule/envelope.py) must follow.
 """
 
 from __future__ import annotations

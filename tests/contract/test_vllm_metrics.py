@@ -8,9 +8,9 @@ import re
 import pytest
 
 from specinfer.dev.vllm_wheels import read_source
+from specinfer.runtime.contract.telemetry import vllm_metrics
+from specinfer.runtime.contract.telemetry.vllm_metrics import ALL_METRICS, VllmMetric
 from specinfer.runtime.methods import RELEASES, EngineRelease
-from specinfer.runtime.telemetry import vllm_metrics
-from specinfer.runtime.telemetry.vllm_metrics import ALL_METRICS, VllmMetric
 
 pytestmark = pytest.mark.unit
 

@@ -2,7 +2,7 @@
 `--shutdown-timeout` and the loads' connection pool rely on.
 
 Without the flag vLLM aborts every request it holds when the kubelet stops a pod (a rollout's old engine),
-and the clients see dropped connections; runtime/argv.py renders a drain the pod's grace period covers.
+and the clients see dropped connections; runtime/contract/argv.py renders a drain the pod's grace period covers.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 
 from specinfer.api.workload import DRAIN_SECONDS, PRESTOP_SLEEP_SECONDS, TERMINATION_GRACE_SECONDS
 from specinfer.dev.vllm_wheels import read_source
-from specinfer.runtime.calibration.requests import CLIENT_KEEPALIVE_SECONDS
 from specinfer.runtime.methods import RELEASES
+from specinfer.runtime.pod.calibration.requests import CLIENT_KEEPALIVE_SECONDS
 
 pytestmark = pytest.mark.unit
 

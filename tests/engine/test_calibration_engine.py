@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from specinfer.api.load import Load
-from specinfer.runtime.calibration.requests import synthetic_prompt
+from specinfer.runtime.pod.calibration.requests import synthetic_prompt
 from tests.engine.engine_client import ROLLOUT_THINK, ClosedLoop
 from tests.support import condition, namespaced_stack, wait_for
 

@@ -42,7 +42,7 @@ import yaml
 from specinfer.api.timestamps import parse_rfc3339, rfc3339
 from specinfer.dev.demo.real_engine import OPERATOR_CONFIG
 from specinfer.dev.demo.stack import Stack
-from specinfer.runtime.calibration.requests import synthetic_prompt
+from specinfer.runtime.pod.calibration.requests import synthetic_prompt
 from tests.engine.engine_client import Metrics, complete, minus, per_position, rounds, settled
 from tests.support import condition, namespaced_stack, wait_for
 
@@ -69,7 +69,7 @@ DRAFTS = "vllm:spec_decode_num_drafts_total"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
 PLUGIN_DRAFTS = "specinfer:spec_decode_num_draft_tokens_per_pos_total"
 PLUGIN_ACCEPTED = "specinfer:spec_decode_num_accepted_tokens_per_pos_total"
-PLUGIN_LOADED = "specinfer-telemetry -> specinfer.runtime.telemetry.vllm_plugin:SpecinferStatLogger"
+PLUGIN_LOADED = "specinfer-telemetry -> specinfer.runtime.pod.telemetry.vllm_plugin:SpecinferStatLogger"
 # the heads' first test, which reads each engine's acceptance: (resource, method, K)
 HEADS = (("tiny-eagle3", "eagle3", 3), ("tiny-eagle", "eagle", 2), ("tiny-mtp", "mtp", 1))
 

@@ -39,7 +39,6 @@ import pytest
 import yaml
 from kubernetes.client import CustomObjectsApi
 
-from specinfer.api.live import ranges_of
 from specinfer.api.resource import GROUP, PLURAL, VERSION
 from specinfer.api.timestamps import parse_rfc3339, rfc3339
 from specinfer.dev.cluster.atomic_volume import DATA
@@ -48,7 +47,8 @@ from specinfer.dev.demo.stack import Stack
 from specinfer.operator.tuner.policy import PolicyState, decide_json
 from specinfer.operator.tuner.policy.verification import CALIBRATION_WEIGHT, measured_noise
 from specinfer.operator.tuner.recording import read_records
-from specinfer.runtime.live_schedule.published import schedule_digest
+from specinfer.runtime.contract.live_schedule.envelope import ranges_of
+from specinfer.runtime.contract.live_schedule.published import schedule_digest
 from specinfer.runtime.methods.schedule import effective_k
 from tests.engine.engine_client import ROLLOUT_THINK, ClosedLoop, Metrics, minus, per_position
 from tests.support import condition, wait_for

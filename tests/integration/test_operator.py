@@ -18,7 +18,7 @@ from harness_operator import (  # noqa: F401  (fixtures)
     wait_until,
 )
 
-from specinfer.operator.config import OperatorConfig
+from specinfer.operator.pure.config import OperatorConfig
 from specinfer.operator.render import render
 
 pytestmark = pytest.mark.integration
@@ -233,12 +233,12 @@ def test_second_replica_stays_passive_and_takes_over(cluster, namespace, start_o
 
 
 def test_the_pod_nudge_annotates_an_existing_pod_and_never_creates_one(cluster, namespace):
-    """Why the nudge is a merge patch (operator/kube.py annotate), on the real API server: an apply of a pod
+    """Why the nudge is a merge patch (operator/plumbing/kube.py annotate), on the real API server: an apply of a pod
     that is gone is a create (refused here only because one annotation is no pod), a merge patch a 404."""
     import asyncio
 
-    from specinfer.operator.errors import ApiError
-    from specinfer.operator.kube import Kube, annotate, server_side_apply
+    from specinfer.operator.plumbing.kube import Kube, annotate, server_side_apply
+    from specinfer.operator.pure.errors import ApiError
     from specinfer.operator.render.labels import LIVE_SCHEDULE_ANNOTATION
 
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "engine", "namespace": namespace}}

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specinfer.api import RuntimeConfig, effective_spec, parse_spec
+from specinfer.api import effective_spec, parse_spec
 from specinfer.dev.cluster import processes
 from specinfer.dev.cluster.pod_runner import PodRunner
+from specinfer.runtime.contract.runtime_config import RuntimeConfig
 
 pytestmark = pytest.mark.integration
 

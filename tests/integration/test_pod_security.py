@@ -20,7 +20,7 @@ import yaml
 
 from specinfer.dev.cluster.http_probe import wait_http_ok
 from specinfer.dev.cluster.pod_runner import PodRunner
-from specinfer.operator.config import OperatorConfig
+from specinfer.operator.pure.config import OperatorConfig
 from specinfer.operator.render import render
 from tests.support import wait_for
 from tests.unit.test_render_golden import PAIRS, resource_for

@@ -86,7 +86,7 @@ def test_scale_to_zero_is_ready_with_no_pods(cluster, namespace, operator):
     config_hash = first["status"]["effective"]["configHash"]
 
     cluster.kubectl("scale", "-n", namespace, "speculativeinference/idle", "--replicas=0")
-    # operator/status.py: a rollout is done when the Deployment has exactly the desired replicas (here
+    # operator/inference/pure/status.py: a rollout is done when the Deployment has exactly the desired replicas (here
     # none) of the current config hash, so zero replicas is Ready=True, "0/0 replicas ready"
     resource = wait_ready(cluster, namespace, "idle", generation=2)
     ready = condition(resource, "Ready")

@@ -6,7 +6,7 @@ import pytest
 
 from specinfer.api import InvalidSpecError, parse_spec
 from specinfer.api.adaptive_rules import conflicting_flag
-from specinfer.operator.config import OperatorConfig
+from specinfer.operator.pure.config import OperatorConfig
 from specinfer.operator.render import render
 from specinfer.runtime.methods import ACCELERATORS, all_methods
 from specinfer.runtime.methods.adaptive import CONFLICTS

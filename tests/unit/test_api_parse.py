@@ -11,9 +11,9 @@ from specinfer.api import (
     effective_spec,
     effective_speculation,
     parse_resource,
-    parse_runtime_config,
     parse_spec,
 )
+from specinfer.runtime.contract.runtime_config import parse_runtime_config
 from specinfer.runtime.methods import ACCELERATORS, all_methods
 
 pytestmark = pytest.mark.unit
@@ -101,11 +101,12 @@ def test_synthetic_length_must_fit_k_and_the_default_k_is_named():
 
 
 def test_cpu_tensor_parallel_size_is_one_whatever_the_count():
-    """vLLM on CPU runs tensor parallel size 1 with count 2 (runtime/argv.py), so a draft TP of 2 is refused."""
+    """vLLM on CPU runs tensor parallel size 1 with count 2 (runtime/contract/argv.py), so a draft TP of 2 is
+    refused."""
     cpu = spec(**EAGLE3, advanced={"draft_tensor_parallel_size": 2}, hardware={"accelerator": "cpu", "count": 2})
     assert refusal(cpu).field_path == "spec.speculation.advanced.draft_tensor_parallel_size"
     assert "tensor parallel size 1" in str(refusal(cpu))
-    from specinfer.runtime.argv import vllm_argv
+    from specinfer.runtime.contract.argv import vllm_argv
 
     served = parse_spec(spec(**EAGLE3, advanced={"draft_tensor_parallel_size": 1},
                              hardware={"accelerator": "cpu", "count": 2}))

@@ -3,7 +3,7 @@
 - every label and annotation key the operator writes or selects by, and every ownerReferences entry,
   comes from one module, `operator/render/labels.py` (a key spelled twice drifts: a selector that no
   longer matches what the renderer labels loses its children in silence);
-- every write to the Kubernetes API goes through `operator/kube.py`, where each write names its field
+- every write to the Kubernetes API goes through `operator/plumbing/kube.py`, where each write names its field
   manager (a write beside it escapes the "Who writes what" table and the tests of the writers).
 
 Each check runs on the repository and on a probe that must be caught, so it cannot pass by finding nothing.
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
 LABELS_MODULE = Path("operator/render/labels.py")
-KUBE_MODULE = Path("operator/kube.py")
+KUBE_MODULE = Path("operator/plumbing/kube.py")
 
 # Key domains the operator uses: its own, the recommended app labels it writes, and the Job controller's
 # label it selects by. Other domains (a fake node's kubernetes.io/hostname) are not the operator's.
@@ -130,8 +130,7 @@ def test_the_prometheus_labels_the_tuner_and_alerts_read_are_the_pod_labels_the_
     """The PodMonitor copies the pod labels onto every series (podTargetLabels), each character Prometheus
     does not take in a label name becoming `_`: a renamed pod label must rename what the tuner selects by."""
     from specinfer.monitoring import alerts, panels
-    from specinfer.operator.tuner import queries, settings
-
+    from specinfer.operator.tuner.pure import queries, settings
     def prometheus_name(key: str) -> str:
         return re.sub(r"[^a-zA-Z0-9_]", "_", key)
 
@@ -201,7 +200,7 @@ def test_every_write_to_the_api_goes_through_kube_py():
     writes = _client_write_methods()
     found = {(str(path), call) for path in _product_files() if path != KUBE_MODULE
              for call in api_writes((ROOT / path).read_text(), writes)}
-    assert found == set(), "write through operator/kube.py (server_side_apply, create, annotate, delete)"
+    assert found == set(), "write through operator/plumbing/kube.py (server_side_apply, create, annotate, delete)"
 
 
 def test_the_probe_catches_a_write_beside_kube_py():

@@ -8,7 +8,7 @@ import pytest
 
 from specinfer.api import InvalidSpecError, parse_spec
 from specinfer.api.auto import candidates_of, default_candidates, serving_spec
-from specinfer.operator.config import OperatorConfig
+from specinfer.operator.pure.config import OperatorConfig
 from specinfer.operator.render import render
 from specinfer.runtime.methods import ACCELERATORS, all_methods, get_method
 
@@ -116,7 +116,7 @@ def test_a_candidate_is_checked_as_a_fixed_method_at_its_index():
 
 
 def test_the_tuner_tunes_the_candidate_that_serves_and_lets_go_of_the_last_ones_config():
-    from specinfer.operator.tuner.target import read_target, switched_method
+    from specinfer.operator.tuner.pure.target import read_target, switched_method
 
     stale = auto_resource({"selection": {"candidate": "eagle3"},
                            "tuning": {"applied": {"method": "ngram", "numSpeculativeTokens": 7}}})

@@ -6,7 +6,7 @@ import pytest
 
 from specinfer.api.calibration import CalibrationPoint
 from specinfer.api.spec import SpeculativeInferenceSpec
-from specinfer.runtime.calibration.analysis import (
+from specinfer.runtime.contract.calibration.analysis import (
     CandidateResult,
     best_by_batch_size,
     compare,

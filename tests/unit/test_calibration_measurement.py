@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from specinfer.runtime.calibration.measurement import (
+from specinfer.runtime.contract.calibration.measurement import (
     TERMINATION_MESSAGE_LIMIT,
     EngineReport,
     Measurement,

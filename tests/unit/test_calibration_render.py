@@ -8,10 +8,10 @@ import pytest
 
 from specinfer.api import InvalidSpecError, parse_spec
 from specinfer.api.calibration import SpeculativeInferenceCalibrationSpec
-from specinfer.operator.calibration.render import build_engines_configmap, build_job, job_name, plan
-from specinfer.operator.config import OperatorConfig
+from specinfer.operator.calibration.pure.render import build_engines_configmap, build_job, job_name, plan
+from specinfer.operator.pure.config import OperatorConfig
 from specinfer.operator.render import render
-from specinfer.runtime.live_schedule import SCHEDULE_FILE_ENV, STATE_FILE_ENV
+from specinfer.runtime.contract.live_schedule import SCHEDULE_FILE_ENV, STATE_FILE_ENV
 
 pytestmark = pytest.mark.unit
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from specinfer.runtime.calibration.prompts import PromptsError, parse_prompts, read_prompts
-from specinfer.runtime.calibration.scrape import Counters, ScrapeError, parse
+from specinfer.runtime.contract.calibration.prompts import PromptsError, parse_prompts, read_prompts
+from specinfer.runtime.contract.calibration.scrape import Counters, ScrapeError, parse
 
 pytestmark = pytest.mark.unit
 

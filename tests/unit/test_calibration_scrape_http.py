@@ -9,8 +9,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from specinfer.runtime.calibration import drive
-from specinfer.runtime.calibration.drive import MeasureError, scrape
+from specinfer.runtime.pod.calibration import drive
+from specinfer.runtime.pod.calibration.drive import MeasureError, scrape
 
 pytestmark = pytest.mark.unit
 

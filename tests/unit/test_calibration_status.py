@@ -6,9 +6,9 @@ import pytest
 
 from specinfer.api import parse_spec
 from specinfer.api.calibration import SpeculativeInferenceCalibrationSpec, SpeculativeInferenceCalibrationStatus
-from specinfer.operator.calibration.render import plan
-from specinfer.operator.calibration.status import EngineOutcome, engine_outcome, step, waiting
-from specinfer.runtime.calibration.measurement import EngineReport, Measurement, encode
+from specinfer.operator.calibration.pure.render import plan
+from specinfer.operator.calibration.pure.status import EngineOutcome, engine_outcome, step, waiting
+from specinfer.runtime.contract.calibration.measurement import EngineReport, Measurement, encode
 from tests.crd_schema import assert_status_in_crd
 
 pytestmark = pytest.mark.unit

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from specinfer.api.calibration import SpeculativeInferenceCalibrationStatus
-from specinfer.operator.calibration import status as steps
+from specinfer.operator.calibration.pure import status as steps
 from specinfer.operator.calibration.reconciler import CalibrationController
-from specinfer.operator.config import OperatorConfig
-from specinfer.operator.errors import ApiError, TemporaryError
+from specinfer.operator.pure.config import OperatorConfig
+from specinfer.operator.pure.errors import ApiError, TemporaryError
 
 pytestmark = pytest.mark.unit
 

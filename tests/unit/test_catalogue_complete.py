@@ -30,7 +30,7 @@ from specinfer.api.catalogue_rules import draft_model_description
 from specinfer.api.crd import chart_copies_out_of_date, rendered_files
 from specinfer.dev.cluster.fake_nodes import node_manifest
 from specinfer.monitoring.cli import stale_files
-from specinfer.operator.hardware import runtime_image
+from specinfer.operator.pure.hardware import runtime_image
 from specinfer.runtime.methods import (
     ACCELERATORS,
     WORKLOADS,

@@ -250,7 +250,7 @@ def test_cluster_scope_with_peering_may_create_the_cluster_peering(helm):
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_operator_config_is_accepted_by_the_operator(rendered, name):
-    from specinfer.operator.config import parse_config
+    from specinfer.operator.pure.config import parse_config
 
     (configmap,) = [c for c in of_kind(rendered[name], "ConfigMap") if "operator.yaml" in c["data"]]
     config = parse_config(yaml.safe_load(configmap["data"]["operator.yaml"]), source=f"chart ({name})")
@@ -323,7 +323,7 @@ def test_every_value_is_described_by_the_schema():
 
 def test_engine_pods_from_the_charts_config_mount_no_token_and_take_credentials_by_reference(rendered):
     """Issue 9's runtime-pod defaults hold for the configuration the chart installs, on every accelerator."""
-    from specinfer.operator.config import parse_config
+    from specinfer.operator.pure.config import parse_config
     from specinfer.operator.render import render
 
     (configmap,) = [c for c in of_kind(rendered["namespaces"], "ConfigMap") if "operator.yaml" in c["data"]]
@@ -381,7 +381,7 @@ def test_network_policies_are_optional(rendered):
 def test_network_policy_admits_engine_traffic_from_their_namespace_and_engine_from_only(rendered):
     """Engine pods serve without authentication (issue 15): the policy must select exactly the pods the
     operator renders, on the port they serve, in every watched namespace."""
-    from specinfer.operator.config import OperatorConfig
+    from specinfer.operator.pure.config import OperatorConfig
     from specinfer.operator.render import render
 
     policies = of_kind(rendered["namespaces"], "NetworkPolicy")

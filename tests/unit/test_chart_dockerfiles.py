@@ -112,7 +112,7 @@ class Block(importlib.abc.MetaPathFinder):
         if name.split(".")[0] in {OPERATOR_ONLY_MODULES!r}:
             raise ImportError("operator-only module imported by the runtime: " + name)
 sys.meta_path.insert(0, Block())
-import specinfer.runtime.entrypoint, specinfer.runtime.sim.server
+import specinfer.runtime.pod.entrypoint, specinfer.runtime.sim.server
 from click.testing import CliRunner
 from specinfer.cli import main
 result = CliRunner().invoke(main, ["runtime", "--help"])

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from specinfer import VLLM_VERSION, __version__
-from specinfer.operator.hardware import DEFAULT_PROFILES
+from specinfer.operator.pure.hardware import DEFAULT_PROFILES
 from specinfer.runtime.methods import ACCELERATORS
 
 pytestmark = pytest.mark.unit

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from specinfer.dev.demo.load import Phase, PhasedLoad, PhaseResults, phase_over
-from specinfer.runtime.calibration.requests import RequestResult
+from specinfer.runtime.pod.calibration.requests import RequestResult
 
 pytestmark = pytest.mark.unit
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specinfer.runtime.telemetry.vllm_metrics import NUM_REQUESTS_RUNNING, NUM_REQUESTS_WAITING
+from specinfer.runtime.contract.telemetry.vllm_metrics import NUM_REQUESTS_RUNNING, NUM_REQUESTS_WAITING
 
 pytestmark = pytest.mark.unit
 

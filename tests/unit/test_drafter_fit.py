@@ -7,9 +7,9 @@ import json
 import pytest
 
 from specinfer.api import parse_spec
-from specinfer.runtime.config import MisconfigurationError
 from specinfer.runtime.methods import get_method
-from specinfer.runtime.preflight import preflight
+from specinfer.runtime.pod.config import MisconfigurationError
+from specinfer.runtime.pod.preflight import preflight
 
 pytestmark = pytest.mark.unit
 

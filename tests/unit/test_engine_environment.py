@@ -99,7 +99,7 @@ def test_overlay_maps_packages_and_entry_points_from_pyproject():
     assert folders[""] == REPO_ROOT / "src" / "specinfer"
     assert folders["runtime"] == REPO_ROOT / "runtime" and folders["operator"] == REPO_ROOT / "operator"
     text = overlay.entry_points_text(pyproject)
-    plugin = "specinfer-telemetry = specinfer.runtime.telemetry.vllm_plugin:SpecinferStatLogger"
+    plugin = "specinfer-telemetry = specinfer.runtime.pod.telemetry.vllm_plugin:SpecinferStatLogger"
     assert f"[vllm.stat_logger_plugins]\n{plugin}" in text
     assert "[console_scripts]\nspecinfer = specinfer.cli:main" in text
 
@@ -113,14 +113,14 @@ def test_overlay_exposes_this_checkout_to_another_interpreter(tmp_path):
     assert overlay.ensure_overlay(fake_engine, destination=tmp_path / "overlay") == built
     assert (built / overlay.STAMP).read_text() == stamp  # nothing changed: not rebuilt
     env = overlay.overlay_env(fake_engine, built, "/usr/bin:/bin")
-    probe = ("import importlib.metadata as m, specinfer.runtime.telemetry as t; "
+    probe = ("import importlib.metadata as m, specinfer.runtime.pod.telemetry as t; "
              "print(t.__file__); print([e.value for e in m.entry_points(group='vllm.stat_logger_plugins')])")
     script = f"import sys; sys.path.insert(0, {env['PYTHONPATH']!r}); {probe}"
     result = subprocess.run([sys.executable, "-I", "-S", "-c", script],
                             capture_output=True, text=True, cwd=tmp_path, check=True)
     module_file, entry_points = result.stdout.splitlines()  # -S: no site-packages, only the overlay
-    assert Path(module_file).resolve() == (REPO_ROOT / "runtime" / "telemetry" / "__init__.py").resolve()
-    assert "specinfer.runtime.telemetry.vllm_plugin:SpecinferStatLogger" in entry_points
+    assert Path(module_file).resolve() == (REPO_ROOT / "runtime" / "pod" / "telemetry" / "__init__.py").resolve()
+    assert "specinfer.runtime.pod.telemetry.vllm_plugin:SpecinferStatLogger" in entry_points
     script = (built / "bin" / "specinfer").read_text()
     assert script.startswith(f"#!{fake_engine}/bin/python\n")
     assert env["PATH"].split(":")[:2] == [str(built / "bin"), str(fake_engine / "bin")]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from specinfer.api.status import EffectiveConfig
-from specinfer.operator.engine_failures import engine_failure, pod_failure
-from specinfer.operator.status import Rollout, workload_status
+from specinfer.operator.inference.pure.engine_failures import engine_failure, pod_failure
+from specinfer.operator.inference.pure.status import Rollout, workload_status
 
 pytestmark = pytest.mark.unit
 
@@ -78,7 +78,7 @@ def test_status_says_engine_failing_even_when_the_deployment_looks_available():
 
 
 def test_the_store_indexes_engine_pods_by_their_resource_label():
-    from specinfer.operator.store import Store
+    from specinfer.operator.plumbing.store import Store
 
     store = Store()
     first, other = pod("tiny-1"), pod("other-1")

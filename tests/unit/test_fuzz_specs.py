@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 
 from specinfer.api import InvalidSpecError, parse_spec
 from specinfer.api.auto import selected_candidate, serving_spec
-from specinfer.api.live import live_envelope
-from specinfer.operator.config import OperatorConfig
+from specinfer.operator.pure.config import OperatorConfig
 from specinfer.operator.render import render
+from specinfer.runtime.contract.live_schedule.envelope import live_envelope
 
 pytestmark = pytest.mark.unit
 

@@ -1,5 +1,7 @@
 """The layer contracts (pyproject.toml [tool.importlinter]) hold, checked by `lint-imports` on a fresh
-import view (tools/import_view.py), so `make test` catches a layering regression without `make lint`.
+import view (tools/import_view.py), so `make test` catches a layering regression without `make lint`; and
+the layers are folders: the contracts name the tree's pure rooms and every I/O module of the operator, the
+operator's top holds only its commands and its wiring, and runtime/ holds only its rooms.
 
 The view is built in a temporary folder, never in build/import-view, so a concurrent `make lint` is not
 disturbed; its links point at the repository's files, which the tests only read.
@@ -116,7 +118,7 @@ def test_the_installed_packages_are_the_package_folders():
 
 
 CONTRACTS = {"catalogue": "The catalogue is the bottom layer", "api": "The API stands on the catalogue alone",
-             "policy": "The tuner policy is pure", "pure": "Rendering, status and the tuner's adapters are pure"}
+             "policy": "The tuner policy is pure", "pure": "The pure rooms are pure"}
 PURE_BLOCK = ("<!-- pure modules: the import contracts in pyproject.toml -->", "<!-- end of pure modules -->")
 
 
@@ -159,3 +161,153 @@ def test_which_modules_are_pure_is_written_once():
                                                f"contracts only: {sorted(expected - set(strict['module']))}")
     doc = (ROOT / "docs" / "architecture.md").read_text()
     assert pure_docs_block() in doc, "docs/architecture.md: replace the pure-modules block with:\n" + pure_docs_block()
+
+
+# -- the layers are folders ---------------------------------------------------------------------------
+
+OPERATOR = ROOT / "operator"
+# Pure throughout, though not named `pure`: the child builders, shared by inference and calibration, and what
+# the operator and a pod agree on. (The tuner policy is pure too, under its own stricter contract.)
+PURE_THROUGHOUT = {"specinfer.operator.render": OPERATOR / "render",
+                   "specinfer.runtime.contract": ROOT / "runtime" / "contract"}
+POLICY = "specinfer.operator.tuner.policy"
+# The only modules at operator/'s top: every other module has a room (docs/architecture.md, "Layers").
+OPERATOR_TOP = {
+    "__init__.py": "the package: the map of its rooms",
+    "controller.py": "wires the controllers, the cache, the work queues and leadership: the one module that knows "
+                     "every room, so it sits above them all",
+    "operator_cli.py": "`specinfer operator`: the process (its configuration, the cluster check, kopf)",
+    "render_cli.py": "`specinfer render`: the rendering offline; it reads files, so it stays out of the pure render/",
+}
+# runtime/ holds its rooms only: the catalogue, the operator-pod contract, the pod side, the simulator.
+RUNTIME_ROOMS = {"methods", "contract", "pod", "sim"}
+CLIENT_LIBRARIES = ("kubernetes", "aiohttp", "requests", "urllib3", "prometheus_api_client", "prometheus_client")
+
+
+def module_name(path: Path, root: Path = ROOT) -> str:
+    """operator/tuner/pure/observe.py -> specinfer.operator.tuner.pure.observe (a package for its __init__.py)."""
+    relative = path.relative_to(root).with_suffix("")
+    folders = _pyproject()["tool"]["setuptools"]["package-dir"]
+    for package, folder in sorted(folders.items(), key=lambda item: -len(item[1])):
+        if relative.is_relative_to(folder):
+            parts = [*package.split("."), *relative.relative_to(folder).parts]
+            return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    raise AssertionError(f"{path}: not under any package-dir folder")
+
+
+def _under(module: str, packages: set[str]) -> bool:
+    return any(module == package or module.startswith(package + ".") for package in packages)
+
+
+def pure_rooms(root: Path = ROOT) -> set[str]:
+    """Every package named `pure` under operator/, and the rooms pure throughout."""
+    named = {module_name(init, root) for init in (root / "operator").rglob("pure/__init__.py")}
+    return named | set(PURE_THROUGHOUT)
+
+
+def io_modules(root: Path = ROOT) -> set[str]:
+    """Every module of the operator outside its pure rooms and the policy (a package by its __init__, unless a
+    pure room lies under it: then its __init__ is only the room's map)."""
+    pure = pure_rooms(root) | {POLICY}
+    modules = {module_name(path, root) for path in (root / "operator").rglob("*.py") if "__pycache__" not in path.parts}
+    return {m for m in modules if not _under(m, pure) and not any(_under(room, {m}) for room in pure)}
+
+
+def uncovered(modules: set[str], entries: list[str]) -> set[str]:
+    """The modules that no entry names (an entry names itself and every module under it)."""
+    return {m for m in modules if not _under(m, set(entries))}
+
+
+def _forbidden_in_the_operator(layer: str) -> list[str]:
+    contracts = _pyproject()["tool"]["importlinter"]["contracts"]
+    (contract,) = [c for c in contracts if c["name"].startswith(CONTRACTS[layer])]
+    return [m for m in contract["forbidden_modules"] if m.startswith("specinfer.operator")]
+
+
+def test_the_pure_rooms_are_the_folders_named_pure():
+    """Which modules are pure reads off the tree: the pure contract (and so mypy's strict list and the docs'
+    list) names exactly the folders called `pure`, and the two rooms pure throughout."""
+    assert all(folder.is_dir() for folder in PURE_THROUGHOUT.values())
+    assert set(contract_modules("pure")) == pure_rooms(), (
+        f"pyproject.toml's pure contract names {sorted(contract_modules('pure'))}; the pure rooms of the tree "
+        f"are {sorted(pure_rooms())}")
+
+
+def test_every_io_module_of_the_operator_is_forbidden_to_the_pure_rooms_and_the_policy():
+    """A new I/O module (say operator/tuner/alerting.py) fails here until the contracts forbid it."""
+    pure = _forbidden_in_the_operator("pure")
+    assert uncovered(io_modules(), pure) == set(), "add these to the pure contract's forbidden_modules"
+    policy = _forbidden_in_the_operator("policy")
+    rest = io_modules() | pure_rooms() - {"specinfer.runtime.contract"}
+    assert uncovered(rest, policy) == set(), "add these to the policy contract's forbidden_modules"
+    assert not [m for m in pure if _under(m, pure_rooms() | {POLICY})], "the pure rooms may import one another"
+
+
+def test_the_room_checks_see_a_new_module_and_a_new_room(tmp_path: Path):
+    for folder in ("operator/tuner/pure", "operator/tuner/policy", "operator/billing/pure"):
+        (tmp_path / folder).mkdir(parents=True)
+    for module in ("__init__", "tuner/__init__", "tuner/loop", "tuner/alerting", "tuner/pure/__init__",
+                   "tuner/pure/observe", "tuner/policy/__init__", "billing/__init__", "billing/pure/__init__",
+                   "billing/pure/invoice", "billing/reconciler"):
+        (tmp_path / "operator" / f"{module}.py").write_text("")
+
+    assert pure_rooms(tmp_path) == {"specinfer.operator.tuner.pure", "specinfer.operator.billing.pure",
+                                    *PURE_THROUGHOUT}
+    assert io_modules(tmp_path) == {"specinfer.operator.tuner.loop", "specinfer.operator.tuner.alerting",
+                                    "specinfer.operator.billing.reconciler"}
+    assert uncovered(io_modules(tmp_path), ["specinfer.operator.tuner.loop", "specinfer.operator.billing"]) \
+        == {"specinfer.operator.tuner.alerting"}
+
+
+def loose_modules(folder: Path) -> set[str]:
+    return {path.name for path in folder.glob("*.py")}
+
+
+def test_the_operators_top_holds_only_its_commands_and_its_wiring(tmp_path: Path):
+    assert loose_modules(OPERATOR) - set(OPERATOR_TOP) == set(), (
+        "give each of these a room (docs/architecture.md, Layers), or say in OPERATOR_TOP why it sits at the top")
+    assert set(OPERATOR_TOP) <= loose_modules(OPERATOR), "OPERATOR_TOP names a module that is gone"
+    for name in ("controller.py", "helpers.py"):
+        (tmp_path / name).write_text("")
+    assert loose_modules(tmp_path) - set(OPERATOR_TOP) == {"helpers.py"}
+
+
+def test_runtime_holds_its_rooms_only():
+    runtime = ROOT / "runtime"
+    assert loose_modules(runtime) == {"__init__.py"}, "a module of runtime/ belongs in one of its rooms"
+    assert {init.parent.name for init in runtime.glob("*/__init__.py")} == RUNTIME_ROOMS
+
+
+def _folder_of_links(link: Path) -> None:
+    """Replace a link to a folder by a folder of links to its entries, so what is written there stays in the view."""
+    target = link.resolve()
+    link.unlink()
+    link.mkdir()
+    for entry in target.iterdir():
+        (link / entry.name).symlink_to(entry)
+
+
+def _probe(view: Path, package: str, source: str) -> None:
+    folder = view
+    for part in package.split("."):
+        folder = folder / part
+        if folder.is_symlink():
+            _folder_of_links(folder)
+    (folder / "layer_probe.py").write_text(source)
+
+
+def test_a_client_in_a_pure_room_and_the_api_in_the_pod_side_break_their_contracts(view: Path):
+    """The contracts hold for a module no one listed: a new module in a pure room that imports a Kubernetes,
+    HTTP or Prometheus client, and a pod-side module that imports the API beside the contract."""
+    _probe(view, "specinfer.operator.selection.pure", "".join(f"import {name}\n" for name in CLIENT_LIBRARIES))
+    _probe(view, "specinfer.runtime.pod.calibration", "import specinfer.api.spec\n")
+
+    result = _lint_imports(view)
+
+    assert result.returncode != 0, result.stdout
+    broken = " ".join(result.stdout.split("Broken contracts")[-1].split())
+    assert f"{CONTRACTS['pure']}: no Kubernetes, Prometheus or HTTP client, no I/O module" in broken, result.stdout
+    for name in CLIENT_LIBRARIES:
+        assert f"specinfer.operator.selection.pure.layer_probe -> {name}" in result.stdout
+    assert "The pod side reaches the API only through the contract" in broken
+    assert "specinfer.runtime.pod.calibration.layer_probe -> specinfer.api.spec" in result.stdout

@@ -1,4 +1,4 @@
-"""kopf's peering rule re-derived (operator/leadership.py): who is active, from the peering object's status."""
+"""kopf's peering rule re-derived (operator/plumbing/leadership.py): who is active, from the peering object's status."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import datetime
 
 import pytest
 
-from specinfer.operator.leadership import Leadership, peering_decision, peering_paths
+from specinfer.operator.plumbing.leadership import Leadership, peering_decision, peering_paths
 
 pytestmark = pytest.mark.unit
 
@@ -164,10 +164,10 @@ def test_the_peering_objects_are_created_under_the_operators_field_manager_and_a
     import asyncio
     from types import SimpleNamespace
 
-    from specinfer.operator.config import OperatorConfig
-    from specinfer.operator.errors import ApiError
     from specinfer.operator.handlers.lifecycle import ensure_peering_object
-    from specinfer.operator.kube import Kube
+    from specinfer.operator.plumbing.kube import Kube
+    from specinfer.operator.pure.config import OperatorConfig
+    from specinfer.operator.pure.errors import ApiError
 
     created: list[tuple[str, str, str]] = []
 

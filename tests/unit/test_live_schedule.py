@@ -1,4 +1,4 @@
-"""The engine side of retuning in place (runtime/live_schedule/): the published file, the watcher that
+"""The engine side of retuning in place (runtime/pod/live_schedule/): the published file, the watcher that
 swaps it in between steps, and the series that say what the engine runs."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import threading
 import pytest
 from prometheus_client import CollectorRegistry
 
-from specinfer.runtime.live_schedule.published import (
+from specinfer.runtime.contract.live_schedule.published import (
     MAX_FILE_BYTES,
     PublishedSchedule,
     ScheduleRefused,
@@ -19,9 +19,9 @@ from specinfer.runtime.live_schedule.published import (
     published_text,
     schedule_digest,
 )
-from specinfer.runtime.live_schedule.watcher import ScheduleWatcher, read_state
 from specinfer.runtime.methods.schedule import dense_schedule
-from specinfer.runtime.telemetry.live_schedule_sink import LiveScheduleExporter
+from specinfer.runtime.pod.live_schedule.watcher import ScheduleWatcher, read_state
+from specinfer.runtime.pod.telemetry.live_schedule_sink import LiveScheduleExporter
 
 pytestmark = pytest.mark.unit
 

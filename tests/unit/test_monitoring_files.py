@@ -18,9 +18,9 @@ from specinfer.monitoring.alerts import build_rules
 from specinfer.monitoring.cli import CHART_FILES, DASHBOARD_FILE, RULES_FILE, generated, stale_files
 from specinfer.monitoring.dashboard import build_dashboard
 from specinfer.monitoring.panels import Labels, panels, resolve
-from specinfer.operator import metrics
-from specinfer.runtime.telemetry import series as si
-from specinfer.runtime.telemetry import vllm_metrics as vm
+from specinfer.operator.plumbing import metrics
+from specinfer.runtime.contract.telemetry import series as si
+from specinfer.runtime.contract.telemetry import vllm_metrics as vm
 
 pytestmark = pytest.mark.unit
 

@@ -8,15 +8,15 @@ import copy
 import pytest
 
 from specinfer.api.status import EffectiveConfig
-from specinfer.operator.compare import covers
-from specinfer.operator.conditions import ConditionUpdate, set_conditions
-from specinfer.operator.config import OperatorConfig
-from specinfer.operator.errors import ApiError
-from specinfer.operator.kube import TokenBucket
-from specinfer.operator.reconciler import Reconciler
-from specinfer.operator.status import rollout_of, status_covered, workload_status
-from specinfer.operator.store import Store
-from specinfer.operator.workqueue import WorkQueue
+from specinfer.operator.inference.pure.status import rollout_of, status_covered, workload_status
+from specinfer.operator.inference.reconciler import Reconciler
+from specinfer.operator.plumbing.kube import TokenBucket
+from specinfer.operator.plumbing.store import Store
+from specinfer.operator.plumbing.workqueue import WorkQueue
+from specinfer.operator.pure.compare import covers
+from specinfer.operator.pure.conditions import ConditionUpdate, set_conditions
+from specinfer.operator.pure.config import OperatorConfig
+from specinfer.operator.pure.errors import ApiError
 from tests.crd_schema import assert_status_in_crd
 
 pytestmark = pytest.mark.unit
@@ -273,7 +273,7 @@ class NudgedKube(FakeKube):
         self.refuse = refuse
 
     async def request(self, method, path, *, query=None, body=None, content_type=None, verb=None, accept=None):
-        # a merge patch, never an apply (which would create a pod deleted meanwhile: operator/kube.py annotate)
+        # a merge patch, never an apply (which would create a pod deleted meanwhile: operator/plumbing/kube.py annotate)
         assert (method, content_type, query) == ("PATCH", "application/merge-patch+json",
                                                  [("fieldManager", "specinfer-operator")])
         if self.refuse:
@@ -327,7 +327,7 @@ def test_without_patch_on_pods_the_nudge_stops_and_the_schedule_is_still_publish
 
 
 def test_the_calibration_caches_keep_a_newer_copy_over_a_late_watch_event():
-    from specinfer.operator.store import Cache
+    from specinfer.operator.plumbing.store import Cache
 
     cache = Cache()
     newer = {"metadata": {"namespace": "ml", "name": "cal", "resourceVersion": "12"}, "status": {"phase": "Running"}}

@@ -8,12 +8,12 @@ import copy
 
 import pytest
 
-from specinfer.operator.config import OperatorConfig, parse_config
-from specinfer.operator.errors import TemporaryError
-from specinfer.operator.reconciler import REJECTED_RETRY_SECONDS, Reconciler
+from specinfer.operator.inference.reconciler import REJECTED_RETRY_SECONDS, Reconciler
+from specinfer.operator.plumbing.store import Store
+from specinfer.operator.pure.config import OperatorConfig, parse_config
+from specinfer.operator.pure.errors import TemporaryError
 from specinfer.operator.render import render
 from specinfer.operator.render.labels import ENGINE_SECRET_LABEL
-from specinfer.operator.store import Store
 from tests.unit.test_operator_reconcile import RESOURCE, Events, FakeKube, run
 
 pytestmark = pytest.mark.unit

@@ -11,7 +11,7 @@ from specinfer.operator.tuner.policy import OFF, CostPrior, DraftConfig, TuningI
 from specinfer.operator.tuner.policy.acceptance import estimate_from, expected_tokens, extrapolated_prefix
 from specinfer.operator.tuner.policy.cost import CostModel
 from specinfer.operator.tuner.policy.goodput import MAX_RANGES, Model, best_dense, goodput, limit_ranges
-from specinfer.operator.tuner.target import simulator_cost_prior
+from specinfer.operator.tuner.pure.target import simulator_cost_prior
 from specinfer.runtime.methods.registry import draft_scale
 from specinfer.runtime.methods.schedule import schedule_problems
 from specinfer.runtime.sim.model import COST_MODELS, acceptance_profile

@@ -1,21 +1,21 @@
-"""Cost per million tokens (operator/pricing.py), its configuration, status.cost and the per-resource
-series the tuning loop exports for the dashboard and the alerts (operator/tuner/exports.py, speedup.py)."""
+"""Cost per million tokens (operator/tuner/pure/pricing.py), its configuration, status.cost and the per-resource
+series the tuning loop exports for the dashboard and the alerts (operator/tuner/pure/exports.py, speedup.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from specinfer.api.status import EffectiveConfig
-from specinfer.operator import metrics
-from specinfer.operator.config import CostConfig, parse_config
-from specinfer.operator.errors import ConfigError
-from specinfer.operator.pricing import (
+from specinfer.operator.plumbing import metrics
+from specinfer.operator.pure.config import CostConfig, parse_config
+from specinfer.operator.pure.errors import ConfigError
+from specinfer.operator.tuner.pure.exports import k_in_force
+from specinfer.operator.tuner.pure.pricing import (
     cost_per_million_tokens,
     last_change_saving,
     price_per_replica_hour,
     resource_cost,
 )
-from specinfer.operator.tuner.exports import k_in_force
 from tests.unit.test_tuner_loop import (  # noqa: F401  (fake_prometheus is a fixture)
     SETTINGS,
     FakeKube,

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from specinfer.api import InvalidSpecError
-from specinfer.operator.config import OperatorConfig, parse_config
+from specinfer.operator.pure.config import OperatorConfig, parse_config
 from specinfer.operator.render import render
 from specinfer.operator.render_cli import dump_manifests
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from specinfer.operator.config import OperatorConfig
+from specinfer.operator.pure.config import OperatorConfig
 from specinfer.operator.render import render
 from specinfer.operator.render_cli import dump_manifests
 from specinfer.runtime.methods import all_methods

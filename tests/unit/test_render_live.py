@@ -9,11 +9,11 @@ import json
 import pytest
 
 from specinfer.api import parse_spec
-from specinfer.api.live import live_envelope, why_not_in_place
-from specinfer.operator.config import OperatorConfig
+from specinfer.operator.pure.config import OperatorConfig
 from specinfer.operator.render import render
-from specinfer.runtime.live_schedule import SCHEDULER_CLASS
-from specinfer.runtime.live_schedule.published import parse_published
+from specinfer.runtime.contract.live_schedule import SCHEDULER_CLASS
+from specinfer.runtime.contract.live_schedule.envelope import live_envelope, why_not_in_place
+from specinfer.runtime.contract.live_schedule.published import parse_published
 
 pytestmark = pytest.mark.unit
 

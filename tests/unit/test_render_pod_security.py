@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from specinfer.operator.config import OperatorConfig, parse_config
+from specinfer.operator.pure.config import OperatorConfig, parse_config
 from specinfer.operator.render import render
 from specinfer.operator.render.deployment import RUNTIME_UID
 from specinfer.runtime.methods import ACCELERATORS, get_accelerator

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from specinfer.api import parse_spec
-from specinfer.runtime.argv import engine_env, vllm_argv
+from specinfer.runtime.contract.argv import engine_env, vllm_argv
 from specinfer.runtime.methods import all_methods
 
 pytestmark = pytest.mark.unit

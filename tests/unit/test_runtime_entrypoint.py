@@ -11,12 +11,12 @@ import pytest
 from click.testing import CliRunner
 
 from specinfer.api import parse_spec
-from specinfer.runtime import entrypoint
-from specinfer.runtime.config import MisconfigurationError
 from specinfer.runtime.methods import get_accelerator
 from specinfer.runtime.methods.accelerators import TorchDevices
 from specinfer.runtime.methods.accelerators import registry as accelerator_registry
-from specinfer.runtime.preflight import preflight, visible_devices
+from specinfer.runtime.pod import entrypoint
+from specinfer.runtime.pod.config import MisconfigurationError
+from specinfer.runtime.pod.preflight import preflight, visible_devices
 
 pytestmark = pytest.mark.unit
 
@@ -80,7 +80,7 @@ def test_execs_vllm_with_the_catalogue_pins(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(entrypoint.os, "execvpe", lambda file, argv, env: calls.append((file, argv, env)))
     monkeypatch.setattr("shutil.which", lambda name: f"/usr/bin/{name}")
-    monkeypatch.setattr("specinfer.runtime.preflight.visible_devices", lambda accelerator: 2)
+    monkeypatch.setattr("specinfer.runtime.pod.preflight.visible_devices", lambda accelerator: 2)
     result = invoke("--config", str(write_config(tmp_path)))
     assert result.exit_code == 0, result.output
     [(file, argv, env)] = calls
@@ -89,7 +89,7 @@ def test_execs_vllm_with_the_catalogue_pins(tmp_path, monkeypatch):
 
 
 def test_too_few_visible_devices_names_the_count_field(tmp_path, monkeypatch):
-    monkeypatch.setattr("specinfer.runtime.preflight.visible_devices", lambda accelerator: 1)
+    monkeypatch.setattr("specinfer.runtime.pod.preflight.visible_devices", lambda accelerator: 1)
     result = invoke("--config", str(write_config(tmp_path)))
     assert result.exit_code == 2
     assert "spec.hardware.count asks for tensor parallel size 2 but only 1 nvidia device" in result.output

@@ -12,7 +12,7 @@ import pytest
 
 from specinfer.api import parse_spec
 from specinfer.dev.vllm_wheels import read_source
-from specinfer.runtime.argv import vllm_argv
+from specinfer.runtime.contract.argv import vllm_argv
 
 pytestmark = [pytest.mark.unit, pytest.mark.wheel]  # reads the pinned vLLM wheel
 

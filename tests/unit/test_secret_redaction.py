@@ -23,7 +23,7 @@ from specinfer.operator.tuner.prometheus import (
     credentials_from_secret,
     redact,
 )
-from specinfer.operator.tuner.queries import Query
+from specinfer.operator.tuner.pure.queries import Query
 
 pytestmark = pytest.mark.unit
 

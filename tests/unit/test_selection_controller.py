@@ -8,8 +8,9 @@ import copy
 import pytest
 
 from specinfer.api.calibration import SpeculativeInferenceCalibrationSpec
-from specinfer.operator.config import OperatorConfig
-from specinfer.operator.errors import ApiError
+from specinfer.operator.plumbing.store import Cache, Store
+from specinfer.operator.pure.config import OperatorConfig
+from specinfer.operator.pure.errors import ApiError
 from specinfer.operator.render import render
 from specinfer.operator.selection.controller import (
     FIELD_MANAGER,
@@ -17,7 +18,6 @@ from specinfer.operator.selection.controller import (
     SelectionController,
     read_selection,
 )
-from specinfer.operator.store import Cache, Store
 from tests.crd_schema import assert_status_in_crd
 
 pytestmark = pytest.mark.unit

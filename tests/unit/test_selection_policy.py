@@ -1,4 +1,4 @@
-"""Method auto's decisions (operator/selection/policy.py): when to compare, what, and which candidate wins."""
+"""Method auto's decisions (operator/selection/pure/policy.py): when to compare, what, and which candidate wins."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from specinfer.api import parse_spec
 from specinfer.api.status import MetricsStatus, SelectionStatus
 from specinfer.api.timestamps import rfc3339
-from specinfer.operator.selection.policy import (
+from specinfer.operator.selection.pure.policy import (
     MIN_COMPARISON_SECONDS,
     MIN_SWITCH_GAIN,
     RETRY_BASE_SECONDS,

@@ -1,4 +1,4 @@
-"""Method auto, a switch verified on the live traffic (operator/selection/verification.py through policy.step)."""
+"""Method auto, a switch verified on the live traffic (operator/selection/pure/verification.py through policy.step)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 from specinfer.api import parse_spec
 from specinfer.api.status import MetricsStatus, SelectionStatus
 from specinfer.api.timestamps import rfc3339
-from specinfer.operator.selection.policy import World, fingerprint, step
-from specinfer.operator.selection.verification import (
+from specinfer.operator.selection.pure.policy import World, fingerprint, step
+from specinfer.operator.selection.pure.verification import (
     ROLLBACK_HOLD_INTERVALS,
     VERIFY_SETTLE_SECONDS,
     VERIFY_TIMEOUT_SECONDS,
@@ -228,7 +228,7 @@ def test_a_spec_edit_while_verifying_compares_afresh():
 
 def test_a_stored_baseline_at_its_bound_still_folds_a_window():
     from specinfer.api.status import MAX_ATTEMPTS, LiveSpeed
-    from specinfer.operator.selection.verification import fold_baseline
+    from specinfer.operator.selection.pure.verification import fold_baseline
 
     full = LiveSpeed(tokens_per_request_second=20.0, mean_batch_size=4.0, windows=MAX_ATTEMPTS,
                      sampled_at=rfc3339(NOW - 60))

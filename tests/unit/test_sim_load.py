@@ -9,7 +9,7 @@ import pytest
 from aiohttp.test_utils import TestServer
 
 from specinfer.bench.load import LoadConfig, RequestResult, percentile, run_load, summarize
-from specinfer.runtime.calibration.requests import SYNTHETIC_WORDS, request_body, synthetic_prompt
+from specinfer.runtime.pod.calibration.requests import SYNTHETIC_WORDS, request_body, synthetic_prompt
 from specinfer.runtime.sim.server import build_app
 from specinfer.runtime.sim.settings import SimulatorSettings
 from specinfer.runtime.sim.simulator import Simulator

@@ -7,8 +7,8 @@ import random
 import pytest
 
 from specinfer.bench.wheel_stats import StepRequest, build_step, vllm_from_wheel
-from specinfer.runtime.telemetry.accumulator import StepAccumulator
-from specinfer.runtime.telemetry.series import (
+from specinfer.runtime.contract.telemetry.accumulator import StepAccumulator
+from specinfer.runtime.contract.telemetry.series import (
     BATCH_SIZE_EDGES,
     batch_size_labels,
     batch_size_range,

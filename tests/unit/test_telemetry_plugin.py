@@ -10,8 +10,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from specinfer.bench.wheel_stats import StepRequest, build_step, vllm_from_wheel
-from specinfer.runtime.telemetry.fields import ENTRY_POINT_NAME, version_problem
-from specinfer.runtime.telemetry.series import DRAFT_TOKENS_PER_POS, ENGINE_STEPS, STEP_DURATION
+from specinfer.runtime.contract.telemetry.series import DRAFT_TOKENS_PER_POS, ENGINE_STEPS, STEP_DURATION
+from specinfer.runtime.pod.telemetry.fields import ENTRY_POINT_NAME, version_problem
 
 pytestmark = [pytest.mark.unit, pytest.mark.wheel]  # vLLM's stats classes, executed from the pinned wheel
 

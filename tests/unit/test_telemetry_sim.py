@@ -7,18 +7,18 @@ import math
 import pytest
 from prometheus_client import CollectorRegistry
 
-from specinfer.runtime.sim.engine import Engine, SimRequest
-from specinfer.runtime.sim.metrics import build_sinks
-from specinfer.runtime.sim.model import acceptance_profile
-from specinfer.runtime.sim.settings import SimulatorSettings
-from specinfer.runtime.telemetry.series import (
+from specinfer.runtime.contract.telemetry.series import (
     ACCEPTED_TOKENS_PER_POS,
     DRAFT_TOKENS_PER_POS,
     ENGINE_STEPS,
     STEP_DURATION,
     STEP_REQUESTS,
 )
-from specinfer.runtime.telemetry.sim_sink import TelemetrySink
+from specinfer.runtime.pod.telemetry.sim_sink import TelemetrySink
+from specinfer.runtime.sim.engine import Engine, SimRequest
+from specinfer.runtime.sim.metrics import build_sinks
+from specinfer.runtime.sim.model import acceptance_profile
+from specinfer.runtime.sim.settings import SimulatorSettings
 
 pytestmark = pytest.mark.unit
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry, multiprocess, values
 
-from specinfer.runtime.telemetry.accumulator import StepAccumulator
-from specinfer.runtime.telemetry.prometheus_sink import EngineExporter
-from specinfer.runtime.telemetry.series import (
+from specinfer.runtime.contract.telemetry.accumulator import StepAccumulator
+from specinfer.runtime.contract.telemetry.series import (
     ACCEPTED_TOKENS_PER_POS,
     DRAFT_TOKENS_PER_POS,
     ENGINE_STEPS,
     STEP_DURATION,
     STEP_REQUESTS,
 )
+from specinfer.runtime.pod.telemetry.prometheus_sink import EngineExporter
 
 pytestmark = pytest.mark.unit
 

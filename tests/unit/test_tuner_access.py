@@ -1,4 +1,4 @@
-"""Where the tuner may send queries and credentials (operator/access.py, operator/secrets.py and the
+"""Where the tuner may send queries and credentials (operator/pure/access.py, operator/plumbing/secrets.py and the
 tuning loop's `_source`, issue 15): a resource's spec never lends it the operator's rights."""
 
 from __future__ import annotations
@@ -9,15 +9,15 @@ import copy
 
 import pytest
 
-from specinfer.operator.access import (
+from specinfer.operator.plumbing.kube import METADATA_ONLY
+from specinfer.operator.pure.access import (
     AUTH_NOT_ALLOWED,
     URL_NOT_ALLOWED,
     PrometheusAccess,
     url_allowed,
 )
-from specinfer.operator.config import parse_config
-from specinfer.operator.errors import ConfigError
-from specinfer.operator.kube import METADATA_ONLY
+from specinfer.operator.pure.config import parse_config
+from specinfer.operator.pure.errors import ConfigError
 from specinfer.operator.render.labels import PROMETHEUS_AUTH_LABEL
 from specinfer.operator.tuner import prometheus as prom
 from specinfer.operator.tuner.loop import TuningLoop

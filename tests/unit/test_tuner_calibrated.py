@@ -9,17 +9,17 @@ import pytest
 
 from specinfer.api import parse_spec
 from specinfer.api.status import CalibrationSummary, StepCostCell, StepCostSource
-from specinfer.operator.tuner.calibrated import (
+from specinfer.operator.tuner.policy import CostPrior, PolicyState, TuningInput
+from specinfer.operator.tuner.policy.cost import PRIOR_THETA, terms
+from specinfer.operator.tuner.pure.calibrated import (
     CALIBRATED_STRENGTH,
     fit_prior,
     forget_step_cost,
     same_prior,
     with_calibration,
 )
-from specinfer.operator.tuner.policy import CostPrior, PolicyState, TuningInput
-from specinfer.operator.tuner.policy.cost import PRIOR_THETA, terms
-from specinfer.operator.tuner.target import calibrated_tuning_input, read_target
-from specinfer.runtime.calibration.analysis import target_fingerprint
+from specinfer.operator.tuner.pure.target import calibrated_tuning_input, read_target
+from specinfer.runtime.contract.calibration.analysis import target_fingerprint
 from tests.unit.test_tuner_loop import (  # noqa: F401  (fake_prometheus is a fixture)
     FakeKube,
     apply_back,

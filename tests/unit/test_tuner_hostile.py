@@ -16,14 +16,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specinfer.api.speculation import K_CEILING, MAX_BATCH_SIZE
-from specinfer.operator.access import PrometheusAccess
+from specinfer.operator.pure.access import PrometheusAccess
 from specinfer.operator.tuner import loop as loop_module
 from specinfer.operator.tuner import prometheus as prom
 from specinfer.operator.tuner.bounded_http import ResponseTooLarge
 from specinfer.operator.tuner.loop import TuningLoop
-from specinfer.operator.tuner.observe import SERIES_MALFORMED, index_results, observe
 from specinfer.operator.tuner.policy import TuningInput, decide
-from specinfer.operator.tuner.queries import Query, build_queries
+from specinfer.operator.tuner.pure.observe import SERIES_MALFORMED, index_results, observe
+from specinfer.operator.tuner.pure.queries import Query, build_queries
 from tests.unit.test_tuner_loop import SETTINGS, FakeKube, FakePrometheus, high_acceptance, resource
 from tests.unit.test_tuner_observe import LABELS, NOW, WINDOW, merge, sample, target, vllm_answers
 

@@ -13,8 +13,8 @@ import yaml
 from specinfer.api.timestamps import rfc3339
 from specinfer.operator.tuner import prometheus as prom
 from specinfer.operator.tuner.loop import FIELD_MANAGER, TuningLoop
-from specinfer.operator.tuner.queries import build_queries
-from specinfer.operator.tuner.settings import TunerSettings
+from specinfer.operator.tuner.pure.queries import build_queries
+from specinfer.operator.tuner.pure.settings import TunerSettings
 from tests.crd_schema import assert_status_in_crd, schema_problems, status_schema
 from tests.unit.test_tuner_observe import NOW, merge, vllm_answers
 
@@ -210,8 +210,7 @@ def test_interval_is_respected_and_off_mode_clears_once(fake_prometheus):
 
 
 def test_operator_metrics_count_decisions_errors_and_query_latency(fake_prometheus):
-    from specinfer.operator import metrics
-
+    from specinfer.operator.plumbing import metrics
     def value(name, **labels):
         return metrics.REGISTRY.get_sample_value(name, labels) or 0.0
 

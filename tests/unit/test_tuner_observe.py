@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from specinfer.operator.tuner.observe import Target, index_results, observe
 from specinfer.operator.tuner.policy import AppliedConfig, DraftConfig, StepSample, TuningInput, decide
 from specinfer.operator.tuner.policy.observation import observation_problems
-from specinfer.operator.tuner.queries import BATCH_QUANTILES, LabelMapping, build_queries
+from specinfer.operator.tuner.pure.observe import Target, index_results, observe
+from specinfer.operator.tuner.pure.queries import BATCH_QUANTILES, LabelMapping, build_queries
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""How the loop reads a resource (operator/tuner/target.py) and talks to Prometheus (prometheus.py)."""
+"""How the loop reads a resource (operator/tuner/pure/target.py) and talks to Prometheus (prometheus.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from prometheus_api_client.exceptions import PrometheusApiClientException
 from specinfer.api.timestamps import parse_rfc3339, rfc3339
 from specinfer.operator.tuner import prometheus as prom
 from specinfer.operator.tuner.policy import DraftConfig
-from specinfer.operator.tuner.queries import Query
-from specinfer.operator.tuner.settings import PolicyDefaults
-from specinfer.operator.tuner.target import (
+from specinfer.operator.tuner.pure.queries import Query
+from specinfer.operator.tuner.pure.settings import PolicyDefaults
+from specinfer.operator.tuner.pure.target import (
     TargetError,
     observed_applied,
     read_target,
@@ -177,7 +177,7 @@ def test_k_bounds_follow_what_vllm_accepts_with_the_advanced_settings():
 
 
 def test_an_applied_config_the_engine_would_not_run_is_dropped():
-    from specinfer.operator.tuner.target import applied_problem
+    from specinfer.operator.tuner.pure.target import applied_problem
 
     body = resource("a")
     body["spec"]["speculation"] = {"method": "suffix", "numSpeculativeTokens": 3}
@@ -196,7 +196,7 @@ def test_a_hold_before_the_policy_ran_keeps_the_restart_count():
     import json
 
     from specinfer.operator.tuner.policy import PolicyState
-    from specinfer.operator.tuner.record import Tick, tick_status
+    from specinfer.operator.tuner.pure.record import Tick, tick_status
 
     body = resource("a")
     stored = PolicyState(changes=[NOW - 120.0], last_change_at=NOW - 120.0)
@@ -222,7 +222,7 @@ def _draft_model(accelerator: str, running: int | None = None):
 
 
 def test_the_cost_prior_drafts_as_the_engines_drafter_does():
-    from specinfer.operator.tuner.target import with_engine_envelope
+    from specinfer.operator.tuner.pure.target import with_engine_envelope
 
     gpu = tuning_input(_draft_model("nvidia").spec)
     law = gpu.cost_prior
@@ -239,7 +239,7 @@ def test_the_cost_prior_drafts_as_the_engines_drafter_does():
 
 def test_a_calibrated_prior_keeps_the_drafters_law():
     """A measured table replaces the prior's terms (calibrated.py), never how the drafter's work follows K."""
-    from specinfer.operator.tuner.target import calibrated_tuning_input
+    from specinfer.operator.tuner.pure.target import calibrated_tuning_input
 
     target = _draft_model("nvidia")
     tuning = tuning_input(target.spec)

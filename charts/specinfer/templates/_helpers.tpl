@@ -46,7 +46,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 {{- end -}}
 
-{{/* The operator configuration file (operator/config.py's OperatorConfig), as YAML. */}}
+{{/* The operator configuration file (operator/pure/config.py's OperatorConfig), as YAML. */}}
 {{- define "specinfer.operatorConfig" -}}
 images:
   {{- toYaml .Values.runtime.images | nindent 2 }}

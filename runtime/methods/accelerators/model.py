@@ -18,7 +18,7 @@ def _frozen(mapping: Mapping[str, str] | None = None) -> Mapping[str, str]:
 
 @dataclass(frozen=True)
 class PodDefaults:
-    """Defaults of the operator's hardware profile for this family (operator/hardware.py builds it;
+    """Defaults of the operator's hardware profile for this family (operator/pure/hardware.py builds it;
     the operator configuration may override every field)."""
 
     image_flavour: str                               # runtime image tag suffix: cuda, rocm, ascend, cpu
@@ -63,7 +63,7 @@ class EngineNote:
 @dataclass(frozen=True)
 class TorchDevices:
     """Preflight counts the devices a pod sees as `torch.<backend>.device_count()`, importing `plugin`
-    first where a separate package adds the backend to torch (runtime/preflight.py)."""
+    first where a separate package adds the backend to torch (runtime/pod/preflight.py)."""
 
     backend: str               # torch's device module: "cuda" (ROCm builds report AMD GPUs there too), "npu"
     plugin: str | None = None  # e.g. "torch_npu", which registers torch.npu

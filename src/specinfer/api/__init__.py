@@ -6,18 +6,15 @@ CEL cannot express.
 """
 
 from specinfer.api.effective import EffectiveSpeculation, effective_spec, effective_speculation, speculation_of
-from specinfer.api.parse import InvalidSpecError, parse_resource, parse_runtime_config, parse_spec
+from specinfer.api.parse import InvalidSpecError, parse_resource, parse_spec
 from specinfer.api.resource import (
     API_VERSION,
     CRD_NAME,
     GROUP,
     KIND,
     PLURAL,
-    RUNTIME_CONFIG_ENV,
-    RUNTIME_CONFIG_PATH,
     SHORT_NAMES,
     VERSION,
-    RuntimeConfig,
     SpeculativeInference,
 )
 from specinfer.api.spec import DraftModel, PromptLookup, ScheduleRange, Speculation, SpeculativeInferenceSpec
@@ -36,12 +33,11 @@ from specinfer.api.tuning import DEFAULT_TUNING_MODE, Tuning
 from specinfer.api.workload import Hardware, Model, Runtime, Simulator, SimulatorPhase
 
 __all__ = [
-    "API_VERSION", "CRD_NAME", "DEFAULT_TUNING_MODE", "GROUP", "KIND", "PLURAL", "RUNTIME_CONFIG_ENV",
-    "RUNTIME_CONFIG_PATH", "SHORT_NAMES", "VERSION",
+    "API_VERSION", "CRD_NAME", "DEFAULT_TUNING_MODE", "GROUP", "KIND", "PLURAL", "SHORT_NAMES", "VERSION",
     "AppliedConfig", "Condition", "Decision", "DraftModel", "EffectiveConfig", "EffectiveSpeculation", "Hardware",
-    "InvalidSpecError", "MetricsStatus", "Model", "PromptLookup", "Recommendation", "Runtime", "RuntimeConfig",
+    "InvalidSpecError", "MetricsStatus", "Model", "PromptLookup", "Recommendation", "Runtime",
     "ScheduleRange", "Simulator", "SimulatorPhase", "SpeculationChoice", "Speculation", "SpeculativeInference",
     "SpeculativeInferenceSpec", "SpeculativeInferenceStatus", "Tuning", "TuningStatus",
-    "effective_spec", "effective_speculation", "parse_resource", "parse_runtime_config", "parse_spec",
+    "effective_spec", "effective_speculation", "parse_resource", "parse_spec",
     "speculation_of",
 ]

@@ -57,7 +57,7 @@ from pydantic_core import PydanticCustomError
 # vLLM's engine classes: the `*-cls` flags of vllm/engine/arg_utils.py and the flags there that take a class
 # path (an executor class for --distributed-executor-backend, logits processor classes, "module:class" model
 # overrides, the scheduler's encoder cache manager class in --ec-manager-config). The operator sets
-# --scheduler-cls (runtime/argv.py); the others would swap the classes its scheduler runs with.
+# --scheduler-cls (runtime/contract/argv.py); the others would swap the classes its scheduler runs with.
 ENGINE_CLASSES = ("remove it: the operator sets vLLM's engine classes (its scheduler applies retuned schedules "
                   "in place, docs/tuner.md)")
 # Flags that load code by module or file path (vLLM 0.33.0: vllm/entrypoints/common/cli_args.py `middleware`,

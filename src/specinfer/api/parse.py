@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from specinfer.api.auto import candidate_raw_spec, default_candidates, is_auto
 from specinfer.api.errors import InvalidSpecError as InvalidSpecError  # re-exported: parse_spec's error
-from specinfer.api.resource import RuntimeConfig, SpeculativeInference
+from specinfer.api.resource import SpeculativeInference
 from specinfer.api.spec import SpeculativeInferenceSpec
 from specinfer.api.speculation import AutoCandidate
 from specinfer.runtime.methods import get_accelerator, get_method, methods_without_drafts
@@ -29,7 +29,7 @@ def _path(root: str, loc: tuple[Any, ...]) -> str:
     return path
 
 
-def _from_validation_error(error: ValidationError, root: str) -> InvalidSpecError:
+def invalid_spec_error(error: ValidationError, root: str) -> InvalidSpecError:
     problems = []
     for item in error.errors():
         path = _path(root, tuple(item["loc"]))
@@ -87,7 +87,7 @@ def _candidate_problems(spec: SpeculativeInferenceSpec) -> list[tuple[str, str]]
         try:
             fixed = SpeculativeInferenceSpec.model_validate(candidate_raw_spec(spec, candidate))
         except ValidationError as error:
-            problems += [moved(path, message) for path, message in _from_validation_error(error, "spec").problems]
+            problems += [moved(path, message) for path, message in invalid_spec_error(error, "spec").problems]
             continue
         problems += [moved(path, message) for path, message in semantic_problems(fixed)]
     return problems
@@ -146,7 +146,7 @@ def parse_spec(obj: Mapping[str, Any]) -> SpeculativeInferenceSpec:
     try:
         spec = SpeculativeInferenceSpec.model_validate(dict(obj))
     except ValidationError as error:
-        raise _from_validation_error(error, "spec") from None
+        raise invalid_spec_error(error, "spec") from None
     problems = semantic_problems(spec)
     if problems:
         raise InvalidSpecError(problems[0][0], problems[0][1], problems)
@@ -159,14 +159,6 @@ def parse_resource(obj: Mapping[str, Any]) -> SpeculativeInference:
     try:
         resource = SpeculativeInference.model_validate({**obj, "spec": spec})
     except ValidationError as error:
-        raise _from_validation_error(error, "") from None
+        raise invalid_spec_error(error, "") from None
     return resource
 
-
-def parse_runtime_config(obj: Mapping[str, Any]) -> RuntimeConfig:
-    """Validate the operator -> pod RuntimeConfig; its spec goes through parse_spec."""
-    spec = parse_spec(obj.get("spec") or {})
-    try:
-        return RuntimeConfig.model_validate({**obj, "spec": spec})
-    except ValidationError as error:
-        raise _from_validation_error(error, "runtimeConfig") from None

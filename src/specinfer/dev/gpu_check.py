@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from specinfer import VLLM_VERSION
-from specinfer.api.live import LiveEnvelope, startup_ranges
-from specinfer.runtime.live_schedule import SCHEDULE_FILE_ENV, SCHEDULER_CLASS, STATE_FILE_ENV
-from specinfer.runtime.live_schedule.published import published_text, schedule_digest
-from specinfer.runtime.live_schedule.watcher import CHECK_INTERVAL_SECONDS, read_state
+from specinfer.runtime.contract.live_schedule import SCHEDULE_FILE_ENV, SCHEDULER_CLASS, STATE_FILE_ENV
+from specinfer.runtime.contract.live_schedule.envelope import LiveEnvelope, startup_ranges
+from specinfer.runtime.contract.live_schedule.published import published_text, schedule_digest
+from specinfer.runtime.pod.live_schedule.watcher import CHECK_INTERVAL_SECONDS, read_state
 
 MAX_K = 4
 EVERY_BATCH = 65536

@@ -17,10 +17,10 @@ from __future__ import annotations
 import yaml
 
 from specinfer.monitoring.panels import DEFAULT_LABELS, Labels
+from specinfer.runtime.contract.telemetry import series as si
+from specinfer.runtime.contract.telemetry import vllm_metrics as vm
 from specinfer.runtime.methods import all_methods
 from specinfer.runtime.methods.alert_bands import AlertBand
-from specinfer.runtime.telemetry import series as si
-from specinfer.runtime.telemetry import vllm_metrics as vm
 
 GROUP = "specinfer"
 METHOD_LABEL = "specinfer_io_method"  # the pod label specinfer.io/method (PodMonitor podTargetLabels)

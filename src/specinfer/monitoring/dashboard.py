@@ -24,7 +24,7 @@ from grafana_foundation_sdk.models.dashboard import (
 )
 
 from specinfer.monitoring.panels import DEFAULT_LABELS, Labels, Panel, panels
-from specinfer.runtime.telemetry import vllm_metrics as vm
+from specinfer.runtime.contract.telemetry import vllm_metrics as vm
 
 UID = "specinfer-overview"
 TITLE = "specinfer: speculative decoding"

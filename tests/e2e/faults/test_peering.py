@@ -4,7 +4,7 @@ Also the hand-over the other way: a replica started with a higher priority takes
 running one, which must then stop acting -- a paused replica that kept reconciling from its (now
 stale) cache would roll pods back and forth between the old and the new spec, and one whose tuning
 loop kept running would be a second tuner on the same resource (kopf pauses only its own watches;
-operator/leadership.py stops our resync and tuning loop).
+operator/plumbing/leadership.py stops our resync and tuning loop).
 """
 
 from __future__ import annotations

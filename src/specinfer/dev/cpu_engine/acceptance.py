@@ -14,7 +14,7 @@ import json
 import random
 import sys
 
-from specinfer.runtime.calibration.requests import synthetic_prompt
+from specinfer.runtime.pod.calibration.requests import synthetic_prompt
 
 K = 3
 # marks the result's line: vLLM logs to stdout too, and its shutdown lines come after it
@@ -22,7 +22,7 @@ RESULT = "specinfer acceptance: "
 HELD_OUT_SEED = 99  # not drafters.DRAFTER_SEED: prompts the tables were not built from
 PROMPTS = 16
 # What `specinfer demo --engine vllm` sends (demo/run.py reads these): the load generator's synthetic
-# prompts (runtime/calibration/requests.py) of 16 words, 128 tokens back
+# prompts (runtime/pod/calibration/requests.py) of 16 words, 128 tokens back
 DEMO_PROMPT_WORDS = 16
 DEMO_OUTPUT_TOKENS = 128
 

@@ -68,7 +68,7 @@ PROMPT_WORDS = (8, 12, 16, 24, 32, 48, 64, 128, 256)
 
 def table_prompts() -> list[str]:
     """The kind of text the demo and the tests send: the load generator's synthetic prompts (its five
-    words, runtime/calibration/requests.py), the engine tests' sentence and the tokenizer's corpus.
+    words, runtime/pod/calibration/requests.py), the engine tests' sentence and the tokenizer's corpus.
 
     Many of them, short ones among them: on 16 held-out prompts of the real-engine demo's kind (another
     seed than `specinfer models measure`'s) the EAGLE-3 head built from 40 accepted 0.63-0.65 of first

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from specinfer.runtime.calibration.requests import LoadConfig, RequestResult, connector, one_request, request_body
+from specinfer.runtime.pod.calibration.requests import LoadConfig, RequestResult, connector, one_request, request_body
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from typing import Any
 from specinfer.dev.demo.load import Phase
 from specinfer.dev.demo.stack import specinfer_executable
 from specinfer.dev.vllm_wheels import cache_dir
-from specinfer.operator.tuner.target import simulator_cost_prior
+from specinfer.operator.tuner.pure.target import simulator_cost_prior
 
 MAX_BATCH = 64
 MODELS_CODE = Path(__file__).resolve().parents[1] / "cpu_engine"  # models.py, drafters.py, greedy.py, the lock

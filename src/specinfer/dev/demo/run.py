@@ -21,7 +21,7 @@ from specinfer.dev.demo.plot import write_plot
 from specinfer.dev.demo.stack import Stack
 from specinfer.dev.demo.view import Snapshot, render
 from specinfer.operator.render.labels import NAME_LABEL
-from specinfer.runtime.calibration.requests import percentile
+from specinfer.runtime.pod.calibration.requests import percentile
 
 
 @dataclass(frozen=True)

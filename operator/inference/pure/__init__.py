@@ -1,0 +1,1 @@
+"""The SpeculativeInference controller's pure logic: its status and conditions, the engine pods' failures."""
