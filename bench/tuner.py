@@ -25,6 +25,7 @@ import click
 from specinfer.api import SpeculativeInferenceSpec
 from specinfer.api.live import LiveEnvelope, live_envelope
 from specinfer.operator.tuner.policy import Decision, DraftConfig, Observation, PolicyState, TuningInput, decide
+from specinfer.operator.tuner.target import spec_config
 from specinfer.operator.tuner.target import tuning_input as operator_tuning_input
 from specinfer.runtime.methods import get_method
 
@@ -52,13 +53,21 @@ def k_bounds(scenario: Scenario) -> tuple[int, int]:
     return method.k_min, k_max
 
 
+def start_k(scenario: Scenario) -> int:
+    """The K the scenario's spec asks for (numSpeculativeTokens): its own, or the catalogue's default."""
+    k_min, k_max = k_bounds(scenario)
+    wanted = scenario.initial_k if scenario.initial_k is not None else get_method(scenario.method).k_default
+    return max(k_min, min(wanted, k_max))
+
+
 def scenario_spec(scenario: Scenario) -> SpeculativeInferenceSpec:
     """The resource a user would write for this scenario: the simulator engine on the scenario's preset."""
     tuning: dict = {"mode": "auto", "maxRestartsPerHour": 6, "minSamples": 2000,
                     "slo": {"p99TimePerOutputTokenSeconds": scenario.per_token_slo}}
     if scenario.k_max is not None:
         tuning["maxNumSpeculativeTokens"] = scenario.k_max
-    speculation: dict = {"method": scenario.method, **({"advanced": scenario.advanced} if scenario.advanced else {})}
+    speculation: dict = {"method": scenario.method, "numSpeculativeTokens": start_k(scenario),
+                         **({"advanced": scenario.advanced} if scenario.advanced else {})}
     if get_method(scenario.method).needs_draft_model:
         speculation["draftModel"] = {"name": "bench/draft"}
     return SpeculativeInferenceSpec.model_validate({
@@ -96,6 +105,14 @@ def envelope_of(scenario: Scenario, *, in_place: bool = True) -> LiveEnvelope | 
     """What the scenario's engine pods start with when the operator retunes them in place (None:
     every change rolls out), from the same spec the tuning input comes from."""
     return live_envelope(scenario_spec(scenario)) if in_place else None
+
+
+def initial_config(scenario: Scenario, *, in_place: bool = True) -> DraftConfig:
+    """What the scenario's engines run before any tuning, as the operator renders them: the spec's K, and --
+    retuned in place -- none above the crossover its prior predicts (api/live.py `own_ranges`)."""
+    if in_place:
+        return spec_config(scenario_spec(scenario))
+    return DraftConfig(num_speculative_tokens=start_k(scenario))
 
 
 def oracle_config(scenario: Scenario, minute: int, engine: Engine, *, keep_drafter: bool = False) -> DraftConfig:
@@ -229,8 +246,7 @@ def run_scenario(scenario: Scenario, *, seed: int, substeps: int, quick: bool, e
         statics[k] = (summarise(scenario, engine), engine)
     best_k = max(statics, key=lambda k: statics[k][0]["goodput"])
     results[f"best static (K={best_k})"], traces["best static"] = statics[best_k]
-    start_k = scenario.initial_k if scenario.initial_k is not None else get_method(scenario.method).k_default
-    initial = DraftConfig(num_speculative_tokens=max(k_min, min(start_k, k_max)))
+    initial = initial_config(scenario, in_place=in_place)
     decisions: dict[str, list[tuple[float, Decision]]] = {}
     paths: dict[str, list[tuple[float, str]]] = {}
     for signals in SIGNAL_SETS:

@@ -20,7 +20,15 @@ from specinfer.api import (
     speculation_of,
 )
 from specinfer.api.auto import applied_for, is_auto, selected_candidate, serving_spec
-from specinfer.api.live import LiveEnvelope, choice_k, live_envelope, ranges_of, startup_spec
+from specinfer.api.live import (
+    LiveEnvelope,
+    choice_k,
+    initial_choice,
+    live_envelope,
+    own_ranges,
+    ranges_of,
+    startup_spec,
+)
 from specinfer.api.parse import data_parallel_size
 from specinfer.api.status import EffectiveConfig, LiveScheduleStatus, ScheduleEntry
 from specinfer.operator.access import image_refusal
@@ -120,6 +128,8 @@ def render(resource: Mapping[str, Any], config: OperatorConfig, *, podmonitor: b
     applied = applied_tuning(resource)
     if is_auto(written):
         applied = applied_for(spec, applied)
+    if applied is None:  # retuned in place: before any tuning, the spec's own choice drafting less at the top
+        applied = initial_choice(spec)
     try:
         merged = effective_spec(spec, applied)
     except (ValueError, InvalidSpecError) as error:  # pydantic ValidationError is a ValueError
@@ -148,8 +158,7 @@ def render(resource: Mapping[str, Any], config: OperatorConfig, *, podmonitor: b
             raise NotAllowedError("spec.runtime.image", refused.message, reason=refused.reason)
     manifests = [build_configmap(workload)]
     if envelope is not None:  # before the Deployment: its pods mount it
-        own = speculation_of(effective_spec(spec, None))
-        published = live.ranges if live is not None else ranges_of(own.num_speculative_tokens, own.schedule)
+        published = live.ranges if live is not None else own_ranges(spec, envelope)
         manifests.append(build_live_schedule_configmap(workload, published))
     manifests += [build_deployment(workload), build_service(workload)]
     if podmonitor:

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from specinfer.api import InvalidSpecError, SpeculativeInferenceSpec, effective_speculation, parse_spec
 from specinfer.api.auto import is_auto, selected_candidate, serving_spec
-from specinfer.api.live import live_envelope
+from specinfer.api.live import initial_choice, live_envelope
 from specinfer.api.parse import data_parallel_size
 from specinfer.api.status import Condition, SpeculativeInferenceStatus, StepCostSource, TuningStatus
 from specinfer.api.timestamps import parse_rfc3339
@@ -235,8 +235,8 @@ def simulator_cost_prior(preset: str, method: str) -> CostPrior:
 
 
 def spec_config(spec: SpeculativeInferenceSpec) -> DraftConfig:
-    """K and schedule the spec alone renders to (no tuning applied)."""
-    effective = effective_speculation(spec, None)
+    """K and schedule the spec alone renders to (no tuning applied; retuned in place, the startup choice)."""
+    effective = effective_speculation(spec, initial_choice(spec))
     return DraftConfig(num_speculative_tokens=effective.num_speculative_tokens,
                        schedule=tuple(effective.schedule) if effective.schedule else None)
 

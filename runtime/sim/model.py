@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specinfer.runtime.methods import METHOD_NAMES, WORKLOADS, UnknownMethodError, draft_scale, get_method
+from specinfer.runtime.methods.workloads import TAIL_DECAY
 from specinfer.runtime.methods.cost_presets import (
     COST_MODELS,
     DEFAULT_COST_MODEL,
@@ -34,7 +35,7 @@ METHODS: tuple[str, ...] = METHOD_NAMES
 
 # The conditional tail: beyond the explicit tuple each position's conditional
 # rate is the previous one times this factor (drafts degrade slowly with depth).
-DEFAULT_TAIL_DECAY = 0.97
+DEFAULT_TAIL_DECAY = TAIL_DECAY
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from specinfer.api import parse_spec
-from specinfer.api.live import live_envelope, why_not_in_place
+from specinfer.api.live import live_envelope, own_ranges, why_not_in_place
 from specinfer.operator.config import OperatorConfig
 from specinfer.operator.render import render
 from specinfer.runtime.live_schedule import SCHEDULER_CLASS
@@ -48,6 +48,11 @@ def template(rendering) -> dict:
     return rendering.manifest("Deployment")["spec"]["template"]
 
 
+# what the BASE spec's engine runs before any tuning: its K=3, and K=0 above the crossover the tuner's
+# default prior (an 8B target on an H100) predicts for a draft model at K=3
+STARTUP = ((1, 166, 3), (167, 65536, 0))
+
+
 SCHEDULE = {"numSpeculativeTokens": 4, "schedule": [
     {"minBatchSize": 1, "maxBatchSize": 4, "numSpeculativeTokens": 4},
     {"minBatchSize": 5, "maxBatchSize": 64, "numSpeculativeTokens": 0}]}
@@ -59,7 +64,7 @@ def test_a_choice_within_the_envelope_changes_only_the_published_schedule(applie
     assert template(after) == template(before)
     assert after.config_hash == before.config_hash
     assert after.manifest("ConfigMap") == before.manifest("ConfigMap")  # the RuntimeConfig too
-    assert published(before) == ((1, 65536, 3),)
+    assert published(before) == STARTUP
     assert published(after) != published(before)
     effective = after.effective_status()
     assert effective.live_schedule.digest != before.effective_status().live_schedule.digest
@@ -71,8 +76,8 @@ def test_the_engine_starts_with_the_envelope_and_follows_the_mounted_directory()
     config = json.loads(rendering.manifest("ConfigMap")["data"]["runtime.json"])
     assert config["liveSchedule"]["maxNumSpeculativeTokens"] == 4
     assert config["spec"]["speculation"]["numSpeculativeTokens"] == 4  # room for the tuner
-    assert config["spec"]["speculation"]["schedule"] == [
-        {"minBatchSize": 1, "maxBatchSize": 65536, "numSpeculativeTokens": 3}]  # the spec's own K at start
+    assert config["spec"]["speculation"]["schedule"] == [  # the spec's own K at start, none above the crossover
+        {"minBatchSize": s, "maxBatchSize": e, "numSpeculativeTokens": k} for s, e, k in STARTUP]
     command = template(rendering)["metadata"]["annotations"]["specinfer.io/engine-command"]
     assert f"--scheduler-cls {SCHEDULER_CLASS}" in command
     pod = template(rendering)["spec"]
@@ -92,7 +97,7 @@ def test_what_the_envelope_cannot_hold_rolls_out(applied, why):
     assert after.config_hash != before.config_hash, why
     assert after.live is None
     # the schedule ConfigMap stays (the children are the same set whatever the tuner chose), unmounted
-    assert published(after) == ((1, 65536, 3),)
+    assert published(after) == STARTUP
     assert "live-schedule" not in json.dumps(template(after))
 
 
@@ -118,7 +123,28 @@ def test_model_runner_v2_starts_with_every_k_so_its_cuda_graphs_cover_them():
     rendering = render({**BASE, "spec": spec.model_dump(by_alias=True, exclude_none=True)}, OperatorConfig())
     startup = json.loads(rendering.manifest("ConfigMap")["data"]["runtime.json"])["spec"]["speculation"]["schedule"]
     assert {r["numSpeculativeTokens"] for r in startup} == set(range(envelope.max_k + 1))
-    assert published(rendering) == ((1, 65536, 3),)  # what runs from the first step is still the spec's K
+    # what runs from the first step is the spec's K, and no drafts above the predicted crossover
+    assert published(rendering) == own_ranges(spec, envelope) == ((1, 194, 3), (195, 65536, 0))
+    assert [r["numSpeculativeTokens"] for r in startup if r["minBatchSize"] > envelope.max_k + 1] == [3, 0]
+
+
+def test_the_engine_starts_drafting_less_above_the_predicted_crossover():
+    """Issue 43: an in-place engine starts with its spec's K where drafting pays and the cheapest K above the
+    crossover its prior predicts -- K = 0 where the tuner may switch drafting off, else the tuning minimum --
+    so a peak met at start-up does not run the tuning maximum; the tuner reads that as the config in force."""
+    from specinfer.operator.tuner.target import spec_config
+
+    eagle3 = {"method": "eagle3", "draftModel": {"name": "d"}, "numSpeculativeTokens": 3}
+    on_gpu = parse_spec({**BASE["spec"], "hardware": {"accelerator": "nvidia"}, "speculation": eagle3})
+    starts = own_ranges(on_gpu, live_envelope(on_gpu))
+    assert starts[0][2] == 3 and starts[-1][2] == 0 and 100 < starts[-1][0] < 256
+    assert spec_config(on_gpu).dense(256)[1:] == [k for s, e, k in starts for _ in range(s, min(e, 256) + 1)]
+    floor = parse_spec({**on_gpu.model_dump(by_alias=True, exclude_none=True),
+                        "tuning": {"mode": "auto", "minNumSpeculativeTokens": 1}})
+    assert [k for _, _, k in own_ranges(floor, live_envelope(floor))] == [3, 1]  # the tuning minimum, not off
+    # a spec that is not retuned in place renders as written
+    observed = parse_spec({**on_gpu.model_dump(by_alias=True, exclude_none=True), "tuning": {"mode": "observe"}})
+    assert spec_config(observed).schedule is None
 
 
 # -- a drafter that drafts its startup K on every step (issue 42) ---------------------------------------------
