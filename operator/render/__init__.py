@@ -19,6 +19,7 @@ from specinfer.api import (
     parse_spec,
     speculation_of,
 )
+from specinfer.api.adaptive_rules import adaptive_on
 from specinfer.api.auto import applied_for, is_auto, selected_candidate, serving_spec
 from specinfer.api.live import (
     LiveEnvelope,
@@ -128,10 +129,10 @@ def render(resource: Mapping[str, Any], config: OperatorConfig, *, podmonitor: b
     applied = applied_tuning(resource)
     if is_auto(written):
         applied = applied_for(spec, applied)
-    if applied is None:  # retuned in place: before any tuning, the spec's own choice drafting less at the top
-        applied = initial_choice(spec)
+    # retuned in place, before any tuning: the spec's own choice, drafting less above the predicted crossover
+    chosen = applied if applied is not None else initial_choice(spec)
     try:
-        merged = effective_spec(spec, applied)
+        merged = effective_spec(spec, chosen)
     except (ValueError, InvalidSpecError) as error:  # pydantic ValidationError is a ValueError
         if applied is None:
             raise
@@ -140,7 +141,9 @@ def render(resource: Mapping[str, Any], config: OperatorConfig, *, podmonitor: b
     speculation = speculation_of(merged)
     envelope = live_envelope(spec, wanted_k=choice_k(speculation), running=running_envelope(resource, spec))
     live = _live_plan(envelope, speculation, meta["name"])
-    started = startup_spec(spec, live.envelope) if live is not None else merged
+    # the tuner's choice of adaptive verification (a rollout) reaches the engine's start
+    started = startup_spec(spec, live.envelope, adaptive_verification=adaptive_on(merged)) if live is not None \
+        else merged
     workload = Workload(
         name=meta["name"],
         namespace=namespace or meta.get("namespace") or "default",

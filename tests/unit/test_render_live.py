@@ -174,16 +174,22 @@ def test_a_draft_model_on_model_runner_v2_starts_at_the_k_in_force_not_the_tunin
     assert render(eagle, OperatorConfig()).live.envelope.max_k == 8
 
 
-def test_a_lower_k_goes_in_place_within_the_running_envelope_and_a_larger_one_rolls_out():
+def test_the_envelope_is_the_largest_k_in_force_and_another_one_rolls_out():
+    """Issue 43: in place a schedule keeps the envelope somewhere and lowers what is verified elsewhere; a
+    config with a smaller largest K rolls out to draft less on every step, a larger one to draft more."""
     started = render(with_status(None, None), OperatorConfig())
+    kept = render(with_status({"numSpeculativeTokens": 3, "schedule": [
+        {"minBatchSize": 1, "maxBatchSize": 8, "numSpeculativeTokens": 3},
+        {"minBatchSize": 9, "maxBatchSize": 64, "numSpeculativeTokens": 1}]}, 3), OperatorConfig())
+    assert kept.config_hash == started.config_hash and kept.live.envelope.max_k == 3
+    assert published(kept) == ((1, 8, 3), (9, 64, 1))  # verification lowered at 9-64; the engine still drafts 3
     lower = render(with_status({"numSpeculativeTokens": 2}, 3), OperatorConfig())
-    assert lower.config_hash == started.config_hash and lower.live.envelope.max_k == 3
-    assert published(lower) == ((1, 65536, 2),)  # verification lowered; the engine still drafts 3
+    assert lower.config_hash != started.config_hash and lower.live.envelope.max_k == 2  # drafts 2: new pods
     larger = render(with_status({"numSpeculativeTokens": 5}, 3), OperatorConfig())
     assert larger.config_hash != started.config_hash and larger.live.envelope.max_k == 5
-    # once the pods run 5, coming back to 3 is in place: the envelope is what runs, not what was asked last
-    back = render(with_status({"numSpeculativeTokens": 3}, 5), OperatorConfig())
-    assert back.config_hash == larger.config_hash and back.live.envelope.max_k == 5
+    # speculation off keeps nothing to envelope; what runs next starts at its own largest K
+    off = render(with_status({"numSpeculativeTokens": 0}, 5), OperatorConfig())
+    assert off.live is None
     # an envelope recorded for another method says nothing about this one
     other = render(with_status({"numSpeculativeTokens": 2}, 5, method="eagle3"), OperatorConfig())
     assert other.live.envelope.max_k == 2
@@ -205,10 +211,40 @@ def test_the_envelope_after_a_change_is_what_the_operator_renders_next():
     """LiveEnvelope.after (what a bench engine runs after a change) agrees with rendering: in place keeps it, a
     larger K rolls out to that K for a drafter that drafts its startup K, to nothing new for the others."""
     started = render(with_status(None, None), OperatorConfig()).live.envelope
-    assert started.after("draftModel", [2]) == started
+    assert started.after("draftModel", [3, 1]) == started
+    assert started.after("draftModel", [2]).max_k == 2 == render(with_status({"numSpeculativeTokens": 2}, 3),
+                                                                  OperatorConfig()).live.envelope.max_k
     grown = started.after("draftModel", [5, 5, 0])
     assert grown.max_k == 5 == render(with_status({"numSpeculativeTokens": 5}, 3), OperatorConfig()).live.envelope.max_k
     eagle = with_status(None, None)
     eagle["spec"]["speculation"]["method"] = "eagle3"
     fixed = render(eagle, OperatorConfig()).live.envelope
     assert fixed.after("eagle3", [12]) == fixed  # beyond the tuning maximum: not an envelope of its own
+
+
+def test_the_tuners_adaptive_verification_rolls_out_and_status_says_so():
+    """Issue 43: the tuner's choice of vLLM's adaptive verification lands in status.tuning.applied like K does;
+    it is a setting of the engine's start (new pods), and status.effective says when it is on."""
+    from specinfer.api import InvalidSpecError
+    from specinfer.operator.tuner.convert import adaptive_choice, config_of
+    from specinfer.operator.tuner.target import read_target
+
+    eagle = resource(None, hardware={"accelerator": "nvidia"},
+                     speculation={"method": "eagle3", "draftModel": {"name": "d"}, "numSpeculativeTokens": 3})
+    started = render(eagle, OperatorConfig())
+    eagle["status"] = {"tuning": {"applied": {"numSpeculativeTokens": 3, "adaptiveVerification": True}}}
+    adaptive = render(eagle, OperatorConfig())
+    assert adaptive.config_hash != started.config_hash and adaptive.live is not None  # still retuned in place
+    config = json.loads(adaptive.manifest("ConfigMap")["data"]["runtime.json"])
+    assert config["spec"]["speculation"]["advanced"]["enable_adaptive_verification"] is True  # vLLM's field name
+    assert adaptive.effective_status().adaptive_verification is True
+    assert started.effective_status().adaptive_verification is None
+    target = read_target(eagle)
+    assert config_of(target.tuning_status.applied).adaptive
+    assert adaptive_choice(target.spec, config_of(target.tuning_status.applied)) is True
+    assert adaptive_choice(target.spec, config_of(target.tuning_status.applied).model_copy(
+        update={"adaptive_verification": False})) is None  # what the spec says: nothing to state
+    # where vLLM refuses it (Model Runner V1 on the CPU) the renderer refuses the applied config
+    on_cpu = resource({"numSpeculativeTokens": 3, "adaptiveVerification": True})
+    with pytest.raises(InvalidSpecError, match="status.tuning.applied"):
+        render(on_cpu, OperatorConfig())

@@ -112,7 +112,8 @@ def _section(data: dict[str, Any], key: str) -> dict[str, Any]:
 def _applied_config(applied: dict[str, Any]) -> DraftConfig:
     try:
         return DraftConfig(num_speculative_tokens=int(_number(applied, "numSpeculativeTokens", "observation.applied")),
-                           schedule=applied.get("schedule"))
+                           schedule=applied.get("schedule"),
+                           adaptive_verification=bool(applied.get("adaptiveVerification", False)))
     except (TypeError, ValueError, ValidationError) as error:
         raise ObservationError("observation.applied must be {numSpeculativeTokens, schedule: [[start, end, K], ...]}: "
                                f"{error}") from error
