@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specinfer.runtime.methods import METHOD_NAMES, WORKLOADS, UnknownMethodError, draft_scale, get_method
-from specinfer.runtime.methods.workloads import TAIL_DECAY
 from specinfer.runtime.methods.cost_presets import (
     COST_MODELS,
     DEFAULT_COST_MODEL,
@@ -24,6 +23,7 @@ from specinfer.runtime.methods.cost_presets import (
     cost_model,
     restart_seconds,
 )
+from specinfer.runtime.methods.workloads import TAIL_DECAY
 
 __all__ = [
     "COST_MODELS", "DEFAULT_COST_MODEL", "DEFAULT_TAIL_DECAY", "METHODS", "WORKLOADS", "AcceptanceProfile",
