@@ -290,6 +290,7 @@ def run_scenario(scenario: Scenario, *, seed: int, substeps: int, quick: bool, e
     play(reference, initial, phase_plan(scenario, initial, **engine_kwargs))
     return {"scenario": scenario, "results": results, "traces": traces, "decisions": decisions, "paths": paths,
             "envelope": envelope, "inPlaceDelay": in_place_delay, "reference": reference, "adaptiveRefused": refused,
+            "seed": seed,
             "goals": {signals: goals(scenario, results, POLICIES[signals], reference) for signals in SIGNAL_SETS}}
 
 
@@ -377,8 +378,13 @@ def goals(scenario: Scenario, results: dict[str, dict], contender: str = "policy
     def worst_phase(contender: dict) -> float:
         return min(contender["phaseGoodput"][p] / none["phaseGoodput"][p] for p in none["phaseGoodput"])
 
-    paying = results[reference]
+    # What a controller paying for its switches reaches at best: the oracle that pays its way, or a config
+    # that never switches (the best static K, vLLM's adaptive verification at its best), whichever serves more
+    paying = max((v for k, v in results.items() if k == reference or k.startswith(("best static", ADAPTIVE))),
+                 key=lambda v: v["goodput"])
     reached = paying["goodput"] / oracle["goodput"]
+    if paying is not results[reference]:
+        reference = next(k for k, v in results.items() if v is paying)
     checks = {
         # `reference`: the oracle that pays its way (phase_plan). Where it falls short of the goal
         # too, the goal is out of reach of any controller that pays for its restarts.
@@ -478,8 +484,9 @@ def _json_report(report: dict) -> dict:
                            for time, d in made]
                  for signals, made in report["decisions"].items()}
     scenario, envelope = report["scenario"], report["envelope"]
-    return {"description": scenario.description, "replicas": scenario.replicas,
-            "updateStrategy": scenario.strategy,
+    return {"description": scenario.description, "replicas": scenario.replicas, "seed": report["seed"],
+            "updateStrategy": scenario.strategy, "reloadSeconds": scenario.restart_seconds,
+            "adaptiveRefused": report["adaptiveRefused"],
             "inPlace": {"maxK": envelope.max_k, "delaySeconds": report["inPlaceDelay"]} if envelope else None,
             "results": report["results"], "goals": report["goals"], "policyDecisions": decisions}
 

@@ -39,7 +39,8 @@ import pytest
 import yaml
 from kubernetes.client import CustomObjectsApi
 
-from specinfer.api.live import ranges_of
+from specinfer.api import parse_spec
+from specinfer.api.live import live_envelope, own_ranges, ranges_of
 from specinfer.api.resource import GROUP, PLURAL, VERSION
 from specinfer.api.timestamps import parse_rfc3339, rfc3339
 from specinfer.dev.cluster.atomic_volume import DATA
@@ -426,10 +427,11 @@ def propagation(setup: Setup) -> dict:
                 time.sleep(4)
                 after = per_position(Metrics.scrape(url), "vllm:spec_decode_num_accepted_tokens_per_pos_total")
                 counts[json.dumps(choice)] = minus(after, before)
-        publish_by_hand(setup, None)  # back to the spec's own choice (api/live.py own_ranges) for the tuner's story
-        wait_for(lambda: live_schedule(url)[0] == (((setup.si("crossover").get("status") or {}).get("effective") or {})
-                                                  .get("liveSchedule") or {}).get("digest"), interval=0.5,
-                 timeout=IN_FORCE_TIMEOUT, what="the spec's own schedule in force again")
+        publish_by_hand(setup, None)  # back to the spec's own choice for the tuner's story
+        spec = parse_spec(setup.si("crossover")["spec"])
+        own = schedule_digest(own_ranges(spec, live_envelope(spec)))  # what the operator publishes before tuning
+        wait_for(lambda: live_schedule(url)[0] == own, interval=0.5, timeout=IN_FORCE_TIMEOUT,
+                 what="the spec's own schedule in force again")
     ordered = sorted(delays)
     p50, p95 = ordered[len(ordered) // 2], ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
     print(f"published -> in force in the engine, {len(delays)} changes: p50 {p50:.2f} s, p95 {p95:.2f} s, "
