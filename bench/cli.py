@@ -17,6 +17,7 @@ BENCHMARKS: dict[str, str] = {
     "sim-capacity": "specinfer.bench.sim_capacity:sim_capacity_command",
     "telemetry-overhead": "specinfer.bench.telemetry_overhead:telemetry_overhead_command",
     "tuner": "specinfer.bench.tuner:tuner_command",
+    "tuner-table": "specinfer.bench.tuner_table:tuner_table_command",
     "tuning-loop": "specinfer.bench.tuning_loop:tuning_loop_command",
 }
 

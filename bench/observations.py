@@ -2,7 +2,7 @@
 
 The benchmark's closed loop and the policy's tests both need observations whose ground truth is
 known: acceptance per position, step time T(B, K), the batch-size mix. This builds the same
-`Observation` the tuning loop builds from Prometheus (operator/tuner/observe.py) -- with our
+`Observation` the tuning loop builds from Prometheus (operator/tuner/pure/observe.py) -- with our
 plugin's unbiased series (`signals="specinfer"`) or only vLLM's standard ones (`signals="vllm"`) --
 so the policy is exercised through its public interface. Pure: randomness comes from the caller's
 Random.
@@ -44,6 +44,8 @@ def synthetic_observation(
     batch_sizes: Mapping[int, float],
     prefix: Sequence[float],
     step_time: StepTime,
+    accepted: Callable[[int, int], Sequence[float]] | None = None,
+    adaptive_verification: bool = False,
     signals: str = "specinfer",
     rng: random.Random | None = None,
     timing_noise: float = 0.0,
@@ -56,6 +58,9 @@ def synthetic_observation(
     """One window's observation. `batch_sizes` maps batch size -> fraction of engine time.
 
     `busy_fraction` is the share of the window the engine was decoding (restarts, idle time).
+    `accepted(b, K)`: the chance a request's draft at each position is accepted in a step (default `prefix`);
+    with vLLM's adaptive verification a draft it did not verify counts as drafted and rejected
+    (vllm/v1/core/sched/scheduler.py), as vLLM's counters and the plugin's count it.
     """
     total_fraction = sum(batch_sizes.values()) or 1.0
     k_top = num_speculative_tokens
@@ -78,12 +83,12 @@ def synthetic_observation(
         busy_sequence_seconds += seq_steps * seconds
         step_tokens = 1.0
         if k > 0:
+            chances = list(accepted(size, k)) if accepted is not None else list(prefix[:k])
             drafts += seq_steps
             for i in range(k):
                 drafts_per_pos[i] += seq_steps
-                accepted = _count(rng, seq_steps, prefix[i] if i < len(prefix) else 0.0)
-                accepted_per_pos[i] += accepted
-            step_tokens += sum(prefix[:k])
+                accepted_per_pos[i] += _count(rng, seq_steps, chances[i] if i < len(chances) else 0.0)
+            step_tokens += sum(chances[:k])
         tokens += seq_steps * step_tokens
         samples.append(StepSample(batch_size=float(size), k=k, count=round(steps, 3),
                                   mean_seconds=seconds * _jitter(rng, timing_noise)))
@@ -100,7 +105,8 @@ def synthetic_observation(
         scrape_time=time - scrape_age,
         rollout_in_progress=rollout_in_progress,
         applied=AppliedConfig(method=method, config=DraftConfig(num_speculative_tokens=k_top,
-                                                                schedule=tuple(map(tuple, schedule or ())) or None),
+                                                                schedule=tuple(map(tuple, schedule or ())) or None,
+                                                                adaptive_verification=adaptive_verification),
                               since=applied_since),
         drafts=drafts,
         accepted_per_position=tuple(accepted_per_pos) if k_top else (),

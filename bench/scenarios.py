@@ -8,7 +8,8 @@ in simulated time, no HTTP and no sleeping: every sub-step the running requests 
 over the replicas that are serving (at most maxBatchSize each; the rest wait), and each replica
 serves its batch at the config it runs (tokens = B * E_K / T(B, K) per second).
 
-A config change the engine can take in place (`envelope`: the spec is retuned in place, api/live.py;
+A config change the engine can take in place (`envelope`: the spec is retuned in place,
+runtime/contract/live_schedule/envelope.py;
 the engine runs a drafter and keeps one, with K within its startup maximum) is a new published
 schedule: every replica swaps it in between steps `IN_PLACE_DELAY_SECONDS` after the decision, with
 no restart and nothing lost (counted as `in_place_changes`, never as restarts). Any other change is
@@ -32,11 +33,14 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from specinfer.operator.tuner.policy import DraftConfig, Observation
 from specinfer.operator.tuner.pure.observe import distribution_from_quantiles
 from specinfer.operator.tuner.pure.queries import BATCH_QUANTILES
 from specinfer.runtime.contract.live_schedule.envelope import LiveEnvelope
 from specinfer.runtime.methods import get_method
+from specinfer.runtime.methods.adaptive import ADAPTIVE_COST, admitted, verification_budget
 from specinfer.runtime.methods.cost_presets import CostShape
 from specinfer.runtime.methods.engine_truth import PIECEWISE_COST, drafting
 from specinfer.runtime.sim.model import (
@@ -226,6 +230,12 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              "off is worth +40% at the peak, which only a rollout reaches", _peak(6, 450, ramp=5, hold=45),
              replicas=2, update_strategy="Replace", max_batch_size=256, per_token_slo=0.080,
              drafter_cost_factor=4.0, reload_seconds=120.0),
+    Scenario("draft-model-peak", "two replicas of a 70B target with a draft model, which vLLM 0.33.0's Model Runner "
+             "V2 drafts at the engine's startup K every step (StandaloneARSpeculator: in place lowers only what is "
+             "verified, a cheaper drafting rolls out), Replace, 4-minute reload: 20 minutes at 16 concurrent, a "
+             "10-minute ramp to 450 held 12 minutes, and back", _peak(16, 450, hold=12), method="draftModel",
+             cost_preset="h100x4-llama70b", replicas=2, update_strategy="Replace", max_batch_size=256,
+             per_token_slo=0.080, reload_seconds=240.0),
     Scenario("diurnal-day", "a day of two replicas of a 70B target with EAGLE-3, Replace, 4-minute reload: a quiet "
              "night, a morning ramp to 240 concurrent, a lunch dip, an evening ramp to 480 held 15 minutes, a slow "
              "decline", _DAY, cost_preset="h100x4-llama70b", replicas=2, update_strategy="Replace",
@@ -276,11 +286,13 @@ class Engine:
     rollout: Rollout | None = None
     restarts: int = 0  # rollouts: each restarts every replica once
     minutes: list[dict] = field(default_factory=list)
-    envelope: LiveEnvelope | None = None  # retuned in place (api/live.py); None: every change rolls out
+    # retuned in place (runtime/contract/live_schedule/envelope.py); None: every change rolls out
+    envelope: LiveEnvelope | None = None
     in_place_delay: float = IN_PLACE_DELAY_SECONDS
     switch: Switch | None = None  # an in-place change on its way to the engines
     in_place_changes: int = 0  # changes applied without a restart (never counted in `restarts`)
     applied: list[tuple[float, str]] = field(default_factory=list)  # (time, "inPlace" or "rollout") per change
+    adaptive_steps: dict = field(default_factory=dict, repr=False)  # _adaptive_step's cache
 
     @property
     def cost_shape(self) -> CostShape | None:
@@ -295,27 +307,44 @@ class Engine:
         """A change is under way: a rollout, or a published schedule not yet in force."""
         return self.rollout is not None or self.switch is not None
 
-    def step_time(self, batch_size: int, k: int, config: DraftConfig | None = None) -> float:
+    def step_time(self, batch_size: int, k: int, config: DraftConfig | None = None, *,
+                  verified_tokens: float | None = None) -> float:
         """T(B, K) under `config` (default: the one in force); a schedule may slow every step, and an
         engine retuned in place always runs one while it drafts (its startup schedule, then each published one)."""
         cm = self.scenario.costs
         running = self.config if config is None else config
         scale = draft_scale(self.scenario.method) * self.scenario.drafter_cost_factor
-        # a drafter that drafts its startup K pays the envelope the pods run (api/live.py)
+        # a drafter that drafts its startup K pays the envelope the pods run
+        # (runtime/contract/live_schedule/envelope.py)
         envelope = self.envelope
         startup = envelope.max_k if envelope is not None and envelope.drafts_max_k and self.in_place(running) \
             else running.num_speculative_tokens
         seconds = cm.step_time(batch_size, k, self.cost_shape, draft_scale=scale,
                                speculative=running.num_speculative_tokens > 0,
                                drafting=drafting(self.scenario.method, self.scenario.accelerator or BENCH_ACCELERATOR),
-                               startup_k=startup or None)
+                               startup_k=startup or None, verified_tokens=verified_tokens)
         scheduled = running.schedule or (self.envelope is not None and not running.off)
         return seconds * (self.scenario.schedule_step_factor if scheduled else 1.0)
 
+    def serve(self, batch_size: int, k: int, profile: AcceptanceProfile, config: DraftConfig | None = None) -> Served:
+        """One step of `batch_size` requests at K under `config` (default: the one in force): its time, and
+        the chance a request's draft at each position is accepted -- with adaptive verification, only where
+        vLLM's rule verified it (runtime/methods/adaptive.py: the budget over slots ranked by survival
+        probability, here each request's true one)."""
+        running = self.config if config is None else config
+        seconds = self.step_time(batch_size, k, running)
+        if k <= 0:
+            return Served(seconds * (ADAPTIVE_COST.step_time_factor if running.adaptive else 1.0), ())
+        prefix = tuple(profile.prefix_probs(k))
+        if not running.adaptive:
+            return Served(seconds, prefix)
+        return _adaptive_step(self, batch_size, k, running, prefix)
+
     def in_place(self, config: DraftConfig) -> bool:
         """The engines take `config` without a restart: they run a drafter now (the pods were started
-        within the envelope) and the envelope admits it, as the operator's renderer decides."""
-        return (self.envelope is not None and not self.config.off
+        within the envelope), verify as now (adaptive verification is a setting of the engine's start) and the
+        envelope admits it, as the operator's renderer decides."""
+        return (self.envelope is not None and not self.config.off and config.adaptive == self.config.adaptive
                 and self.envelope.admits(self.scenario.method, config.dense(self.scenario.max_batch_size)[1:]))
 
     def apply(self, config: DraftConfig, now: float) -> str:
@@ -352,6 +381,39 @@ class Engine:
             return [self.config] * self.scenario.replicas
         states = [self.rollout.state(i, t) for i in range(self.scenario.replicas)]
         return [None if s == "down" else (self.rollout.config if s == "new" else self.config) for s in states]
+
+
+@dataclass(frozen=True)
+class Served:
+    """One engine step: its time, and per draft position the chance a request's draft there is accepted
+    (and verified); a request gains 1 + their sum tokens."""
+
+    seconds: float
+    accepted: tuple[float, ...]
+
+    @property
+    def tokens(self) -> float:
+        return 1.0 + sum(self.accepted)
+
+
+def _adaptive_step(engine: Engine, batch_size: int, k: int, config: DraftConfig, prefix: tuple[float, ...]) -> Served:
+    """vLLM's adaptive verification over `batch_size` requests of one survival curve `prefix` (cached per engine)."""
+    key = (batch_size, k, config, prefix, engine.envelope)
+    if key in engine.adaptive_steps:
+        return engine.adaptive_steps[key]
+    survival = np.tile(np.asarray(prefix, dtype=float), (batch_size, 1))
+    factor = ADAPTIVE_COST.step_time_factor
+
+    def seconds(counts: np.ndarray) -> np.ndarray:
+        return np.array([engine.step_time(batch_size, k, config, verified_tokens=batch_size + int(n)) * factor
+                         for n in counts])
+
+    budget = verification_budget(survival.reshape(-1), batch_size, seconds)
+    admitted_per_request = admitted(survival, budget)
+    share = [float(np.mean(admitted_per_request > i)) for i in range(k)]  # requests verified at position i
+    served = Served(float(seconds(np.array([budget]))[0]), tuple(p * v for p, v in zip(prefix, share, strict=True)))
+    engine.adaptive_steps[key] = served
+    return served
 
 
 def spread(running: int, serving: int, max_batch_size: int) -> list[int]:
@@ -432,6 +494,8 @@ def run(scenario: Scenario, initial: DraftConfig, controller: Controller, *, see
     at once and for free).
     """
     rng = random.Random(seed + 1)
+    if free_switches and envelope is not None and envelope.drafts_max_k and not initial.off:
+        envelope = replace(envelope, max_k=initial.num_speculative_tokens)  # started at its own K, as it restarts
     engine = Engine(scenario, initial, envelope=envelope, in_place_delay=in_place_delay)
     path = batch_path(scenario, seed, substeps)
     dt = TICK_SECONDS / substeps
@@ -460,8 +524,8 @@ def run(scenario: Scenario, initial: DraftConfig, controller: Controller, *, see
                     if batch <= 0 or config is None:
                         continue
                     k = config.dense(scenario.max_batch_size)[batch]
-                    step = engine.step_time(batch, k, config)
-                    expected = profile.expected_tokens(k) if k else 1.0
+                    served = engine.serve(batch, k, profile, config)
+                    step, expected = served.seconds, served.tokens
                     tokens += span * batch * expected / step
                     now_slice.worst_per_token = max(now_slice.worst_per_token, step / expected)
                     shown_k = k
@@ -505,7 +569,9 @@ def _tick(scenario: Scenario, engine: Engine, controller: Controller, profile: A
     new_config = controller(observation, now, engine)
     if new_config is None or engine.changing:
         return
-    if free_switches:
+    if free_switches:  # every replica restarted at once and for free: a new envelope starts at the config's own K
+        if engine.envelope is not None and engine.envelope.drafts_max_k and not new_config.off:
+            engine.envelope = replace(engine.envelope, max_k=new_config.num_speculative_tokens)
         engine.config, engine.since = new_config, now
     else:
         engine.apply(new_config, now)
@@ -522,7 +588,9 @@ def _observe(scenario: Scenario, engine: Engine, profile: AcceptanceProfile, mix
         time=now, window_seconds=window, method=scenario.method, num_speculative_tokens=k_top,
         schedule=engine.config.schedule, applied_since=engine.since,
         batch_sizes={b: s / busy for b, s in mix.items()}, prefix=profile.prefix_probs(max(k_top, 1)),
-        step_time=engine.step_time, signals=signals, rng=rng, timing_noise=scenario.timing_noise,
+        step_time=lambda b, k: engine.serve(b, k, profile).seconds,
+        accepted=lambda b, k: engine.serve(b, k, profile).accepted,
+        adaptive_verification=engine.config.adaptive, signals=signals, rng=rng, timing_noise=scenario.timing_noise,
         busy_fraction=busy / window, per_token_p99_seconds=p99 * math.exp(rng.gauss(0, 0.05)),
         # a published schedule not every engine runs yet holds the tuner like a rollout (tuner/in_force.py)
         rollout_in_progress=engine.changing,
@@ -544,7 +612,7 @@ def _observe(scenario: Scenario, engine: Engine, profile: AcceptanceProfile, mix
 
 def vllm_batch_sizes(observation: Observation, gauges: list[list[float]]) -> Observation:
     """Without the plugin the loop knows batch sizes only from quantiles of each pod's running-requests
-    gauge over the window (operator/tuner/queries.py), one sample per scrape."""
+    gauge over the window (operator/tuner/pure/queries.py), one sample per scrape."""
     quantiles = [prometheus_quantile(q, samples) for samples in gauges if samples for q in BATCH_QUANTILES]
     distribution = distribution_from_quantiles(quantiles)
     if distribution is None:

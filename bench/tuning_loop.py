@@ -18,7 +18,7 @@ import click
 
 from specinfer.operator.tuner import prometheus as prom
 from specinfer.operator.tuner.loop import TuningLoop
-from specinfer.operator.tuner.pure.queries import BATCH_QUANTILES, build_queries
+from specinfer.operator.tuner.pure.queries import BATCH_QUANTILES, Query, build_queries
 from specinfer.operator.tuner.pure.settings import TunerSettings
 
 NOW = 1_800_000_000.0
@@ -28,12 +28,11 @@ def _sample(name: str, value: float, **labels: str) -> dict:
     return {"metric": {"namespace": "bench", "specinfer_io_name": name, **labels}, "value": [NOW, str(value)]}
 
 
-def answers_for(names: list[str]) -> dict[str, list[dict]]:
-    """One engine per resource at K=3, batch ~4, chat-like acceptance, with the plugin's series."""
-    out: dict[str, list[dict]] = {q: [] for q in ("scrapeTime", "drafts", "draftTokens", "acceptedPerPosition",
-                                                  "draftsPerPosition", "requestSteps", "requestStepSeconds",
-                                                  "generatedTokens", "stepCount", "stepSeconds", "stepRequests",
-                                                  "batchQuantiles", "perTokenP99", "ttftP99")}
+def answers_for(names: list[str], queries: list[Query]) -> dict[str, list[dict]]:
+    """One engine per resource at K=3, batch ~4, chat-like acceptance, with the plugin's series. Every query
+    of the tick gets an answer (an empty one where the engine exports nothing, as for an engine not retuned
+    in place): the loop refuses a Prometheus that answers a query with anything but a query response."""
+    out: dict[str, list[dict]] = {q.name: [] for q in queries}
     prefix = (0.8, 0.6, 0.42)
     for name in names:
         drafts = 20000.0
@@ -42,6 +41,7 @@ def answers_for(names: list[str]) -> dict[str, list[dict]]:
         out["draftTokens"].append(_sample(name, drafts * 3))
         for i, p in enumerate(prefix):
             out["acceptedPerPosition"].append(_sample(name, drafts * p, position=str(i)))
+            out["pluginAcceptedPerPosition"].append(_sample(name, drafts * p, position=str(i)))
             out["draftsPerPosition"].append(_sample(name, drafts, position=str(i)))
         out["requestSteps"].append(_sample(name, drafts))
         out["requestStepSeconds"].append(_sample(name, drafts * 0.0097))
@@ -77,9 +77,13 @@ def resource(name: str) -> dict:
 class _FakeApi:
     def __init__(self) -> None:
         self.bytes: list[int] = []
+        self.reasons: list[str] = []  # each status patch's lastDecision.reason: what the policy (or a hold) said
 
     async def request(self, method, path, *, query=None, body=None, content_type=None, verb=None):
         self.bytes.append(len(json.dumps(body)))
+        decision = (((body or {}).get("status") or {}).get("tuning") or {}).get("lastDecision") or {}
+        if "reason" in decision:
+            self.reasons.append(decision["reason"])
         return None
 
     async def get(self, path, **query):
@@ -87,9 +91,10 @@ class _FakeApi:
 
 
 class _FakePrometheus:
-    def __init__(self, answers: dict, settings: TunerSettings) -> None:
-        self.names = {q.promql: q.name for q in build_queries(settings.labels.mapping(), settings.window_seconds)}
-        self.answers, self.calls = answers, 0
+    def __init__(self, names: list[str], settings: TunerSettings) -> None:
+        queries = build_queries(settings.labels.mapping(), settings.window_seconds)
+        self.names = {q.promql: q.name for q in queries}
+        self.answers, self.calls = answers_for(names, queries), 0
 
     def custom_query(self, query, params=None):
         self.calls += 1
@@ -99,7 +104,7 @@ class _FakePrometheus:
 def measure(count: int) -> dict:
     settings = TunerSettings(window_seconds=60)
     names = [f"r{i:04d}" for i in range(count)]
-    server = _FakePrometheus(answers_for(names), settings)
+    server = _FakePrometheus(names, settings)
     original = prom._client
     prom._client = lambda source: server
     try:
@@ -115,7 +120,9 @@ def measure(count: int) -> dict:
             "tickSeconds": round(wall, 3), "cpuSeconds": round(cpu, 3),
             "msPerResource": round(1000 * wall / count, 2),
             "statusPatchBytes": max(api.bytes) if api.bytes else 0,
-            "actions": dict(sorted(Counter(report.actions.values()).items()))}
+            "actions": dict(sorted(Counter(report.actions.values()).items())),
+            # resources the loop held before the policy ran (a query it refused, series missing)
+            "heldBeforePolicy": len(report.failures) + sum(r.startswith("holding") for r in api.reasons)}
 
 
 @click.command("tuning-loop")
@@ -129,7 +136,8 @@ def tuning_loop_command(counts: str, as_json: bool) -> None:
         click.echo(json.dumps(rows, indent=2))
         return
     click.echo(f"{'resources':>9} {'queries':>7} {'tick s':>7} {'cpu s':>6} {'ms/resource':>11} "
-               f"{'status bytes':>12}  actions")
+               f"{'status bytes':>12} {'held':>5}  actions")
     for row in rows:
         click.echo(f"{row['resources']:>9} {row['queries']:>7} {row['tickSeconds']:>7.3f} {row['cpuSeconds']:>6.3f} "
-                   f"{row['msPerResource']:>11.2f} {row['statusPatchBytes']:>12}  {row['actions']}")
+                   f"{row['msPerResource']:>11.2f} {row['statusPatchBytes']:>12} {row['heldBeforePolicy']:>5}  "
+                   f"{row['actions']}")

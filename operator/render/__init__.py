@@ -19,6 +19,7 @@ from specinfer.api import (
     parse_spec,
     speculation_of,
 )
+from specinfer.api.adaptive_rules import adaptive_on
 from specinfer.api.auto import applied_for, is_auto, selected_candidate, serving_spec
 from specinfer.api.parse import data_parallel_size
 from specinfer.api.status import EffectiveConfig, LiveScheduleStatus, ScheduleEntry
@@ -34,7 +35,9 @@ from specinfer.operator.render.workload import LivePlan, Workload
 from specinfer.runtime.contract.live_schedule.envelope import (
     LiveEnvelope,
     choice_k,
+    initial_choice,
     live_envelope,
+    own_ranges,
     ranges_of,
     startup_spec,
 )
@@ -126,8 +129,10 @@ def render(resource: Mapping[str, Any], config: OperatorConfig, *, podmonitor: b
     applied = applied_tuning(resource)
     if is_auto(written):
         applied = applied_for(spec, applied)
+    # retuned in place, before any tuning: the spec's own choice, drafting less above the predicted crossover
+    chosen = applied if applied is not None else initial_choice(spec)
     try:
-        merged = effective_spec(spec, applied)
+        merged = effective_spec(spec, chosen)
     except (ValueError, InvalidSpecError) as error:  # pydantic ValidationError is a ValueError
         if applied is None:
             raise
@@ -136,7 +141,9 @@ def render(resource: Mapping[str, Any], config: OperatorConfig, *, podmonitor: b
     speculation = speculation_of(merged)
     envelope = live_envelope(spec, wanted_k=choice_k(speculation), running=running_envelope(resource, spec))
     live = _live_plan(envelope, speculation, meta["name"])
-    started = startup_spec(spec, live.envelope) if live is not None else merged
+    # the tuner's choice of adaptive verification (a rollout) reaches the engine's start
+    started = startup_spec(spec, live.envelope, adaptive_verification=adaptive_on(merged)) if live is not None \
+        else merged
     workload = Workload(
         name=meta["name"],
         namespace=namespace or meta.get("namespace") or "default",
@@ -154,8 +161,7 @@ def render(resource: Mapping[str, Any], config: OperatorConfig, *, podmonitor: b
             raise NotAllowedError("spec.runtime.image", refused.message, reason=refused.reason)
     manifests = [build_configmap(workload)]
     if envelope is not None:  # before the Deployment: its pods mount it
-        own = speculation_of(effective_spec(spec, None))
-        published = live.ranges if live is not None else ranges_of(own.num_speculative_tokens, own.schedule)
+        published = live.ranges if live is not None else own_ranges(spec, envelope)
         manifests.append(build_live_schedule_configmap(workload, published))
     manifests += [build_deployment(workload), build_service(workload)]
     if podmonitor:

@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 WORKLOADS: tuple[str, ...] = ("chat", "code", "summarization", "math")
+# Beyond a profile's explicit rates each position's conditional rate is the previous one times this
+# (drafts degrade slowly with depth): the simulator's tail, and what the startup schedule assumes.
+TAIL_DECAY = 0.97
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,16 @@ class SimulatorProfile:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "acceptance", MappingProxyType({k: tuple(v) for k, v in self.acceptance.items()}))
+
+    def expected_tokens(self, workload: str, k: int) -> float:
+        """Mean tokens a request gains per step at draft length k on `workload` (the bonus token included)."""
+        rates = self.acceptance[workload]
+        total, running = 1.0, 1.0
+        for position in range(max(0, k) if rates else 0):
+            extra = position - len(rates) + 1
+            running *= rates[position] if extra <= 0 else rates[-1] * TAIL_DECAY**extra
+            total += running
+        return total
 
     def problems(self, *, drafts: bool) -> list[str]:
         """What is missing or out of range; `drafts`: the method proposes tokens (rates must exist)."""

@@ -23,6 +23,7 @@ from specinfer.runtime.methods.cost_presets import (
     cost_model,
     restart_seconds,
 )
+from specinfer.runtime.methods.workloads import TAIL_DECAY
 
 __all__ = [
     "COST_MODELS", "DEFAULT_COST_MODEL", "DEFAULT_TAIL_DECAY", "METHODS", "WORKLOADS", "AcceptanceProfile",
@@ -34,7 +35,7 @@ METHODS: tuple[str, ...] = METHOD_NAMES
 
 # The conditional tail: beyond the explicit tuple each position's conditional
 # rate is the previous one times this factor (drafts degrade slowly with depth).
-DEFAULT_TAIL_DECAY = 0.97
+DEFAULT_TAIL_DECAY = TAIL_DECAY
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 from specinfer.operator.tuner.policy import CostPrior
-from specinfer.operator.tuner.policy.adaptive import adaptive_best_k, adaptive_goodput, adaptive_step
+from specinfer.operator.tuner.policy.adaptive import adaptive_step
 from specinfer.operator.tuner.policy.cost import CostModel, step_times_over_tokens
 from specinfer.operator.tuner.policy.goodput import Model, goodput
+from specinfer.operator.tuner.policy.lever import adaptive_best_k, adaptive_goodput
 from specinfer.runtime.methods.adaptive import ADAPTIVE_COST, admitted, verification_budget
 from specinfer.runtime.sim.model import COST_MODELS, acceptance_profile
 

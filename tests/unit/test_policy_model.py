@@ -245,10 +245,13 @@ def test_a_drafter_that_drafts_its_startup_k_pays_it_on_every_step_k0_included()
     # K = 0 in that schedule: all eight passes, nothing verified beyond the bonus token
     assert startup.step_time(16, 0, theta, speculative=True, config_k=8) == pytest.approx(
         follows.step_time(16, 0, theta) + 8 * (PRIOR.draft_pass + 16 * PRIOR.draft_token))
-    # in place, the running envelope is paid whatever smaller config runs
+    # in place, a K judged alone pays the running envelope; a config pays its own largest K, its envelope
+    # (another largest K is another envelope: a rollout, runtime/contract/live_schedule/envelope.py)
     in_place = CostModel(STANDALONE.model_copy(update={"startup_k": 6}), "sequential", {})
-    assert in_place.step_time(16, 2, theta, speculative=True, config_k=2) == pytest.approx(
+    assert in_place.step_time(16, 2, theta, speculative=True) == pytest.approx(
         startup.step_time(16, 2, theta, speculative=True, config_k=6))
+    assert in_place.step_time(16, 2, theta, speculative=True, config_k=2) == pytest.approx(
+        follows.step_time(16, 2, theta, speculative=True))
 
 
 def test_a_block_drafter_stores_context_only_at_k0_and_drafts_its_startup_block():

@@ -164,7 +164,9 @@ def test_per_resource_series_follow_the_status_and_leave_with_the_resource(fake_
     assert value("specinfer_operator_tuning_restarts_last_hour", **labels) == status["tuning"]["restartsLastHour"] == 1
     assert value("specinfer_operator_tuning_changes_total", **labels, action=action) == 1
     assert value("specinfer_operator_tuning_changes_total", **labels, action="rollback") == 0  # there from the start
-    assert value("specinfer_operator_k_in_force", **labels, batch_size="1+") == 3  # status.effective: K=3
+    # status.effective: K=3, and none above the crossover the prior predicts (an engine retuned in place)
+    assert value("specinfer_operator_k_in_force", **labels, batch_size="1-128") == 3
+    assert value("specinfer_operator_k_in_force", **labels, batch_size="129+") == 0
     speedup = value("specinfer_operator_tuning_predicted_speedup", **labels)
     assert speedup is not None and speedup > 1.05  # 92% first-position acceptance at batch 1 pays well
 

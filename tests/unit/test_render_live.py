@@ -12,7 +12,7 @@ from specinfer.api import parse_spec
 from specinfer.operator.pure.config import OperatorConfig
 from specinfer.operator.render import render
 from specinfer.runtime.contract.live_schedule import SCHEDULER_CLASS
-from specinfer.runtime.contract.live_schedule.envelope import live_envelope, why_not_in_place
+from specinfer.runtime.contract.live_schedule.envelope import live_envelope, own_ranges, why_not_in_place
 from specinfer.runtime.contract.live_schedule.published import parse_published
 
 pytestmark = pytest.mark.unit
@@ -48,6 +48,11 @@ def template(rendering) -> dict:
     return rendering.manifest("Deployment")["spec"]["template"]
 
 
+# what the BASE spec's engine runs before any tuning: its K=3, and K=0 above the crossover the tuner's
+# default prior (an 8B target on an H100) predicts for a draft model at K=3
+STARTUP = ((1, 166, 3), (167, 65536, 0))
+
+
 SCHEDULE = {"numSpeculativeTokens": 4, "schedule": [
     {"minBatchSize": 1, "maxBatchSize": 4, "numSpeculativeTokens": 4},
     {"minBatchSize": 5, "maxBatchSize": 64, "numSpeculativeTokens": 0}]}
@@ -59,7 +64,7 @@ def test_a_choice_within_the_envelope_changes_only_the_published_schedule(applie
     assert template(after) == template(before)
     assert after.config_hash == before.config_hash
     assert after.manifest("ConfigMap") == before.manifest("ConfigMap")  # the RuntimeConfig too
-    assert published(before) == ((1, 65536, 3),)
+    assert published(before) == STARTUP
     assert published(after) != published(before)
     effective = after.effective_status()
     assert effective.live_schedule.digest != before.effective_status().live_schedule.digest
@@ -71,8 +76,8 @@ def test_the_engine_starts_with_the_envelope_and_follows_the_mounted_directory()
     config = json.loads(rendering.manifest("ConfigMap")["data"]["runtime.json"])
     assert config["liveSchedule"]["maxNumSpeculativeTokens"] == 4
     assert config["spec"]["speculation"]["numSpeculativeTokens"] == 4  # room for the tuner
-    assert config["spec"]["speculation"]["schedule"] == [
-        {"minBatchSize": 1, "maxBatchSize": 65536, "numSpeculativeTokens": 3}]  # the spec's own K at start
+    assert config["spec"]["speculation"]["schedule"] == [  # the spec's own K at start, none above the crossover
+        {"minBatchSize": s, "maxBatchSize": e, "numSpeculativeTokens": k} for s, e, k in STARTUP]
     command = template(rendering)["metadata"]["annotations"]["specinfer.io/engine-command"]
     assert f"--scheduler-cls {SCHEDULER_CLASS}" in command
     pod = template(rendering)["spec"]
@@ -92,7 +97,7 @@ def test_what_the_envelope_cannot_hold_rolls_out(applied, why):
     assert after.config_hash != before.config_hash, why
     assert after.live is None
     # the schedule ConfigMap stays (the children are the same set whatever the tuner chose), unmounted
-    assert published(after) == ((1, 65536, 3),)
+    assert published(after) == STARTUP
     assert "live-schedule" not in json.dumps(template(after))
 
 
@@ -118,7 +123,28 @@ def test_model_runner_v2_starts_with_every_k_so_its_cuda_graphs_cover_them():
     rendering = render({**BASE, "spec": spec.model_dump(by_alias=True, exclude_none=True)}, OperatorConfig())
     startup = json.loads(rendering.manifest("ConfigMap")["data"]["runtime.json"])["spec"]["speculation"]["schedule"]
     assert {r["numSpeculativeTokens"] for r in startup} == set(range(envelope.max_k + 1))
-    assert published(rendering) == ((1, 65536, 3),)  # what runs from the first step is still the spec's K
+    # what runs from the first step is the spec's K, and no drafts above the predicted crossover
+    assert published(rendering) == own_ranges(spec, envelope) == ((1, 194, 3), (195, 65536, 0))
+    assert [r["numSpeculativeTokens"] for r in startup if r["minBatchSize"] > envelope.max_k + 1] == [3, 0]
+
+
+def test_the_engine_starts_drafting_less_above_the_predicted_crossover():
+    """Issue 43: an in-place engine starts with its spec's K where drafting pays and the cheapest K above the
+    crossover its prior predicts -- K = 0 where the tuner may switch drafting off, else the tuning minimum --
+    so a peak met at start-up does not run the tuning maximum; the tuner reads that as the config in force."""
+    from specinfer.operator.tuner.pure.target import spec_config
+
+    eagle3 = {"method": "eagle3", "draftModel": {"name": "d"}, "numSpeculativeTokens": 3}
+    on_gpu = parse_spec({**BASE["spec"], "hardware": {"accelerator": "nvidia"}, "speculation": eagle3})
+    starts = own_ranges(on_gpu, live_envelope(on_gpu))
+    assert starts[0][2] == 3 and starts[-1][2] == 0 and 100 < starts[-1][0] < 256
+    assert spec_config(on_gpu).dense(256)[1:] == [k for s, e, k in starts for _ in range(s, min(e, 256) + 1)]
+    floor = parse_spec({**on_gpu.model_dump(by_alias=True, exclude_none=True),
+                        "tuning": {"mode": "auto", "minNumSpeculativeTokens": 1}})
+    assert [k for _, _, k in own_ranges(floor, live_envelope(floor))] == [3, 1]  # the tuning minimum, not off
+    # a spec that is not retuned in place renders as written
+    observed = parse_spec({**on_gpu.model_dump(by_alias=True, exclude_none=True), "tuning": {"mode": "observe"}})
+    assert spec_config(observed).schedule is None
 
 
 # -- a drafter that drafts its startup K on every step (issue 42) ---------------------------------------------
@@ -148,16 +174,22 @@ def test_a_draft_model_on_model_runner_v2_starts_at_the_k_in_force_not_the_tunin
     assert render(eagle, OperatorConfig()).live.envelope.max_k == 8
 
 
-def test_a_lower_k_goes_in_place_within_the_running_envelope_and_a_larger_one_rolls_out():
+def test_the_envelope_is_the_largest_k_in_force_and_another_one_rolls_out():
+    """Issue 43: in place a schedule keeps the envelope somewhere and lowers what is verified elsewhere; a
+    config with a smaller largest K rolls out to draft less on every step, a larger one to draft more."""
     started = render(with_status(None, None), OperatorConfig())
+    kept = render(with_status({"numSpeculativeTokens": 3, "schedule": [
+        {"minBatchSize": 1, "maxBatchSize": 8, "numSpeculativeTokens": 3},
+        {"minBatchSize": 9, "maxBatchSize": 64, "numSpeculativeTokens": 1}]}, 3), OperatorConfig())
+    assert kept.config_hash == started.config_hash and kept.live.envelope.max_k == 3
+    assert published(kept) == ((1, 8, 3), (9, 64, 1))  # verification lowered at 9-64; the engine still drafts 3
     lower = render(with_status({"numSpeculativeTokens": 2}, 3), OperatorConfig())
-    assert lower.config_hash == started.config_hash and lower.live.envelope.max_k == 3
-    assert published(lower) == ((1, 65536, 2),)  # verification lowered; the engine still drafts 3
+    assert lower.config_hash != started.config_hash and lower.live.envelope.max_k == 2  # drafts 2: new pods
     larger = render(with_status({"numSpeculativeTokens": 5}, 3), OperatorConfig())
     assert larger.config_hash != started.config_hash and larger.live.envelope.max_k == 5
-    # once the pods run 5, coming back to 3 is in place: the envelope is what runs, not what was asked last
-    back = render(with_status({"numSpeculativeTokens": 3}, 5), OperatorConfig())
-    assert back.config_hash == larger.config_hash and back.live.envelope.max_k == 5
+    # speculation off keeps nothing to envelope; what runs next starts at its own largest K
+    off = render(with_status({"numSpeculativeTokens": 0}, 5), OperatorConfig())
+    assert off.live is None
     # an envelope recorded for another method says nothing about this one
     other = render(with_status({"numSpeculativeTokens": 2}, 5, method="eagle3"), OperatorConfig())
     assert other.live.envelope.max_k == 2
@@ -179,10 +211,40 @@ def test_the_envelope_after_a_change_is_what_the_operator_renders_next():
     """LiveEnvelope.after (what a bench engine runs after a change) agrees with rendering: in place keeps it, a
     larger K rolls out to that K for a drafter that drafts its startup K, to nothing new for the others."""
     started = render(with_status(None, None), OperatorConfig()).live.envelope
-    assert started.after("draftModel", [2]) == started
+    assert started.after("draftModel", [3, 1]) == started
+    assert started.after("draftModel", [2]).max_k == 2 == render(with_status({"numSpeculativeTokens": 2}, 3),
+                                                                  OperatorConfig()).live.envelope.max_k
     grown = started.after("draftModel", [5, 5, 0])
     assert grown.max_k == 5 == render(with_status({"numSpeculativeTokens": 5}, 3), OperatorConfig()).live.envelope.max_k
     eagle = with_status(None, None)
     eagle["spec"]["speculation"]["method"] = "eagle3"
     fixed = render(eagle, OperatorConfig()).live.envelope
     assert fixed.after("eagle3", [12]) == fixed  # beyond the tuning maximum: not an envelope of its own
+
+
+def test_the_tuners_adaptive_verification_rolls_out_and_status_says_so():
+    """Issue 43: the tuner's choice of vLLM's adaptive verification lands in status.tuning.applied like K does;
+    it is a setting of the engine's start (new pods), and status.effective says when it is on."""
+    from specinfer.api import InvalidSpecError
+    from specinfer.operator.tuner.pure.convert import adaptive_choice, config_of
+    from specinfer.operator.tuner.pure.target import read_target
+
+    eagle = resource(None, hardware={"accelerator": "nvidia"},
+                     speculation={"method": "eagle3", "draftModel": {"name": "d"}, "numSpeculativeTokens": 3})
+    started = render(eagle, OperatorConfig())
+    eagle["status"] = {"tuning": {"applied": {"numSpeculativeTokens": 3, "adaptiveVerification": True}}}
+    adaptive = render(eagle, OperatorConfig())
+    assert adaptive.config_hash != started.config_hash and adaptive.live is not None  # still retuned in place
+    config = json.loads(adaptive.manifest("ConfigMap")["data"]["runtime.json"])
+    assert config["spec"]["speculation"]["advanced"]["enable_adaptive_verification"] is True  # vLLM's field name
+    assert adaptive.effective_status().adaptive_verification is True
+    assert started.effective_status().adaptive_verification is None
+    target = read_target(eagle)
+    assert config_of(target.tuning_status.applied).adaptive
+    assert adaptive_choice(target.spec, config_of(target.tuning_status.applied)) is True
+    assert adaptive_choice(target.spec, config_of(target.tuning_status.applied).model_copy(
+        update={"adaptive_verification": False})) is None  # what the spec says: nothing to state
+    # where vLLM refuses it (Model Runner V1 on the CPU) the renderer refuses the applied config
+    on_cpu = resource({"numSpeculativeTokens": 3, "adaptiveVerification": True})
+    with pytest.raises(InvalidSpecError, match="status.tuning.applied"):
+        render(on_cpu, OperatorConfig())

@@ -10,11 +10,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from specinfer.api import parse_spec
 from specinfer.api.timestamps import rfc3339
 from specinfer.operator.tuner import prometheus as prom
 from specinfer.operator.tuner.loop import FIELD_MANAGER, TuningLoop
 from specinfer.operator.tuner.pure.queries import build_queries
 from specinfer.operator.tuner.pure.settings import TunerSettings
+from specinfer.operator.tuner.pure.target import spec_config
 from tests.crd_schema import assert_status_in_crd, schema_problems, status_schema
 from tests.unit.test_tuner_observe import NOW, merge, vllm_answers
 
@@ -37,9 +39,18 @@ def resource(name: str, *, mode: str = "auto", k: int = 3) -> dict:
             {"type": "Progressing", "status": "False", "reason": "RolloutComplete", "message": "",
              "lastTransitionTime": old},
         ],
-        "effective": {"method": "eagle3", "numSpeculativeTokens": k, "configHash": "abc"},
+        "effective": {"method": "eagle3", "configHash": "abc", **started(body)},
     }
     return body
+
+
+def started(body: dict) -> dict:
+    """K and schedule the pods run before any tuning, as the operator renders them (status.effective): an engine
+    retuned in place starts with the spec's K and none above the crossover its prior predicts
+    (runtime/contract/live_schedule/envelope.py)."""
+    config = spec_config(parse_spec(body["spec"]))
+    schedule = [{"minBatchSize": s, "maxBatchSize": e, "numSpeculativeTokens": k} for s, e, k in config.schedule or ()]
+    return {"numSpeculativeTokens": config.num_speculative_tokens, **({"schedule": schedule} if schedule else {})}
 
 
 def assert_status_model(status: dict) -> None:

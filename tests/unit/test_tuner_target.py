@@ -64,8 +64,9 @@ def test_applied_config_and_since_come_from_status_and_the_last_rollout():
     body = resource("a")
     target = read_target(body)
     applied = observed_applied(target)
-    assert (applied.method, applied.config, applied.since) == ("eagle3", DraftConfig(num_speculative_tokens=3),
-                                                               NOW - 3600)
+    # retuned in place, before any tuning: the spec's K=3, none above the crossover its prior predicts
+    assert (applied.method, applied.config, applied.since) == (
+        "eagle3", DraftConfig(num_speculative_tokens=3, schedule=((1, 128, 3), (129, 65536, 0))), NOW - 3600)
     assert not rollout_in_progress(target, applied.config)
     body["status"]["tuning"] = {"applied": {"method": "eagle3", "numSpeculativeTokens": 5, "schedule": [
         {"minBatchSize": 1, "maxBatchSize": 8, "numSpeculativeTokens": 5},

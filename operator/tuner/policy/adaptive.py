@@ -8,22 +8,23 @@ request, and one more for some. vLLM ranks each request by its own drafter's con
 where requests differ and hurts where the confidences are wrong; this is the rule at its best on a
 uniform mix. Every step also pays what running the rule costs (`ADAPTIVE_COST`, vllm#52362).
 
-`adaptive_goodput` is the objective with adaptive verification on (what `goodput.goodput` is without),
-and `adaptive_best_k` vLLM's own answer to load -- adaptive verification at its best static K -- the
-baseline a tuned schedule has to beat.
+The objective (`goodput.goodput`) reads a config with it on (an `AdaptiveDense`) through `adaptive_step`;
+policy/lever.py weighs turning it on or off.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from specinfer.runtime.methods.adaptive import ADAPTIVE_COST, verification_budget
 
 from .cost import step_times_over_tokens
-from .goodput import Model
+
+if TYPE_CHECKING:  # goodput.py reads an AdaptiveDense through adaptive_step
+    from .goodput import Model
 
 
 @dataclass(frozen=True)
@@ -60,24 +61,3 @@ def adaptive_step(model: Model, batch_size: int, k: int, config_k: int | None = 
     budget = verification_budget(scores, batch_size, seconds)
     gained = batch_size + float(np.sum(np.sort(scores)[::-1][:budget]))
     return AdaptiveStep(budget / batch_size, gained / batch_size, float(seconds(np.array([budget]))[0]))
-
-
-def adaptive_goodput(model: Model, dense: Sequence[int], distribution: Sequence[tuple[float, float]]) -> float:
-    """Expected tokens/s of an engine with adaptive verification on, running `dense` (one K per batch size:
-    the drafts each step makes), over the batch-size distribution (time fractions)."""
-    top = len(dense) - 1
-    config_k = max(dense[1:], default=0)
-    total = 0.0
-    for size, fraction in distribution:
-        batch = max(1, min(round(size), top))
-        step = adaptive_step(model, max(1, round(size)), dense[batch], config_k)
-        total += fraction * size * step.speed
-    return total
-
-
-def adaptive_best_k(model: Model, ks: Sequence[int], distribution: Sequence[tuple[float, float]],
-                    max_batch_size: int) -> int:
-    """vLLM's own answer to load: adaptive verification at the static K with the best goodput on
-    `distribution` (the smaller K on a tie)."""
-    scored = {k: adaptive_goodput(model, [0] + [k] * max_batch_size, distribution) for k in ks if k > 0}
-    return max(scored, key=lambda k: (scored[k], -k))

@@ -54,11 +54,13 @@ def draft_work(prior: CostPrior, k: int, cost_shape: CostShape, speculative: boo
                config_k: int | None = None) -> DraftWork:
     """The drafter's work in a step whose schedule picked `k` (runtime/methods/drafting.py), by the law
     the prior carries. A drafter that drafts its startup K every step drafts the engine's startup K: the
-    larger of the envelope it runs in place (`prior.startup_k`) and the config's own K (`config_k`,
-    default `k`). Not `speculative` and K = 0: a plain decode step, no drafter."""
+    config's own largest K (`config_k`: its envelope, runtime/contract/live_schedule/envelope.py), or -- a
+    K judged alone -- the larger of
+    the envelope the engine runs now (`prior.startup_k`) and `k`. Not `speculative` and K = 0: a plain
+    decode step, no drafter."""
     if k <= 0 and not speculative:
         return NO_WORK
-    startup = max(prior.startup_k or 0, k if config_k is None else config_k, 1)
+    startup = max(config_k, 1) if config_k is not None else max(prior.startup_k or 0, k, 1)
     return step_work(cost_shape, k, startup, drafted=prior.drafted_k, zero_step=prior.zero_step)
 
 
@@ -227,16 +229,18 @@ class CostModel:
         variance = float(direction @ np.linalg.solve(a, direction))
         return math.sqrt(max(variance, 0.0))
 
-    def table(self, max_batch_size: int, k_max: int, theta: np.ndarray, speculative: bool = False) -> np.ndarray:
+    def table(self, max_batch_size: int, k_max: int, theta: np.ndarray, speculative: bool = False,
+              config_k: int | None = None) -> np.ndarray:
         """T[b, k] for b in 0..max_batch_size and k in 0..k_max in one vectorised pass (row 0 unused);
         `speculative` as in `terms` (column 0: a schedule's K = 0 step rather than plain decode). A
-        drafter that drafts its startup K is priced at the larger of the envelope and the column's K."""
+        drafter that drafts its startup K is priced at `config_k` (a config's largest K), or else at the
+        larger of the envelope and the column's K."""
         b = np.arange(max_batch_size + 1, dtype=float)[:, None]
         k = np.arange(k_max + 1, dtype=float)[None, :]
         prior = self.prior
         p = prior.knee_sharpness
         tokens = b * (k + 1)
-        works = [draft_work(prior, column, self.cost_shape, speculative) for column in range(k_max + 1)]
+        works = [draft_work(prior, column, self.cost_shape, speculative, config_k) for column in range(k_max + 1)]
         passes = np.array([[work.passes for work in works]], dtype=float)
         drafted = np.array([[work.tokens for work in works]], dtype=float)
         columns = [np.full_like(tokens, prior.floor)]

@@ -48,6 +48,7 @@ from .goodput import (
 )
 from .hedge import Hedge, unvisited_sizes
 from .inputs import TuningInput, tuning_from_json
+from .lever import adaptive_instead
 from .lookahead import LOOKAHEAD, look_ahead
 from .observation import Observation, ObservationError, observation_problems, parse_observation, settling_problem
 from .probe import Probe, doubted_loss, probe_for, remember
@@ -114,6 +115,12 @@ def _learn(obs: Observation, tuning: TuningInput,
     if st.method != tuning.method:  # a different drafter: nothing remembered applies
         st.method, st.cost, st.acceptance, st.switched = tuning.method, None, None, None
     cost = CostModel.from_state(st.cost, tuning.cost_prior, tuning.cost_shape)
+    if obs.applied.config.adaptive:
+        # Nothing is learnt while vLLM verifies adaptively: it counts a draft it did not verify as rejected
+        # (vllm/v1/core/sched/scheduler.py, num_rejected = drafts - accepted), so the acceptance reads low, and
+        # a step verifies fewer tokens than its K, which the step-cost terms would misprice. The model from
+        # before it was turned on decides whether to keep it.
+        return cost, None, st.acceptance
     cost.decay(COST_FORGET)
     scheduled = obs.applied.config.schedule or (tuning.in_place_max_k is not None and not obs.applied.config.off)
     slowdown = tuning.schedule_step_factor if scheduled else 1.0
@@ -147,8 +154,10 @@ def _decide_on_valid(obs: Observation, tuning: TuningInput, st: PolicyState, now
     if protected is not None:
         return protected
     if memory is None:
-        return _keep("no acceptance measured yet for this method: nothing to predict from",
-                     guards.NO_ACCEPTANCE_DATA, signals)
+        why = ("adaptive verification is on, and vLLM counts the drafts it does not verify as rejected: the "
+               "acceptance it reports says nothing of the drafter, and none was measured before it was on"
+               if obs.applied.config.adaptive else "no acceptance measured yet for this method")
+        return _keep(f"{why}: nothing to predict from", guards.NO_ACCEPTANCE_DATA, signals)
     model = Model(extrapolated_prefix(memory, tuning.k_max), cost, cost.multipliers(), tuning.schedule_step_factor,
                   always_scheduled=tuning.in_place_max_k is not None)
     distribution = obs.batch_distribution()
@@ -235,6 +244,7 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
     else:  # in place every K is reached; only speculation off is a rollout
         fit_best = [0] * (top + 1) if tuning.allow_disable else live
     best_ks = _best_of(model, tuning, current, fit_best, live, distribution)
+    best_ks = adaptive_instead(model, tuning, current, best_ks, distribution)
     best = DraftConfig.from_dense(best_ks)
     gain = _gain(model, best_ks, current_dense, distribution)
     ahead_sizes = anticipated_sizes(distribution, top, LOOKAHEAD)
@@ -249,7 +259,7 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
                 or not _may_probe(obs, tuning, common["signals"]):
             return None
         probe = probe_for(model, tuning, current, distribution, st, now, measured_noise(st))
-        if probe is None or not in_place(current, probe.config, tuning.in_place_max_k):
+        if probe is None or not in_place(current, probe.config, tuning.in_place_max_k, exact=tuning.drafts_startup_k()):
             return None
         st.confirmations = 0
         return _issue_probe(tuning, st, now, current, probe, common)
@@ -306,8 +316,9 @@ LOOKING_AHEAD = "lookingAhead"  # a candidate from the look-ahead (never a guard
 
 
 def _retuned_in_place(tuning: TuningInput, current: DraftConfig) -> bool:
-    """The engine takes a per-batch-size schedule in place: it follows a published one and drafts now."""
-    return tuning.in_place_max_k is not None and not current.off and tuning.allow_schedule
+    """The engine takes a per-batch-size schedule in place: it follows a published one and drafts now (with
+    adaptive verification on, vLLM's rule decides what is verified: the tuner only keeps it or turns it off)."""
+    return tuning.in_place_max_k is not None and not current.off and tuning.allow_schedule and not current.adaptive
 
 
 def _gain(model: Model, dense: Sequence[int], current: Sequence[int], distribution: Distribution) -> float:
@@ -321,7 +332,7 @@ def _best_of(model: Model, tuning: TuningInput, current: DraftConfig, fit_best: 
     maximum) beats it by more than KEEP_TOLERANCE at today's batch sizes."""
     if live is None:
         return fit_best
-    if in_place(current, DraftConfig.from_dense(fit_best), tuning.in_place_max_k):
+    if in_place(current, DraftConfig.from_dense(fit_best), tuning.in_place_max_k, exact=tuning.drafts_startup_k()):
         return live
     if goodput(model, fit_best, distribution) > goodput(model, live, distribution) * (1 + KEEP_TOLERANCE):
         return fit_best
@@ -334,7 +345,7 @@ def _consider(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
     """`dense` weighed against its bar, then every guard but the confirmations."""
     current = obs.applied.config
     config = DraftConfig.from_dense(dense)
-    rollout = not in_place(current, config, tuning.in_place_max_k)
+    rollout = not in_place(current, config, tuning.in_place_max_k, exact=tuning.drafts_startup_k())
     if rollout:
         candidate = _weigh_rollout(obs, tuning, st, now, model, distribution, dense, gain, slo, hedge is None)
     else:
@@ -463,7 +474,7 @@ def _issue_change(obs: Observation, tuning: TuningInput, st: PolicyState, now: f
     """Every guard passed: the change, and what verifying it will need."""
     current, best = obs.applied.config, candidate.config
     current_dense = current.dense(tuning.max_batch_size)
-    path = path_of(current, best, tuning.in_place_max_k)
+    path = path_of(current, best, tuning.in_place_max_k, exact=tuning.drafts_startup_k())
     calibration = st.calibration.value if st.calibration else 1.0
     observed = {min(b, tuning.max_batch_size) for b, _ in distribution}
     changes_here = any(candidate.dense[b] != current_dense[b] for b in observed)

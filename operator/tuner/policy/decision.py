@@ -72,15 +72,19 @@ class Decision(_Out):
         return self.model_dump(by_alias=True, mode="json")
 
 
-def in_place(current: DraftConfig, new: DraftConfig, max_k: int | None) -> bool:
+def in_place(current: DraftConfig, new: DraftConfig, max_k: int | None, *, exact: bool = False) -> bool:
     """The engine takes `new` without a restart: it follows a published schedule (`max_k`, the
-    startup maximum K, is set), runs a drafter now and keeps one, and `new` stays within max_k.
-    Mirrors api/live.py `LiveEnvelope.admits`, which decides how the operator renders it."""
-    return max_k is not None and not current.off and not new.off and new.num_speculative_tokens <= max_k
+    startup maximum K, is set), runs a drafter now and keeps one, `new` stays within max_k -- reaches it,
+    `exact`, for a drafter that drafts its startup K every step, whose envelope is the config's largest K --
+    and verifies as the engine does now (adaptive verification is a setting of the engine's start). Mirrors
+    runtime/contract/live_schedule/envelope.py `LiveEnvelope.admits`, which decides how the operator renders it."""
+    if max_k is None or current.off or new.off or new.adaptive != current.adaptive:
+        return False
+    return new.num_speculative_tokens == max_k if exact else new.num_speculative_tokens <= max_k
 
 
-def path_of(current: DraftConfig, new: DraftConfig, max_k: int | None) -> Path:
-    return "inPlace" if in_place(current, new, max_k) else "rollout"
+def path_of(current: DraftConfig, new: DraftConfig, max_k: int | None, *, exact: bool = False) -> Path:
+    return "inPlace" if in_place(current, new, max_k, exact=exact) else "rollout"
 
 
 def action_for(current: DraftConfig, best: DraftConfig) -> Action:

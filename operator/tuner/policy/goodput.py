@@ -16,6 +16,8 @@ import numpy as np
 from specinfer.runtime.methods.schedule import compress
 
 from .acceptance import expected_tokens
+from .adaptive import adaptive_step
+from .config import AdaptiveDense
 from .cost import CostModel, terms
 from .inputs import TuningInput
 
@@ -39,14 +41,19 @@ class Model:
     def step_time(self, batch_size: float, k: int, speculative: bool = False, config_k: int | None = None) -> float:
         """T(B, K); `speculative`: under a speculative config, where K = 0 still runs the drafter's first pass;
         `config_k`: the config's K, which a drafter that drafts its startup K pays on every step."""
-        if config_k is not None and self.cost.drafts_startup_k():
-            return self.cost.step_time(batch_size, k, self.theta, speculative, config_k)
+        startup = config_k if config_k is not None and self.cost.drafts_startup_k() else None
         if float(batch_size).is_integer() and 0 < batch_size <= TABLE_BATCH and k <= len(self.prefix):
-            name = "times-speculative" if speculative else "times"
-            if name not in self._tables:
-                self._tables[name] = self.cost.table(TABLE_BATCH, len(self.prefix), self.theta, speculative)
-            return float(self._tables[name][int(batch_size), k])
-        return self.cost.step_time(batch_size, k, self.theta, speculative)
+            return float(self.times(speculative, startup)[int(batch_size), k])
+        return self.cost.step_time(batch_size, k, self.theta, speculative, startup)
+
+    def times(self, speculative: bool, config_k: int | None = None) -> np.ndarray:
+        """T[b, k] up to TABLE_BATCH and the curve's length, computed once per decision (`config_k`: the
+        largest K of the config, which a drafter that drafts its startup K pays)."""
+        name = ("times-speculative" if speculative else "times") + ("" if config_k is None else f"@{config_k}")
+        if name not in self._tables:
+            self._tables[name] = self.cost.table(TABLE_BATCH, len(self.prefix), self.theta, speculative, config_k)
+        table: np.ndarray = self._tables[name]
+        return table
 
     def speed(self, batch_size: float, k: int, speculative: bool = False, config_k: int | None = None) -> float:
         """Tokens per second for one running request."""
@@ -87,6 +94,9 @@ def _tokens_per_second(model: Model, dense: Sequence[int], distribution: Sequenc
     top = len(dense) - 1
     speculative = is_speculative(dense)
     config_k = max(dense[1:], default=0)
+    if isinstance(dense, AdaptiveDense) and speculative:  # vLLM verifies only the drafts its rule admits
+        return [f * b * adaptive_step(model, max(1, round(b)), dense[_clamp(b, top)], config_k).speed
+                for b, f in distribution]
     return [f * b * model.speed(b, dense[_clamp(b, top)], speculative, config_k) for b, f in distribution]
 
 
@@ -121,14 +131,13 @@ def best_dense(model: Model, tuning: TuningInput, current: Sequence[int], distri
     if not tuning.allow_schedule:
         return [0] + [_best_single_k(model, tuning, current, distribution)] * size
     candidates = tuning.allowed_ks()
-    dense = [0]
-    for b in range(1, size + 1):
-        speeds = {k: model.speed(b, k, speculative=True) for k in candidates}
-        best = max(speeds, key=lambda k: (speeds[k], -k))
-        now = current[b] if b < len(current) else None
-        if now in speeds and speeds[now] >= speeds[best] * (1 - KEEP_TOLERANCE):
-            best = now
-        dense.append(best)
+    if model.cost.drafts_startup_k():
+        # every step drafts the config's largest K: one schedule per largest K, each priced at it
+        options = [per_size_best(model, [k for k in candidates if k <= top], current, size, config_k=top)
+                   for top in candidates if top > 0]
+        dense = max(options, key=lambda option: goodput(model, option, distribution))
+    else:
+        dense = per_size_best(model, candidates, current, size)
     if one_k_where_observed:
         dense = one_k_over(model, candidates, dense, current, distribution)
     dense = limit_ranges(model, dense, MAX_RANGES)
@@ -142,6 +151,35 @@ def best_dense(model: Model, tuning: TuningInput, current: Sequence[int], distri
         if goodput(model, off, distribution) > goodput(model, dense, distribution) * (1 + KEEP_TOLERANCE):
             return off
     return dense
+
+
+def per_size_best(model: Model, candidates: Sequence[int], current: Sequence[int], size: int, *,
+                  config_k: int | None = None) -> list[int]:
+    """The K of `candidates` with the best per-request speed at each batch size 1..size (speculating; the
+    lower K on a tie; the current K where within KEEP_TOLERANCE of the best)."""
+    ks = sorted(candidates)
+    top = len(model.prefix)
+    columns = [k for k in ks if k <= top]
+    if size > TABLE_BATCH or len(columns) < len(ks):  # beyond the tables: one step at a time
+        dense = [0]
+        for b in range(1, size + 1):
+            speeds = {k: model.speed(b, k, True, config_k) for k in ks}
+            best = max(speeds, key=lambda k: (speeds[k], -k))
+            now = current[b] if b < len(current) else None
+            dense.append(now if now in speeds and speeds[now] >= speeds[best] * (1 - KEEP_TOLERANCE) else best)
+        return dense
+    if "expected" not in model._tables:
+        model._tables["expected"] = [expected_tokens(model.prefix, j) for j in range(top + 1)]
+    expected = np.asarray([model._tables["expected"][k] for k in ks])
+    startup = config_k if config_k is not None and model.cost.drafts_startup_k() else None
+    speeds = expected[None, :] / model.times(True, startup)[1 : size + 1, ks]
+    best = speeds.argmax(axis=1)  # ks ascend: a tie goes to the lower K
+    index = {k: i for i, k in enumerate(ks)}
+    in_force = np.array([index.get(current[b], -1) if b < len(current) else -1 for b in range(1, size + 1)])
+    rows = np.arange(size)
+    keep = (in_force >= 0) & (speeds[rows, np.maximum(in_force, 0)] >= speeds[rows, best] * (1 - KEEP_TOLERANCE))
+    chosen = np.where(keep, in_force, best)
+    return [0, *(ks[i] for i in chosen)]
 
 
 def _best_single_k(model: Model, tuning: TuningInput, current: Sequence[int], distribution: Distribution) -> int:

@@ -90,6 +90,11 @@ class Hedge:
             lowest = min(k for k in self.ks if k > 0)
             column = losses[:, self.ks.index(lowest)]
             dense[int(column.argmin()) + 1] = lowest
+        envelope = self.tuning.in_place_max_k
+        if self.tuning.drafts_startup_k() and envelope in self.ks and max(dense[1:]) < envelope:
+            # a drafter that drafts its startup K keeps its envelope in place (its largest K), where that loses least
+            column = losses[:, self.ks.index(envelope)]
+            dense[int(column.argmin()) + 1] = envelope
         return dense
 
     def avoided(self, current: Sequence[int], candidate: Sequence[int], sizes: Sequence[int]) -> float:

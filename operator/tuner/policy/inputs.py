@@ -1,6 +1,6 @@
 """The tuning input: method constraints, the spec's bounds, SLOs and guard settings.
 
-The tuning loop builds it from the resource's typed spec (`operator/tuner/target.py`); the JSON
+The tuning loop builds it from the resource's typed spec (`operator/tuner/pure/target.py`); the JSON
 form (camelCase keys, docs/tuner.md) is read only at the edges -- the operator-wide defaults in
 the operator configuration and `decide_json` -- where `tuning_from_json` also intersects the
 bounds with the method catalogue's.
@@ -74,6 +74,10 @@ class TuningInput(_Input):
     max_batch_size: int = Field(default=256, ge=1)
     allow_schedule: bool = True
     allow_disable: bool = True
+    # vLLM runs its adaptive verification for this resource (the admission rules accept
+    # speculation.advanced.enable_adaptive_verification here: Model Runner V2, full CUDA graphs, ...):
+    # the tuner may turn it on or off, a rollout (policy/adaptive.py)
+    allow_adaptive_verification: bool = False
     slo: Slo = Slo()
     # The floor of the hysteresis: model error beyond the measured noise. Restart cost and noise have
     # their own terms (guards.required_gain), so with surge rollouts (no capacity lost) 2% is enough;
@@ -126,6 +130,12 @@ class TuningInput(_Input):
             raise ValueError(f"kMin={self.k_min} and kMax={self.k_max} leave no K for method {self.method!r}; "
                              "the bounds must satisfy 1 <= kMin <= kMax within the method's limits")
         return self
+
+    def drafts_startup_k(self) -> bool:
+        """The drafter drafts its startup K every step (a lookup that fills it costs next to nothing): its
+        envelope is the config's largest K, so in place keeps that K and another one rolls out
+        (runtime/contract/live_schedule/envelope.py)."""
+        return self.cost_prior.drafted_k == "startup" and self.cost_shape != "lookup"
 
     def allowed_ks(self) -> list[int]:
         """Candidate K per batch size: 0 (no drafting) when allowed, then kMin..kMax."""

@@ -27,6 +27,7 @@ from .goodput import (
     anticipated_sizes,
     coverage_gain,
     goodput_sensitivity,
+    is_speculative,
     limit_ranges,
 )
 from .guards import required_gain
@@ -49,6 +50,10 @@ def look_ahead(model: Model, tuning: TuningInput, current: Sequence[int], best: 
     top = min(max(size for size, _ in distribution), tuning.max_batch_size)
     if top * 2 ** 0.5 > tuning.max_batch_size:
         return None  # no batch sizes to come: today's load is (near) the engine's largest
+    if not is_speculative(current):
+        # speculation off: a schedule's K = 0 at today's batch sizes is no plain decode step (a model drafter
+        # runs its K = 0 work there, a draft model its whole startup K), so today's goodput would move
+        return None
     ahead = anticipated_sizes(distribution, tuning.max_batch_size, LOOKAHEAD)
     if not ahead or not tuning.allow_schedule or not set(current[1 : top + 1]) <= set(tuning.allowed_ks()):
         return None  # keeping today's K would need a schedule, or a K the bounds no longer allow

@@ -1,7 +1,7 @@
 """The observation window the policy decides from, and every reason not to trust it.
 
 The tuning loop builds one `Observation` per resource per tick from Prometheus (rates over a
-window, operator/tuner/observe.py). `observation_problems` lists every reason not to trust it:
+window, operator/tuner/pure/observe.py). `observation_problems` lists every reason not to trust it:
 non-finite numbers, a stale scrape, counters that disagree. The policy never acts on an
 observation with problems -- it keeps the current config and says why. `parse_observation` reads
 the JSON form documented in docs/tuner.md (the stable interface of `decide_json`).
@@ -112,7 +112,8 @@ def _section(data: dict[str, Any], key: str) -> dict[str, Any]:
 def _applied_config(applied: dict[str, Any]) -> DraftConfig:
     try:
         return DraftConfig(num_speculative_tokens=int(_number(applied, "numSpeculativeTokens", "observation.applied")),
-                           schedule=applied.get("schedule"))
+                           schedule=applied.get("schedule"),
+                           adaptive_verification=bool(applied.get("adaptiveVerification", False)))
     except (TypeError, ValueError, ValidationError) as error:
         raise ObservationError("observation.applied must be {numSpeculativeTokens, schedule: [[start, end, K], ...]}: "
                                f"{error}") from error

@@ -18,7 +18,7 @@ from specinfer.api.base import MAX_TEXT
 from specinfer.api.timestamps import rfc3339
 from specinfer.operator.pure.conditions import ConditionUpdate, find, set_conditions
 from specinfer.operator.tuner.policy import Decision, DraftConfig, PolicyState, guards
-from specinfer.operator.tuner.pure.convert import schedule_entries
+from specinfer.operator.tuner.pure.convert import adaptive_choice, schedule_entries
 from specinfer.operator.tuner.pure.target import ResourceTarget
 
 RECOMMEND = "recommend"  # a change the policy chose in observe mode: shown, not applied
@@ -119,7 +119,8 @@ def _recorded_entry(target: ResourceTarget, tick: Tick, method: str | None) -> _
     event = None
     if decision.is_change and config is not None and tick.mode == "auto" and tick.no_apply_reason is None:
         applied = api.AppliedConfig(method=method, num_speculative_tokens=config.num_speculative_tokens,
-                                    schedule=schedule_entries(config), since=rfc3339(tick.now), path=decision.path)
+                                    schedule=schedule_entries(config), since=rfc3339(tick.now), path=decision.path,
+                                    adaptive_verification=adaptive_choice(target.spec, config))
         kind = "Warning" if action in ("rollback", "disable") and decision.degraded else "Normal"
         event = (kind, f"Tuning{action[0].upper()}{action[1:]}", reason)
     elif decision.is_change and config is not None:

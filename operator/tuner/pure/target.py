@@ -14,16 +14,17 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from specinfer.api import InvalidSpecError, SpeculativeInferenceSpec, effective_speculation, parse_spec
+from specinfer.api import InvalidSpecError, SpeculativeInferenceSpec, effective_spec, effective_speculation, parse_spec
+from specinfer.api.adaptive_rules import adaptive_on
 from specinfer.api.auto import is_auto, selected_candidate, serving_spec
 from specinfer.api.parse import data_parallel_size
-from specinfer.api.status import Condition, SpeculativeInferenceStatus, StepCostSource, TuningStatus
+from specinfer.api.status import Condition, SpeculationChoice, SpeculativeInferenceStatus, StepCostSource, TuningStatus
 from specinfer.api.timestamps import parse_rfc3339
 from specinfer.operator.tuner.policy import AppliedConfig, CostPrior, DraftConfig, TuningInput
 from specinfer.operator.tuner.pure.calibrated import with_calibration
 from specinfer.operator.tuner.pure.convert import config_of
 from specinfer.operator.tuner.pure.settings import PolicyDefaults
-from specinfer.runtime.contract.live_schedule.envelope import live_envelope
+from specinfer.runtime.contract.live_schedule.envelope import initial_choice, live_envelope
 from specinfer.runtime.methods import cost_model, draft_scale, get_method, restart_seconds
 from specinfer.runtime.methods.engine_truth import drafting, k_problems, schedule_support
 
@@ -138,6 +139,7 @@ def tuning_input(spec: SpeculativeInferenceSpec, defaults: PolicyDefaults | None
     envelope = live_envelope(spec)
     if envelope is not None:  # retuned in place: changes within the engine's startup maximum restart nothing
         fields["in_place_max_k"] = envelope.max_k
+    fields["allow_adaptive_verification"] = adaptive_accepted(spec)
     try:
         built = TuningInput(**fields)
     except ValidationError as error:
@@ -235,10 +237,22 @@ def simulator_cost_prior(preset: str, method: str) -> CostPrior:
 
 
 def spec_config(spec: SpeculativeInferenceSpec) -> DraftConfig:
-    """K and schedule the spec alone renders to (no tuning applied)."""
-    effective = effective_speculation(spec, None)
+    """K and schedule the spec alone renders to (no tuning applied; retuned in place, the startup choice)."""
+    effective = effective_speculation(spec, initial_choice(spec))
     return DraftConfig(num_speculative_tokens=effective.num_speculative_tokens,
-                       schedule=tuple(effective.schedule) if effective.schedule else None)
+                       schedule=tuple(effective.schedule) if effective.schedule else None,
+                       adaptive_verification=adaptive_on(spec))
+
+
+def adaptive_accepted(spec: SpeculativeInferenceSpec) -> bool:
+    """vLLM runs adaptive verification for this resource: admission accepts the spec with
+    speculation.advanced.enable_adaptive_verification on (api/adaptive_rules.py: Model Runner V2, full CUDA
+    graphs, no LoRA, ...), so the tuner may turn it on or off."""
+    try:
+        effective_spec(spec, SpeculationChoice(adaptive_verification=True))
+    except (ValueError, InvalidSpecError):
+        return False
+    return True
 
 
 def applied_config(target: ResourceTarget) -> DraftConfig | None:

@@ -12,21 +12,23 @@ envelope still rolls out.
 The envelope is the largest K the tuner may choose, except for a model drafter that drafts the K it
 was started with on every step whatever the schedule (runtime/methods/drafting.py: vLLM 0.33.0's
 standalone draft model, multi-module MTP and block drafters on Model Runner V2): its envelope is the
-K in force -- the larger of the K that should run and the envelope its pods run now (status.effective)
--- so in place only lowers what is verified, and a larger K rolls out. Started at the tuning maximum,
-a draft model would pay that many draft passes on every step, whatever the published schedule.
+K in force, the largest K of what should run. In place a schedule keeps that K somewhere and lowers what
+is verified elsewhere; a config with another largest K rolls out -- a larger one to draft more, a smaller
+one to draft less on every step (issue 43: a draft model kept at its startup K drafts it at the peak
+whatever it verifies). Started at the tuning maximum, a draft model would pay that many draft passes on
+every step, whatever the published schedule.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from specinfer.api.effective import EffectiveSpeculation, effective_spec, speculation_of
+from specinfer.api.effective import ADAPTIVE_KEY, EffectiveSpeculation, effective_spec, speculation_of
 from specinfer.api.parse import data_parallel_size
 from specinfer.api.spec import SpeculativeInferenceSpec
 from specinfer.api.speculation import MAX_SCHEDULE_RANGES
 from specinfer.api.status import ScheduleEntry, SpeculationChoice
-from specinfer.runtime.methods import get_accelerator, get_method
+from specinfer.runtime.methods import DEFAULT_COST_MODEL, cost_model, get_accelerator, get_method
 from specinfer.runtime.methods.engine_truth import drafting, schedule_support
 
 Ranges = tuple[tuple[int, int, int], ...]
@@ -48,14 +50,17 @@ class LiveEnvelope:
     def after(self, method: str, ks: list[int]) -> LiveEnvelope:
         """The envelope the pods run once a config of `method` with these K values is applied: the same
         where it runs in place, else the one a rollout starts (for a drafter that drafts max_k, the
-        config's own K)."""
+        config's own largest K)."""
         if self.admits(method, ks) or not self.drafts_max_k or method != self.method or not ks or max(ks) <= 0:
             return self
         return replace(self, max_k=max(ks))
 
     def admits(self, method: str, ks: list[int]) -> bool:
-        """A config of `method` with these K values runs in place (K > 0 somewhere: a drafter loaded)."""
-        return method == self.method and bool(ks) and 0 < max(ks) <= self.max_k and min(ks) >= 0
+        """A config of `method` with these K values runs in place (K > 0 somewhere: a drafter loaded; for a
+        drafter that drafts max_k, max_k itself somewhere: another largest K is another envelope)."""
+        if method != self.method or not ks or min(ks) < 0:
+            return False
+        return max(ks) == self.max_k if self.drafts_max_k else 0 < max(ks) <= self.max_k
 
 
 def why_not_in_place(spec: SpeculativeInferenceSpec) -> str | None:
@@ -67,7 +72,8 @@ def why_not_in_place(spec: SpeculativeInferenceSpec) -> str | None:
         return "method none: there is no draft length to retune"
     if spec.runtime.engine not in LIVE_ENGINES:
         return f"engine {spec.runtime.engine} does not read a published schedule"
-    if spec.speculation.advanced is not None and spec.speculation.advanced.model_dump(exclude_none=True):
+    if spec.speculation.advanced is not None and set(spec.speculation.advanced.model_dump(exclude_none=True)) - {
+            ADAPTIVE_KEY}:  # adaptive verification verifies within the scheduled K (adaptive_verification.py:335)
         return "spec.speculation.advanced ties K to other settings: every K change is checked at start-up"
     release = get_accelerator(spec.hardware.accelerator).engine
     if spec.runtime.engine == "vllm" and release.plugin_replaces_scheduler is not None:
@@ -106,7 +112,8 @@ def live_envelope(spec: SpeculativeInferenceSpec, *, wanted_k: int | None = None
     `wanted_k`: the largest K of what should run (the applied choice, `choice_k`; None or 0: the spec's
     own); `running`: the envelope the pods run now (status.effective.liveSchedule, of this method). Both
     matter only for a drafter that drafts its startup K every step, whose envelope is the K in force:
-    `running` while what should run fits in it, else that K (a rollout)."""
+    `wanted_k`, and `running` while what should run is speculation off (no drafter: the pods the next
+    config returns to)."""
     if why_not_in_place(spec) is not None:
         return None
     support = schedule_support(spec.speculation.method, spec.hardware.accelerator,
@@ -115,8 +122,8 @@ def live_envelope(spec: SpeculativeInferenceSpec, *, wanted_k: int | None = None
     max_k = _max_k(spec)
     if startup:
         own = speculation_of(effective_spec(spec, None))
-        wanted = wanted_k or own.num_speculative_tokens
-        max_k = running if running is not None and wanted <= running <= max_k else min(wanted, max_k)
+        wanted = wanted_k or running or own.num_speculative_tokens
+        max_k = min(wanted, max_k)
     return LiveEnvelope(method=spec.speculation.method, max_k=max_k, model_runner=support.model_runner,
                         drafts_max_k=startup)
 
@@ -155,12 +162,94 @@ def ranges_of(num_speculative_tokens: int, schedule: list[tuple[int, int, int]] 
     return ((1, OPEN_END, int(num_speculative_tokens)),)
 
 
-def startup_spec(spec: SpeculativeInferenceSpec, envelope: LiveEnvelope) -> SpeculativeInferenceSpec:
-    """The effective spec an in-place engine starts from: the spec's own choice as its startup schedule,
-    under K = envelope.max_k. It does not depend on the tuner's choice, so neither do the pod template
-    and its config hash: a retune within the envelope changes only the published schedule."""
+# The batch sizes searched for the crossover: past vLLM's default max_num_seqs (256) and the simulator's
+CROSSOVER_SEARCH = 4096
+
+
+def own_ranges(spec: SpeculativeInferenceSpec, envelope: LiveEnvelope) -> Ranges:
+    """What an in-place engine runs before the tuner has chosen: the spec's own K or schedule, drafting less
+    above the batch size where the catalogue's step-cost preset predicts that drafting stops paying.
+
+    Above that crossover the spec's K gives way to the cheapest K the spec allows there -- K = 0 (no drafts;
+    a model drafter still runs its K = 0 work, priced as its engine runs it) where spec.tuning lets the tuner
+    switch drafting off, else the tuning minimum -- in one more range. At batch 200 a K too high costs far
+    more than one too low (issue 43: a peak met at start-up ran the tuning maximum), and the tuner corrects
+    the split in place from its first windows. The preset is the simulator's cost model, or for vLLM the
+    tuner's default prior (`DEFAULT_COST_MODEL`, an 8B target on an H100: the same roofline); the acceptance
+    is the method's simulator profile on the simulator's workload (chat for vLLM). A split that would not fit
+    vLLM's schedule ranges with Model Runner V2's startup ladder is left out."""
     own = speculation_of(effective_spec(spec, None))
-    ranges = startup_ranges(envelope, ranges_of(own.num_speculative_tokens, own.schedule))
-    choice = SpeculationChoice(num_speculative_tokens=envelope.max_k, schedule=[
+    ranges = ranges_of(own.num_speculative_tokens, own.schedule)
+    method = get_method(spec.speculation.method)
+    low = spec.tuning.min_num_speculative_tokens
+    cheapest = 0 if not low else max(low, method.k_min)
+    simulator = spec.runtime.simulator if spec.runtime.engine == "simulator" else None
+    preset = cost_model(simulator.cost_model if simulator is not None else DEFAULT_COST_MODEL)
+    workload = simulator.workload if simulator is not None else "chat"
+    fact = drafting(method.name, spec.hardware.accelerator,
+                    spec.speculation.advanced.model_dump(exclude_none=True) if spec.speculation.advanced else None)
+    profile = method.simulator
+
+    def speed(batch: int, k: int) -> float:
+        seconds = preset.step_time(batch, k, method.cost_shape, draft_scale=profile.draft_scale, speculative=True,
+                                   drafting=fact, startup_k=envelope.max_k)
+        return profile.expected_tokens(workload, k) / seconds
+
+    split: list[tuple[int, int, int]] = []
+    for start, end, k in ranges:
+        # the crossover: from the range's top down, as far as the cheapest K stays ahead
+        crossover = None
+        for b in range(min(end, CROSSOVER_SEARCH), start - 1, -1):
+            if k <= cheapest or speed(b, cheapest) <= speed(b, k):
+                break
+            crossover = b
+        if crossover is None:
+            split.append((start, end, k))
+            continue
+        split += [(start, crossover - 1, k)] if crossover > start else []
+        split.append((crossover, end, cheapest))
+    merged = _merged(split)
+    if len(startup_ranges(envelope, merged)) > MAX_SCHEDULE_RANGES or not any(k > 0 for _, _, k in merged):
+        return ranges
+    return merged
+
+
+def _merged(ranges: list[tuple[int, int, int]]) -> Ranges:
+    """Neighbouring ranges of one K as one."""
+    out: list[tuple[int, int, int]] = []
+    for start, end, k in ranges:
+        if out and out[-1][2] == k and out[-1][1] + 1 == start:
+            out[-1] = (out[-1][0], end, k)
+        else:
+            out.append((start, end, k))
+    return tuple(out)
+
+
+def initial_choice(spec: SpeculativeInferenceSpec) -> SpeculationChoice | None:
+    """What runs before the tuner has applied anything: `own_ranges` for a spec retuned in place (None
+    otherwise: the spec as written). The renderer publishes it and the tuner reads it as the config in force."""
+    envelope = live_envelope(spec)
+    if envelope is None:
+        return None
+    return _choice(own_ranges(spec, envelope))
+
+
+def _choice(ranges: Ranges) -> SpeculationChoice:
+    top = max(k for _, _, k in ranges)
+    if len(ranges) == 1:
+        return SpeculationChoice(num_speculative_tokens=top)
+    return SpeculationChoice(num_speculative_tokens=top, schedule=[
         ScheduleEntry(min_batch_size=s, max_batch_size=e, num_speculative_tokens=k) for s, e, k in ranges])
+
+
+def startup_spec(spec: SpeculativeInferenceSpec, envelope: LiveEnvelope, *,
+                 adaptive_verification: bool | None = None) -> SpeculativeInferenceSpec:
+    """The effective spec an in-place engine starts from: the spec's own choice (`own_ranges`) as its
+    startup schedule, under K = envelope.max_k, verifying adaptively as `adaptive_verification` says (the
+    tuner's choice: None, the spec's). Only that choice moves the pod template and its config hash (a
+    rollout): a retune within the envelope changes only the published schedule."""
+    ranges = startup_ranges(envelope, own_ranges(spec, envelope))
+    choice = SpeculationChoice(num_speculative_tokens=envelope.max_k, schedule=[
+        ScheduleEntry(min_batch_size=s, max_batch_size=e, num_speculative_tokens=k) for s, e, k in ranges],
+        adaptive_verification=adaptive_verification)
     return effective_spec(spec, choice)

@@ -16,6 +16,8 @@ from specinfer.api.spec import SpeculativeInferenceSpec
 from specinfer.api.status import SpeculationChoice
 from specinfer.runtime.methods import get_method
 
+ADAPTIVE_KEY = "enable_adaptive_verification"  # spec.speculation.advanced's field for vLLM's adaptive verification
+
 
 @dataclass(frozen=True)
 class EffectiveSpeculation:
@@ -55,6 +57,9 @@ def effective_spec(
             speculation["schedule"] = None
         if choice.schedule:
             speculation["schedule"] = [entry.model_dump() for entry in choice.schedule]
+        if choice.adaptive_verification is not None:  # the tuner's lever: the rest of `advanced` stays the spec's
+            advanced = {**(speculation.get("advanced") or {}), ADAPTIVE_KEY: choice.adaptive_verification or None}
+            speculation["advanced"] = {k: v for k, v in advanced.items() if v is not None} or None
     method = get_method(speculation["method"])
     if speculation.get("num_speculative_tokens") is None:
         speculation["num_speculative_tokens"] = method.default_k(spec.hardware.accelerator)

@@ -64,6 +64,9 @@ class SpeculationChoice(StatusModel):
     """Draft length K (the maximum when a schedule is set; 0: speculation off)."""
     schedule: list[ScheduleEntry] | None = Field(default=None, max_length=MAX_SCHEDULE_RANGES)
     """Dynamic SD schedule, if any."""
+    adaptive_verification: bool | None = None
+    """vLLM's adaptive verification on (true) or off (false) whatever spec.speculation.advanced says; unset:
+    as the spec says. The tuner sets it where vLLM runs it for this resource (a rollout)."""
 
 
 RetunePath = Literal["inPlace", "rollout"]
