@@ -102,8 +102,8 @@ def test_no_in_place_reproduces_the_rollout_only_behaviour():
         # the restart stopped the only replica for 75 s of a 15-minute scenario
         assert live["results"][contender]["goodput"] > 1.05 * rolled["results"][contender]["goodput"]
     # the goal's reference: the better of the oracle that pays its way and a config that never switches
-    for run, oracle in ((live, "in-place oracle"), (rolled, "oracle paying its rollouts")):
-        check, results = run["goals"]["specinfer"]["vsOracle"], run["results"]
+    for outcome, oracle in ((live, "in-place oracle"), (rolled, "oracle paying its rollouts")):
+        check, results = outcome["goals"]["specinfer"]["vsOracle"], outcome["results"]
         paying = [name for name in results if name == oracle or name.startswith(("best static", ADAPTIVE))]
         best = max(paying, key=lambda name: results[name]["goodput"])
         assert oracle in paying and check["referenceName"] == best
