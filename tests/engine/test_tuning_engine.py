@@ -675,6 +675,13 @@ def test_the_crossover_live(setup):
     assert means or off_before, f"no change under high load:\n{decisions(story['tuned'])}"
 
 
+def startup_applied(spec) -> dict:
+    """The startup schedule the operator publishes for an engine retuned in place, as status.tuning.applied."""
+    ranges = own_ranges(spec, live_envelope(spec))
+    return {"numSpeculativeTokens": max(k for _, _, k in ranges),
+            "schedule": [{"minBatchSize": s, "maxBatchSize": e, "numSpeculativeTokens": k} for s, e, k in ranges]}
+
+
 def first_high_window(ticks: Path, name: str, since: float, window: float) -> tuple[dict, dict]:
     """From the operator's tick records: the state the tuner held when the high load began (what the low load
     taught it) and the first window it observed wholly inside the high load (the ramp's seconds excluded)."""
@@ -692,14 +699,17 @@ def test_the_schedule_published_at_low_load_drafts_less_at_high_load_as_the_tune
     range the tuner stated for it from what it knew before the load came (policy/forecast.py: within its noise
     where measured, within its doubted fits where not)."""
     story = high_load_story(setup)
-    applied = {"status": {"tuning": {"applied": story["applied_before"]}}}
+    # what the engine ran when the high load came: the tuner's last change, or -- none at low load -- the startup
+    # schedule the operator published for the spec
+    before = story["applied_before"] or startup_applied(parse_spec(setup.si("crossover")["spec"]))
+    applied = {"status": {"tuning": {"applied": before}}}
     at_low = applied_k_at(applied, LOW)
     # the most it drafts where the high load runs (64 clients: a batch of ~HIGH, less while one refills)
     at_high = max((applied_k_at(applied, b) or 0 for b in range(HIGH // 2, HIGH + 1)), default=None) \
         if at_low is not None else None
     print(f"published at the end of the low load: {story['applied_before']} (K={at_low} at batch {LOW}, "
           f"K={at_high} at {HIGH})")
-    assert at_low is not None and at_high is not None, "the tuner published a schedule at low load"
+    assert at_low is not None and at_high is not None, "a schedule was in force at low load"
     assert at_high < at_low or at_high == 0, "drafts less above the crossover"  # at batch sizes HIGH/2..HIGH
     window = story["first_window"]
     assert window["same_engine"], "no rollout in the high load's first window"
@@ -710,8 +720,9 @@ def test_the_schedule_published_at_low_load_drafts_less_at_high_load_as_the_tune
     print(f"first high-load window: {window['generated']:.0f} tokens in {steps:.0f} request-steps, accepted per "
           f"position {[round(a) for a in accepted]}: {drafted:.2f} drafted a request-step")
     assert steps > 0
-    # at most the schedule's K at the high batch sizes, and a little for the clients' first requests
-    assert drafted <= at_high + 0.25 and drafted < at_low, (drafted, at_high, at_low)
+    # at most the schedule's K at the high batch sizes, and a little for the clients' first requests; less than
+    # at low load unless low load already ended drafting nothing (speculation off: what the peak wants too)
+    assert drafted <= at_high + 0.25 and (drafted < at_low or at_low == 0), (drafted, at_high, at_low)
     assert all(a <= 0.1 * steps for a in accepted[at_high:]), accepted
     held, observed = first_high_window(setup.ticks, "crossover", story["since"],
                                        OPERATOR_CONFIG["tuning"]["windowSeconds"])
