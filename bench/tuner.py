@@ -176,6 +176,7 @@ class PolicyController:
         self.state: PolicyState | None = None
         self.decisions: list[tuple[float, Decision]] = []
         self.cpu_seconds, self.calls = 0.0, 0  # what deciding cost (the operator pays it per resource per tick)
+        self.realised: list[float] = []  # the realised gains its verifications reported, tick by tick
 
     @property
     def ms_per_decision(self) -> float:
@@ -193,6 +194,8 @@ class PolicyController:
         decision, self.state = decide(observation, self.tuning, self.state, now)
         self.cpu_seconds += time.process_time() - started
         self.calls += 1
+        if decision.realised_gain is not None:
+            self.realised.append(decision.realised_gain)
         if decision.is_change:
             self.decisions.append((now, decision))
             return decision.config

@@ -10,6 +10,8 @@ import pytest
 from specinfer.bench.scenarios import Scenario, _peak, run
 from specinfer.bench.tuner import PolicyController, summarise, tuning_input
 from specinfer.operator.tuner.policy import DraftConfig
+from specinfer.operator.tuner.policy.config import differs_at
+from specinfer.operator.tuner.policy.verification import differing_share
 
 pytestmark = pytest.mark.unit
 
@@ -47,6 +49,8 @@ def test_the_tuner_turns_adaptive_verification_on_at_the_peak_and_off_when_quiet
     assert "the rollout's payback" in on[1].reason and on[1].predicted_gain > 0.05
     assert off[0] > 70 * 60 and off[1].config.to_json() == {"numSpeculativeTokens": 4, "schedule": None}
     assert on[1].config.to_json()["adaptiveVerification"] is True
+    # each switch, at the same K, is a change the policy verifies against its prediction
+    assert controller.realised, "no switch was verified"
     # better than either static choice: K=4 verifying every draft, or vLLM's rule all day
     assert result["goodput"] > max(static(False), static(True))
 
@@ -55,3 +59,10 @@ def test_where_vllm_refuses_it_the_tuner_never_turns_it_on():
     controller, result = played(allow=False)
     assert not any(d.config.adaptive for _, d in controller.decisions)
     assert result["goodput"] == pytest.approx(static(False), rel=1e-9)
+
+
+def test_adaptive_verification_alone_is_a_change_at_every_batch_size():
+    plain, adaptive = K4.dense(8), DraftConfig(num_speculative_tokens=4, adaptive_verification=True).dense(8)
+    assert differs_at(plain, adaptive, 3) and not differs_at(plain, K4.dense(8), 3)
+    assert differing_share([(3, 0.5), (6, 0.5)], plain, adaptive, 8) == 1.0
+    assert differing_share([(3, 1.0)], plain, K4.dense(8), 8) == 0.0

@@ -25,6 +25,12 @@ class AdaptiveDense(list[int]):
     the K and verifies only the drafts vLLM's rule admits (policy/adaptive.py). The objective reads it so."""
 
 
+def differs_at(a: Sequence[int], b: Sequence[int], batch_size: int) -> bool:
+    """Two configs' dense forms run differently at `batch_size`: another K, or adaptive verification on in one
+    only (the same K verified another way is a change to measure and verify like any other)."""
+    return a[batch_size] != b[batch_size] or isinstance(a, AdaptiveDense) != isinstance(b, AdaptiveDense)
+
+
 class DraftConfig(BaseModel):
     """A config the engine runs: K (the maximum when a schedule is set), the schedule, if any, and whether
     vLLM verifies adaptively (`speculation.advanced.enable_adaptive_verification`)."""

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from . import guards
 from .acceptance import AcceptanceEstimate, blend, estimate_from, expected_tokens, extrapolated_prefix
-from .config import OFF, DraftConfig
+from .config import OFF, DraftConfig, differs_at
 from .cost import CostModel
 from .decision import (
     DEGRADED_COLLAPSE,
@@ -255,7 +255,7 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
 
     def probed(dense: Sequence[int]) -> Decision | None:
         """Best here by a fit that measured one K here: measure the K a doubted prior would choose (probe.py)."""
-        if moving is not None or any(dense[b] != current_dense[b] for b in observed) \
+        if moving is not None or any(differs_at(dense, current_dense, b) for b in observed) \
                 or not _may_probe(obs, tuning, common["signals"]):
             return None
         probe = probe_for(model, tuning, current, distribution, st, now, measured_noise(st))
@@ -477,7 +477,7 @@ def _issue_change(obs: Observation, tuning: TuningInput, st: PolicyState, now: f
     path = path_of(current, best, tuning.in_place_max_k, exact=tuning.drafts_startup_k())
     calibration = st.calibration.value if st.calibration else 1.0
     observed = {min(b, tuning.max_batch_size) for b, _ in distribution}
-    changes_here = any(candidate.dense[b] != current_dense[b] for b in observed)
+    changes_here = any(differs_at(candidate.dense, current_dense, b) for b in observed)
     # Nothing to verify when the change leaves the K of today's batch sizes alone (look-ahead).
     st.pending = PendingChange(at=now, config=best, previous=current, predicted_gain=candidate.gain,
                                calibration=calibration, prefix=[float(p) for p in model.prefix],

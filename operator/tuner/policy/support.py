@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .config import differs_at
 from .cost import CostModel
 from .goodput import Distribution, Model, goodput_contributions
 
@@ -84,7 +85,7 @@ def supported_gain(model: Model, current: Sequence[int], best: Sequence[int], di
     full = sum(after.values()) / total - 1 if total > 0 else 0.0
     clamp = {b: max(1, min(int(b), max_batch_size)) for b in before}
     measured = measured_sizes(model.cost, sorted(set(clamp.values())))
-    unmeasured = {b for b in before if clamp[b] not in measured and best[clamp[b]] != current[clamp[b]]
+    unmeasured = {b for b in before if clamp[b] not in measured and differs_at(best, current, clamp[b])
                   and not (lowering_counts and best[clamp[b]] < current[clamp[b]])}
     if not unmeasured or total <= 0:
         return SupportedGain(full, 0.0, ())

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import guards
-from .config import DraftConfig
+from .config import DraftConfig, differs_at
 from .cost import CELL_MEMORY
 from .decision import Decision, ModelSummary, Signals
 from .goodput import Distribution, Model, sequence_speed
@@ -72,10 +72,11 @@ def model_noise(st: PolicyState) -> float:
 
 def differing_share(distribution: Distribution, before: Sequence[int], after: Sequence[int],
                     max_batch_size: int) -> float:
-    """Share of engine time spent at batch sizes where two configs draft a different K."""
+    """Share of engine time spent at batch sizes where two configs run differently (another K, or adaptive
+    verification in one only)."""
     total = sum(fraction for _, fraction in distribution) or 1.0
     return sum(fraction for size, fraction in distribution
-               if before[min(max(size, 1), max_batch_size)] != after[min(max(size, 1), max_batch_size)]) / total
+               if differs_at(before, after, min(max(size, 1), max_batch_size))) / total
 
 
 def verify(obs: Observation, tuning: TuningInput, st: PolicyState, model: Model, distribution: Distribution,
