@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from specinfer.bench.observations import synthetic_observation
 from specinfer.operator.tuner.cli import tuner
 from specinfer.operator.tuner.policy import TuningInput, decide, parse_observation
-from specinfer.operator.tuner.policy.observation import observation_to_json
+from specinfer.operator.tuner.policy.observation import ObservationError, observation_to_json
 from specinfer.operator.tuner.recording import append_record, read_records, replay, tick_record
 
 pytestmark = pytest.mark.unit
@@ -65,3 +65,12 @@ def test_a_garbled_record_names_its_line(tmp_path):
     path.write_text('{"version": 1}\nnot json\n')
     with pytest.raises(ValueError, match="ticks.jsonl:2"):
         list(read_records(path))
+
+
+def test_an_adaptive_flag_that_is_not_a_boolean_is_refused():
+    """bool("false") is True: a replayed or hostile observation must say true or false, or be refused."""
+    good = observation_to_json(observation(120.0, "specinfer"))
+    for bad in ("false", 1, None):
+        data = {**good, "applied": {**good["applied"], "adaptiveVerification": bad}}
+        with pytest.raises(ObservationError, match="adaptiveVerification must be true or false"):
+            parse_observation(data)

@@ -247,3 +247,26 @@ def test_a_calibrated_prior_keeps_the_drafters_law():
     after, _ = calibrated_tuning_input(target, tuning.model_copy(update={"cost_prior": tuning.cost_prior.model_copy(
         update={"drafted_k": "scheduled", "zero_step": "first_pass", "startup_k": None})}))
     assert (after.cost_prior.drafted_k, after.cost_prior.startup_k) == ("startup", 3)
+
+
+def test_the_specs_own_adaptive_verification_is_the_applied_configs_too():
+    """status.tuning.applied leaves adaptiveVerification unset where the tuner kept the spec's setting
+    (convert.adaptive_choice): read back, unset is what the spec says, so the loop neither mistakes the config
+    in force for another one nor waits forever for a rollout that already happened."""
+    body = resource("a")
+    body["spec"]["hardware"] = {"accelerator": "nvidia"}
+    body["spec"]["runtime"] = {"engine": "vllm"}
+    body["spec"]["speculation"]["advanced"] = {"enable_adaptive_verification": True}
+    body["status"]["effective"] = {"method": "eagle3", "configHash": "abc", "numSpeculativeTokens": 2,
+                                   "adaptiveVerification": True}
+    body["status"]["tuning"] = {"applied": {"method": "eagle3", "numSpeculativeTokens": 2,
+                                            "since": "2027-01-15T08:30:00Z"}}
+    target = read_target(body)
+    applied = observed_applied(target)
+    assert applied.config == DraftConfig(num_speculative_tokens=2, adaptive_verification=True)
+    assert not rollout_in_progress(target, applied.config)
+    # the tuner turned it off: the applied config says so, and the pods still verifying adaptively have not rolled
+    body["status"]["tuning"]["applied"]["adaptiveVerification"] = False
+    target = read_target(body)
+    assert observed_applied(target).config == DraftConfig(num_speculative_tokens=2)
+    assert rollout_in_progress(target, observed_applied(target).config)

@@ -110,10 +110,12 @@ def _section(data: dict[str, Any], key: str) -> dict[str, Any]:
 
 
 def _applied_config(applied: dict[str, Any]) -> DraftConfig:
+    adaptive = applied.get("adaptiveVerification", False)
+    if not isinstance(adaptive, bool):  # bool("false") is True: only a JSON boolean says it
+        raise ObservationError(f"observation.applied.adaptiveVerification must be true or false, got {adaptive!r}")
     try:
         return DraftConfig(num_speculative_tokens=int(_number(applied, "numSpeculativeTokens", "observation.applied")),
-                           schedule=applied.get("schedule"),
-                           adaptive_verification=bool(applied.get("adaptiveVerification", False)))
+                           schedule=applied.get("schedule"), adaptive_verification=adaptive)
     except (TypeError, ValueError, ValidationError) as error:
         raise ObservationError("observation.applied must be {numSpeculativeTokens, schedule: [[start, end, K], ...]}: "
                                f"{error}") from error

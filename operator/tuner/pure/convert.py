@@ -8,11 +8,15 @@ from specinfer.api.status import ScheduleEntry, SpeculationChoice
 from specinfer.operator.tuner.policy import DraftConfig
 
 
-def config_of(choice: SpeculationChoice) -> DraftConfig:
-    """The policy's view of a status choice (an unset K reads as 0: off)."""
+def config_of(choice: SpeculationChoice, spec: SpeculativeInferenceSpec | None = None) -> DraftConfig:
+    """The policy's view of a status choice (an unset K reads as 0: off). An unset adaptiveVerification is
+    what `spec` says (status.tuning.applied leaves it unset where the tuner kept the spec's: adaptive_choice)."""
     schedule = tuple((e.min_batch_size, e.max_batch_size, e.num_speculative_tokens) for e in choice.schedule or ())
+    adaptive = choice.adaptive_verification
+    if adaptive is None:
+        adaptive = spec is not None and adaptive_on(spec)
     return DraftConfig(num_speculative_tokens=choice.num_speculative_tokens or 0, schedule=schedule or None,
-                       adaptive_verification=bool(choice.adaptive_verification))
+                       adaptive_verification=adaptive is True)
 
 
 def schedule_entries(config: DraftConfig) -> list[ScheduleEntry] | None:

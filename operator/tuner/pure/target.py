@@ -262,7 +262,7 @@ def applied_config(target: ResourceTarget) -> DraftConfig | None:
         return None
     if applied.method not in (None, target.spec.speculation.method):
         return None
-    return config_of(applied)
+    return config_of(applied, target.spec)
 
 
 def switched_method(target: ResourceTarget) -> str | None:
@@ -296,7 +296,7 @@ def applied_problem(target: ResourceTarget, tuning: TuningInput) -> str | None:
         effective_speculation(target.spec, applied)
     except (ValueError, InvalidSpecError) as error:
         return f"status.tuning.applied does not fit the spec: {error}"
-    not_run = engine_problem(target.spec, config_of(applied))
+    not_run = engine_problem(target.spec, config_of(applied, target.spec))
     if not_run:
         return f"status.tuning.applied is not what the engine would run: {not_run}"
     return None
@@ -316,7 +316,9 @@ def rollout_in_progress(target: ResourceTarget, config: DraftConfig) -> bool:
         return True
     effective = target.status.effective
     running = config_of(effective) if effective is not None else DraftConfig(num_speculative_tokens=0)
-    return running != config
+    # adaptive verification counts only while speculating (DraftConfig.adaptive): K = 0 with the flag set is off
+    return (running.num_speculative_tokens, running.schedule, running.adaptive) \
+        != (config.num_speculative_tokens, config.schedule, config.adaptive)
 
 
 def observed_applied(target: ResourceTarget) -> AppliedConfig:
