@@ -142,6 +142,14 @@ def test_the_engine_starts_drafting_less_above_the_predicted_crossover():
     floor = parse_spec({**on_gpu.model_dump(by_alias=True, exclude_none=True),
                         "tuning": {"mode": "auto", "minNumSpeculativeTokens": 1}})
     assert [k for _, _, k in own_ranges(floor, live_envelope(floor))] == [3, 1]  # the tuning minimum, not off
+    # a spec schedule that ends below the crossover: vLLM runs the batch sizes past it at its last K, so the
+    # split is searched there too
+    written = parse_spec({**on_gpu.model_dump(by_alias=True, exclude_none=True), "speculation": {
+        **eagle3, "numSpeculativeTokens": 4, "schedule": [
+            {"minBatchSize": 1, "maxBatchSize": 8, "numSpeculativeTokens": 4},
+            {"minBatchSize": 9, "maxBatchSize": 64, "numSpeculativeTokens": 3}]}})
+    ranges = own_ranges(written, live_envelope(written))
+    assert ranges[:2] == ((1, 8, 4), (9, ranges[2][0] - 1, 3)) and ranges[2][2] == 0 and 64 < ranges[2][0] < 256
     # a spec that is not retuned in place renders as written
     observed = parse_spec({**on_gpu.model_dump(by_alias=True, exclude_none=True), "tuning": {"mode": "observe"}})
     assert spec_config(observed).schedule is None

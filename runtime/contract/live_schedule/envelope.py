@@ -166,6 +166,13 @@ def ranges_of(num_speculative_tokens: int, schedule: list[tuple[int, int, int]] 
 CROSSOVER_SEARCH = 4096
 
 
+def _covering(ranges: Ranges) -> Ranges:
+    """The same schedule with each range reaching the next one and the last one open-ended: vLLM runs a batch
+    size in a gap or past the last range at the range before it, so the crossover is searched there too."""
+    return tuple((start, max(end, ranges[i + 1][0] - 1 if i + 1 < len(ranges) else OPEN_END), k)
+                 for i, (start, end, k) in enumerate(ranges))
+
+
 def own_ranges(spec: SpeculativeInferenceSpec, envelope: LiveEnvelope) -> Ranges:
     """What an in-place engine runs before the tuner has chosen: the spec's own K or schedule, drafting less
     above the batch size where the catalogue's step-cost preset predicts that drafting stops paying.
@@ -179,7 +186,7 @@ def own_ranges(spec: SpeculativeInferenceSpec, envelope: LiveEnvelope) -> Ranges
     is the method's simulator profile on the simulator's workload (chat for vLLM). A split that would not fit
     vLLM's schedule ranges with Model Runner V2's startup ladder is left out."""
     own = speculation_of(effective_spec(spec, None))
-    ranges = ranges_of(own.num_speculative_tokens, own.schedule)
+    ranges = _covering(ranges_of(own.num_speculative_tokens, own.schedule))
     method = get_method(spec.speculation.method)
     low = spec.tuning.min_num_speculative_tokens
     cheapest = 0 if not low else max(low, method.k_min)
