@@ -564,9 +564,14 @@ def high_load_story(setup: Setup) -> dict:
     tuned_at_low_load(setup)
     print("tuned config at low load:")
     setup.measure("crossover", LOW, TUNED)
+    # The low load's last change runs before the high load begins: one the tuner decided while the tuned config
+    # was measured may still be rolling out (seen 2026-12-05: `disable` decided at low load, and the old engine
+    # still drafting K=2 in the high load's first window)
+    settled = wait_for_resource(setup, "crossover", rolled_out, timeout=ROLLOUT_TIMEOUT,
+                                what="the low load's last change in force")
     started, since = time.monotonic(), time.time()
     # what the tuner had applied when the high load began: low load may have ended with speculation off
-    applied_before = tuning(setup.si("crossover")).get("applied") or {}
+    applied_before = tuning(settled).get("applied") or {}
     process = engine_process(setup, "crossover")
     url = setup.endpoints("crossover")()[0]
     with ClosedLoop(setup.endpoints("crossover"), PROMPT, concurrency=HIGH, max_tokens=128) as load:
