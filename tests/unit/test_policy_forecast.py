@@ -68,3 +68,12 @@ def test_an_unmeasured_batch_size_is_forecast_within_the_doubted_range_and_says_
     assert at_64.holds(served(64, compute=2.0))
     # ... and a world far outside the doubts is not: the range can fail
     assert not at_64.holds(served(64) * 5) and not at_64.holds(served(64) / 5)
+
+
+def test_the_stated_range_never_goes_below_zero_and_names_unmeasured_sizes_as_they_are():
+    from specinfer.operator.tuner.policy.forecast import Forecast, forecast, model_of
+    settings, state = learnt_at_batch_1()
+    wild = forecast(model_of(state, settings), DraftConfig(num_speculative_tokens=2), [(1, 1.0)], 64, noise=1.5)
+    assert wild.low == 0.0 < wild.speed < wild.high
+    assert Forecast(10.0, 0.0, 20.0, (3, 64, 200)).describe().endswith("3 batch sizes from 3 to 200 not measured yet)")
+    assert "batch size 64 not measured" in Forecast(10.0, 5.0, 20.0, (64,)).describe()

@@ -48,8 +48,9 @@ class Forecast:
         return self.low <= measured <= self.high
 
     def describe(self) -> str:
-        where = (f"; batch sizes {self.unmeasured[0]}-{self.unmeasured[-1]} not measured yet" if self.unmeasured
-                 else "")
+        sizes = self.unmeasured
+        where = ("" if not sizes else f"; batch size {sizes[0]} not measured yet" if len(sizes) == 1
+                 else f"; {len(sizes)} batch sizes from {sizes[0]} to {sizes[-1]} not measured yet")
         return f"{self.speed:.1f} tokens per request-second ({self.low:.1f}-{self.high:.1f}{where})"
 
 
@@ -70,11 +71,12 @@ def forecast(model: Model, config: DraftConfig, distribution: Distribution, max_
                         always_scheduled=model.always_scheduled)
         versions.append(goodput_contributions(doubted, dense, distribution))
     low = high = 0.0
+    below = max(0.0, 1 - noise)  # a noise above 100% leaves no lower bound, not a negative one
     for b, value in fit.items():
         if max(1, min(int(b), max_batch_size)) in measured:
-            low, high = low + value * (1 - noise), high + value * (1 + noise)
+            low, high = low + value * below, high + value * (1 + noise)
         else:
-            low += min(version[b] for version in versions) * (1 - noise)
+            low += min(version[b] for version in versions) * below
             high += max(version[b] for version in versions) * (1 + noise)
     speed = sum(fit.values())
     unmeasured = tuple(b for b in sizes if b not in measured)
