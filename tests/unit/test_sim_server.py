@@ -143,7 +143,7 @@ async def test_admin_collapses_acceptance_and_heals_it():
 async def test_a_collapsed_phase_breaks_the_drafter_without_any_admin_endpoint():
     """spec.runtime.simulator.phases[].acceptanceCollapsed: the declarative fault pods run by the operator use."""
     client = await client_for(num_speculative_tokens=2, time_scale=50.0,
-                              phases=(Phase("chat", 10.0), Phase("chat", 10000.0, collapsed=True)))
+                              phases=(Phase("chat", 100.0), Phase("chat", 10000.0, collapsed=True)))
 
     async def counts() -> tuple[float, float]:
         text = await (await client.get("/metrics")).text()
@@ -156,7 +156,9 @@ async def test_a_collapsed_phase_breaks_the_drafter_without_any_admin_endpoint()
         await client.post("/v1/completions", json={"prompt": "a", "max_tokens": 100})
         healthy_accepted, healthy_drafts = await counts()
         assert healthy_drafts > 20 and healthy_accepted / healthy_drafts > 0.6
-        await asyncio.sleep(0.3)  # 15 simulated seconds: the second phase
+        # The healthy phase lasts 2 s of wall time at 50x (0.2 s was too short on a busy machine: the first request
+        # already ran in the collapsed phase); the simulated clock follows the wall clock, so 2.2 s reaches the next
+        await asyncio.sleep(2.2)
         await asyncio.gather(*(client.post("/v1/completions", json={"prompt": "a", "max_tokens": 200})
                                for _ in range(4)))
         accepted, drafts = await counts()
