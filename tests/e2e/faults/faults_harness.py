@@ -238,13 +238,19 @@ class Namespace:
         field away again: seen beside other work (2026-12-04, the Prometheus faults' module and the kill
         during a tuning rollout). So: written, in force (`in_force` of the converged resource), and still
         there `settle_seconds` later (more than a tuning interval and a tick that times out)."""
+        def stands() -> bool:  # what was written is still status.tuning.applied (a tick may take or replace it)
+            now = self.tuner_applied(name) or {}
+            return all(now.get(key) == value for key, value in applied.items() if key != "since")
+
         for _ in range(3):
             self.write_tuner_applied(name, applied)
-            wait_for(lambda: (r := self.converged(name)) and in_force(r), timeout=60, what=what, alive=alive,
-                     why=lambda: self.why)
-            time.sleep(settle_seconds)
-            if self.tuner_applied(name) is not None:
-                return
+            # in force -- or taken away before it was (seen in CI 2026-12-05: the wait for "in force" then ran out)
+            wait_for(lambda: not stands() or ((r := self.converged(name)) and in_force(r)), timeout=60, what=what,
+                     alive=alive, why=lambda: f"{self.why}; status.tuning.applied={self.tuner_applied(name)}")
+            if stands():
+                time.sleep(settle_seconds)
+                if stands():
+                    return
             print(f"a tuning tick in flight took {name}'s written config away: writing it again")
         raise AssertionError(f"status.tuning.applied of {name} does not outlive a tuning tick: "
                              f"{json.dumps((self.si(name) or {}).get('status'))[-2000:]}")
