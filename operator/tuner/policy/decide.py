@@ -427,7 +427,7 @@ def _weigh_in_place(obs: Observation, tuning: TuningInput, st: PolicyState, mode
     if ahead is not None:
         return ahead
     observed = {max(1, min(int(b), tuning.max_batch_size)) for b, _ in distribution}
-    if short and all(dense[b] == current_dense[b] for b in observed):
+    if short and not any(differs_at(dense, current_dense, b) for b in observed):
         return _Candidate(dense, gain, 0.0, f"nothing changes at today's batch sizes, and {short}",
                           guards.BELOW_THRESHOLD, "")
     held_by = f"predicted gain {support.gain:+.1%} is below the {name} of {needed:.1%}"

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .config import differs_at
 from .goodput import (
     MAX_RANGES,
     Distribution,
@@ -58,7 +59,7 @@ def look_ahead(model: Model, tuning: TuningInput, current: Sequence[int], best: 
     if not ahead or not tuning.allow_schedule or not set(current[1 : top + 1]) <= set(tuning.allowed_ks()):
         return None  # keeping today's K would need a schedule, or a K the bounds no longer allow
     candidate = limit_ranges(model, [*current[: top + 1], *best[top + 1 :]], MAX_RANGES)
-    if any(candidate[b] != current[b] for b in range(1, top + 1)):
+    if any(differs_at(candidate, current, b) for b in range(1, top + 1)):
         return None  # the sizes above cannot be programmed without touching today's
     if candidate == list(current):
         return None
