@@ -567,15 +567,18 @@ def high_load_story(setup: Setup) -> dict:
     # The low load's last change runs before the high load begins: one the tuner decided while the tuned config
     # was measured may still be rolling out (seen 2026-12-05: `disable` decided at low load, and the old engine
     # still drafting K=2 in the high load's first window)
-    settled = wait_for_resource(setup, "crossover", rolled_out, timeout=ROLLOUT_TIMEOUT,
-                                what="the low load's last change in force")
+    settled = wait_for_resource(setup, "crossover", lambda r: not tuning(r).get("applied") or rolled_out(r),
+                                timeout=ROLLOUT_TIMEOUT, what="the low load's last change in force")
+    # ... and no tick decides on a window of the low load once the high load has begun: an idle window first
+    window = OPERATOR_CONFIG["tuning"]["windowSeconds"]
+    time.sleep(window + 5)
+    settled = setup.si("crossover")
     started, since = time.monotonic(), time.time()
     # what the tuner had applied when the high load began: low load may have ended with speculation off
     applied_before = tuning(settled).get("applied") or {}
     process = engine_process(setup, "crossover")
     url = setup.endpoints("crossover")()[0]
     with ClosedLoop(setup.endpoints("crossover"), PROMPT, concurrency=HIGH, max_tokens=128) as load:
-        window = OPERATOR_CONFIG["tuning"]["windowSeconds"]
         # The high load's first window, before the tuner has decided on it: what the schedule published at low
         # load drafts here, from the engine's own counters (the always-right draft accepts what it drafts)
         time.sleep(3)  # every client has a request running
@@ -586,6 +589,8 @@ def high_load_story(setup: Setup) -> dict:
         first_window = {"generated": after.total(names[0]) - before.total(names[0]),
                         "accepted": minus(per_position(after, names[1]), per_position(before, names[1])),
                         "same_engine": engine_process(setup, "crossover") == process,
+                        # what the tuner had applied by the window's end: a schedule in place may change on the ramp
+                        "applied_after": tuning(setup.si("crossover")).get("applied") or {},
                         "ended": time.time()}
 
         def decided_at_high_load(r: dict) -> bool:
@@ -698,30 +703,31 @@ def first_high_window(ticks: Path, name: str, since: float, window: float) -> tu
 
 
 def test_the_schedule_published_at_low_load_drafts_less_at_high_load_as_the_tuner_expected(setup):
-    """Issue 43: by the end of the low load the published schedule already drafts less (or not at all) above the
-    crossover -- the engine's own per-position counters say so in the high load's first window, before the tuner
-    has decided on that load or rolled anything out -- and what the engine served in that window is within the
-    range the tuner stated for it from what it knew before the load came (policy/forecast.py: within its noise
-    where measured, within its doubted fits where not)."""
+    """Issue 43: the schedule in force when the high load comes drafts at the high load's batch sizes what the
+    tuner published for them -- less than at low load where its model put the crossover below them -- as the
+    engine's own per-position counters say in the high load's first window, before any rollout; and what the
+    engine served in that window is within the range the tuner stated for it from what it knew before the load
+    came (policy/forecast.py: within its noise where measured, within its doubted fits where not)."""
     story = high_load_story(setup)
     # what the engine ran when the high load came: the tuner's last change, or -- none at low load -- the startup
-    # schedule the operator published for the spec
-    before = story["applied_before"] or startup_applied(parse_spec(setup.si("crossover")["spec"]))
-    applied = {"status": {"tuning": {"applied": before}}}
-    at_low = applied_k_at(applied, LOW)
-    # the most it drafts where the high load runs (64 clients: a batch of ~HIGH, less while one refills)
-    at_high = max((applied_k_at(applied, b) or 0 for b in range(HIGH // 2, HIGH + 1)), default=None) \
-        if at_low is not None else None
+    # schedule the operator published for the spec; and what it had applied by the first window's end (a
+    # per-batch-size schedule in place may change on the ramp: the window may run either)
+    spec = parse_spec(setup.si("crossover")["spec"])
+    schedules = [{"status": {"tuning": {"applied": applied or startup_applied(spec)}}}
+                 for applied in (story["applied_before"], story["first_window"]["applied_after"])]
+    at_low = applied_k_at(schedules[0], LOW)
+    assert at_low is not None, "a schedule was in force at low load"
+    high_sizes = range(HIGH // 2, HIGH + 1)  # 64 clients: a batch of ~HIGH, less while one refills
+    at_high = max(applied_k_at(one, b) or 0 for one in schedules for b in high_sizes)
+    at_high_least = min(applied_k_at(one, b) or 0 for one in schedules for b in high_sizes)
     print(f"published at the end of the low load: {story['applied_before']} (K={at_low} at batch {LOW}, "
-          f"K={at_high} at {HIGH})")
-    assert at_low is not None and at_high is not None, "a schedule was in force at low load"
-    # Where the tuner's model puts the crossover below the high load's batch sizes, the schedule drafts less there.
+          f"K={at_high_least}-{at_high} at {HIGH // 2}-{HIGH}); by the first window's end: "
+          f"{story['first_window']['applied_after']}")
+    # Where the tuner's model put the crossover below the high load's batch sizes, the schedule drafts less there.
     # Its model may put none there: on this engine, with the target as its own draft, K=4 at batch 64 measured
     # 0.98x of no speculation where the K=2 of an earlier low-load schedule measured 0.64x, and the policy then
-    # publishes K=4 for every batch size (seen in CI, 2026-12-05). Then the check is that the engine drafts
-    # what was published, and that the tuner expected what it served.
-    crossover_below_high = at_high < at_low or at_high == 0
-    if not crossover_below_high:
+    # publishes K=4 for every batch size (seen in CI, 2026-12-05). The engine must draft what was published.
+    if at_high >= at_low > 0:
         print(f"the tuner's schedule drafts K={at_high} up to batch {HIGH}: no crossover below it in its model")
     window = story["first_window"]
     assert window["same_engine"], "no rollout in the high load's first window"
@@ -732,11 +738,12 @@ def test_the_schedule_published_at_low_load_drafts_less_at_high_load_as_the_tune
     print(f"first high-load window: {window['generated']:.0f} tokens in {steps:.0f} request-steps, accepted per "
           f"position {[round(a) for a in accepted]}: {drafted:.2f} drafted a request-step")
     assert steps > 0
-    # at most the schedule's K at the high batch sizes, and a little for the clients' first requests; less than
-    # at low load unless low load already ended drafting nothing (speculation off: what the peak wants too)
+    # at most the schedule's K at the high batch sizes, and a little for the clients' first requests ...
     assert drafted <= at_high + 0.25, (drafted, at_high, at_low)
-    assert drafted < at_low or at_low == 0 or not crossover_below_high, (drafted, at_high, at_low)
     assert all(a <= 0.1 * steps for a in accepted[at_high:]), accepted
+    # ... and at least its least K there, for most request-steps (a batch dips while clients refill)
+    if at_high_least > 0:
+        assert len(accepted) >= at_high_least and accepted[at_high_least - 1] >= 0.5 * steps, accepted
     held, observed = first_high_window(setup.ticks, "crossover", story["since"],
                                        OPERATOR_CONFIG["tuning"]["windowSeconds"])
     expected = window_forecast_json(observed["observation"], observed["tuning"], held)
