@@ -150,6 +150,10 @@ def test_the_engine_starts_drafting_less_above_the_predicted_crossover():
             {"minBatchSize": 9, "maxBatchSize": 64, "numSpeculativeTokens": 3}]}})
     ranges = own_ranges(written, live_envelope(written))
     assert ranges[:2] == ((1, 8, 4), (9, ranges[2][0] - 1, 3)) and ranges[2][2] == 0 and 64 < ranges[2][0] < 256
+    # where no split is found, the spec's schedule stays as written (its digest and the pods' hash with it)
+    floored = parse_spec({**written.model_dump(by_alias=True, exclude_none=True),
+                          "tuning": {"mode": "auto", "minNumSpeculativeTokens": 3}})
+    assert own_ranges(floored, live_envelope(floored)) == ((1, 8, 4), (9, 64, 3))
     # a spec that is not retuned in place renders as written
     observed = parse_spec({**on_gpu.model_dump(by_alias=True, exclude_none=True), "tuning": {"mode": "observe"}})
     assert spec_config(observed).schedule is None

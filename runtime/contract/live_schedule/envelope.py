@@ -186,7 +186,7 @@ def own_ranges(spec: SpeculativeInferenceSpec, envelope: LiveEnvelope) -> Ranges
     is the method's simulator profile on the simulator's workload (chat for vLLM). A split that would not fit
     vLLM's schedule ranges with Model Runner V2's startup ladder is left out."""
     own = speculation_of(effective_spec(spec, None))
-    ranges = _covering(ranges_of(own.num_speculative_tokens, own.schedule))
+    ranges = ranges_of(own.num_speculative_tokens, own.schedule)
     method = get_method(spec.speculation.method)
     low = spec.tuning.min_num_speculative_tokens
     cheapest = 0 if not low else max(low, method.k_min)
@@ -203,10 +203,11 @@ def own_ranges(spec: SpeculativeInferenceSpec, envelope: LiveEnvelope) -> Ranges
         return profile.expected_tokens(workload, k) / seconds
 
     split: list[tuple[int, int, int]] = []
-    for start, end, k in ranges:
-        # the crossover: from the range's top down, as far as the cheapest K stays ahead
+    # searched over what vLLM runs (gaps and past the end at the range before), kept as written where no split
+    for (start, end, k), (_, reach, _) in zip(ranges, _covering(ranges), strict=True):
+        # the crossover: from the range's reach down, as far as the cheapest K stays ahead
         crossover = None
-        for b in range(min(end, CROSSOVER_SEARCH), start - 1, -1):
+        for b in range(min(reach, CROSSOVER_SEARCH), start - 1, -1):
             if k <= cheapest or speed(b, cheapest) <= speed(b, k):
                 break
             crossover = b
@@ -214,7 +215,7 @@ def own_ranges(spec: SpeculativeInferenceSpec, envelope: LiveEnvelope) -> Ranges
             split.append((start, end, k))
             continue
         split += [(start, crossover - 1, k)] if crossover > start else []
-        split.append((crossover, end, cheapest))
+        split.append((crossover, reach, cheapest))
     merged = _merged(split)
     if len(startup_ranges(envelope, merged)) > MAX_SCHEDULE_RANGES or not any(k > 0 for _, _, k in merged):
         return ranges
