@@ -99,16 +99,19 @@ def stack(ns, tmp_path_factory):
     operator = Operator(ns.kubeconfig, ns.name, tmp_path_factory.mktemp("prometheus"))
     operator.prometheus_url = prometheus.url
     operator.start()
-    ns.apply(resource(NAME, replicas=2, tuning={"mode": "auto", "intervalSeconds": 5, "minSamples": 10}))
-    wait_for(lambda: ns.converged(NAME), timeout=60, what="Ready", alive=operator.assert_alive, why=lambda: ns.why)
-    ns.write_tuner_applied_to_stay(
-        NAME, {"numSpeculativeTokens": 4, "since": "2026-01-01T00:00:00Z"}, alive=operator.assert_alive,
-        in_force=lambda r: r["status"].get("effective", {}).get("numSpeculativeTokens") == 4,
-        what="the tuned K=4 rolled out", settle_seconds=SETTLE_SECONDS)
-    yield prometheus, operator
-    operator.stop()
-    if prometheus.mode != "down":
-        prometheus.stop()
+    try:  # a setup that fails must not leave its operator running beside the rest of the suite
+        ns.apply(resource(NAME, replicas=2, tuning={"mode": "auto", "intervalSeconds": 5, "minSamples": 10}))
+        wait_for(lambda: ns.converged(NAME), timeout=60, what="Ready", alive=operator.assert_alive,
+                 why=lambda: ns.why)
+        ns.write_tuner_applied_to_stay(
+            NAME, {"numSpeculativeTokens": 4, "since": "2026-01-01T00:00:00Z"}, alive=operator.assert_alive,
+            in_force=lambda r: r["status"].get("effective", {}).get("numSpeculativeTokens") == 4,
+            what="the tuned K=4 rolled out", settle_seconds=SETTLE_SECONDS)
+        yield prometheus, operator
+    finally:
+        operator.stop()
+        if prometheus.mode != "down":
+            prometheus.stop()
 
 
 FAULTS = ["nan", "missing", "garbage", "slow", "error", "down"]
