@@ -5,7 +5,8 @@ speed E_K / T(B, K) at every batch size. Where a window has measured the batch s
 prediction is the fit's, to within the model's noise (two standard errors of a window's step times,
 verification.model_noise); where none has, it rests on the prior's shape scaled to the data measured
 elsewhere, and the policy states the range its hedge plans against (hedge.py): the fit and its versions
-with the target's compute above the floor, or the drafter's terms, DOUBT times dearer and cheaper.
+with the target's compute above the floor, the drafter's terms, or the per-sequence term, DOUBT times dearer
+and cheaper.
 
 `window_forecast` is that prediction for one window from the state the tuner held before it -- e.g. the
 high load's first window from the model the low load left -- which the real-engine test holds against what
@@ -21,7 +22,7 @@ import numpy as np
 
 from .acceptance import extrapolated_prefix
 from .config import DraftConfig
-from .cost import DRAFTER_TERMS, TERMS, CostModel
+from .cost import DRAFTER_TERMS, KNEE_SHIFTS, TERMS, CostModel
 from .goodput import Distribution, Model, goodput_contributions
 from .hedge import COMPUTE_TERMS, DOUBT
 from .inputs import TuningInput, tuning_from_json
@@ -30,9 +31,14 @@ from .state import PolicyState
 from .support import measured_sizes
 from .verification import model_noise
 
-# The doubted versions of a fit (hedge.py): which terms, by how much
+# The per-sequence term (cost.terms: KV reads, and on a CPU engine each request's own overhead), which grows with
+# the batch where no window has measured it: the plain engine of the real-engine story served 28.7 tokens per
+# request-second at batch ~64 where the fit, doubting compute and drafter only, stated 38.7-52.4 (CI, 2026-12-05)
+PER_SEQUENCE_TERMS = (1 + len(KNEE_SHIFTS),)
+# The doubted versions of a fit (hedge.py's, and the per-sequence term): which terms, by how much
 DOUBTS: tuple[tuple[tuple[int, ...], float], ...] = (
-    (COMPUTE_TERMS, DOUBT), (COMPUTE_TERMS, 1 / DOUBT), (DRAFTER_TERMS, DOUBT), (DRAFTER_TERMS, 1 / DOUBT))
+    (COMPUTE_TERMS, DOUBT), (COMPUTE_TERMS, 1 / DOUBT), (DRAFTER_TERMS, DOUBT), (DRAFTER_TERMS, 1 / DOUBT),
+    (PER_SEQUENCE_TERMS, DOUBT), (PER_SEQUENCE_TERMS, 1 / DOUBT))
 
 
 @dataclass(frozen=True)
