@@ -738,8 +738,10 @@ def test_the_schedule_published_at_low_load_drafts_less_at_high_load_as_the_tune
     print(f"first high-load window: {window['generated']:.0f} tokens in {steps:.0f} request-steps, accepted per "
           f"position {[round(a) for a in accepted]}: {drafted:.2f} drafted a request-step")
     assert steps > 0
-    # at most the schedule's K at the high batch sizes, and a little for the clients' first requests ...
-    assert drafted <= at_high + 0.25, (drafted, at_high, at_low)
+    # at most the schedule's K at the high batch sizes, and a little for the clients' first requests and for the
+    # two counters' skew within one scrape (seen: 2,880 accepted at every position over 2,749 request-steps, 4.19
+    # drafted a step at K=4) ...
+    assert drafted <= 1.1 * at_high + 0.25, (drafted, at_high, at_low)
     assert all(a <= 0.1 * steps for a in accepted[at_high:]), accepted
     # ... and at least its least K there, for most request-steps (a batch dips while clients refill)
     if at_high_least > 0:
