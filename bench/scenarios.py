@@ -118,6 +118,7 @@ class Scenario:
     compute_factor: float = 1.0
     reload_seconds: float | None = None  # a pod's model reload; None: the preset's (the policy is told it)
     accelerator: str | None = None  # spec.hardware.accelerator; None: the spec's default
+    mtp_modules: int | None = None  # spec.speculation.mtpModules: the checkpoint's MTP modules (None: unstated)
 
     @property
     def minutes(self) -> float:
@@ -184,6 +185,10 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("mtp-limit", "MTP on an MoE (4xH100), the spec capping K at 3; load 2 -> 24 -> 48",
              (Phase("c=2", 30, "chat", 2), Phase("c=24", 30, "chat", 24), Phase("c=48", 30, "chat", 48)),
              method="mtp", cost_preset="h100x4-moe80b", k_max=3, per_token_slo=0.060),
+    Scenario("mtp-one-module", "mtp-limit with the spec stating the checkpoint's one MTP module (mtpModules: 1, as "
+             "DeepSeek-V3's): on Model Runner V2 the drafter follows the schedule, so K moves in place",
+             (Phase("c=2", 30, "chat", 2), Phase("c=24", 30, "chat", 24), Phase("c=48", 30, "chat", 48)),
+             method="mtp", cost_preset="h100x4-moe80b", k_max=3, per_token_slo=0.060, mtp_modules=1),
     Scenario("collapse", "EAGLE-3 on code; after 30 minutes acceptance collapses (backend bug) for an hour",
              (Phase("healthy", 30, "code", 8), Phase("collapsed", 60, "code", 8, collapsed=True))),
     Scenario("noisy-gaps", "chat at 16 concurrent starting from K=6, 8% step-latency noise, 20% scrape gaps",
@@ -321,7 +326,8 @@ class Engine:
             else running.num_speculative_tokens
         seconds = cm.step_time(batch_size, k, self.cost_shape, draft_scale=scale,
                                speculative=running.num_speculative_tokens > 0,
-                               drafting=drafting(self.scenario.method, self.scenario.accelerator or BENCH_ACCELERATOR),
+                               drafting=drafting(self.scenario.method, self.scenario.accelerator or BENCH_ACCELERATOR,
+                                                 mtp_modules=self.scenario.mtp_modules),
                                startup_k=startup or None, verified_tokens=verified_tokens)
         scheduled = running.schedule or (self.envelope is not None and not running.off)
         return seconds * (self.scenario.schedule_step_factor if scheduled else 1.0)

@@ -69,7 +69,8 @@ def scenario_spec(scenario: Scenario) -> SpeculativeInferenceSpec:
     if scenario.k_max is not None:
         tuning["maxNumSpeculativeTokens"] = scenario.k_max
     speculation: dict = {"method": scenario.method, "numSpeculativeTokens": start_k(scenario),
-                         **({"advanced": scenario.advanced} if scenario.advanced else {})}
+                         **({"advanced": scenario.advanced} if scenario.advanced else {}),
+                         **({"mtpModules": scenario.mtp_modules} if scenario.mtp_modules else {})}
     if get_method(scenario.method).needs_draft_model:
         speculation["draftModel"] = {"name": "bench/draft"}
     return SpeculativeInferenceSpec.model_validate({
@@ -151,7 +152,7 @@ def oracle_config(scenario: Scenario, minute: int, engine: Engine, *, keep_draft
             dense[scenario.max_batch_size] = k_min
         return DraftConfig.from_dense(dense)
 
-    law = drafting(scenario.method, scenario.accelerator or BENCH_ACCELERATOR)
+    law = drafting(scenario.method, scenario.accelerator or BENCH_ACCELERATOR, mtp_modules=scenario.mtp_modules)
     tops = range(k_min, k_max + 1) if law is not None and law.drafts_startup_k else [k_max]
     scheduled = max((per_batch_size(top) for top in tops), key=served)
     singles = range(k_min, k_max + 1) if keep_drafter else [0, *range(k_min, k_max + 1)]

@@ -8,9 +8,9 @@ import click
 
 from specinfer.runtime.methods import ACCELERATORS, RELEASES, MethodSpec, all_methods
 from specinfer.runtime.methods.accelerators import EVIDENCE_MEANING
-from specinfer.runtime.methods.drafting import ZERO_STEP_MEANING, drafting_key
+from specinfer.runtime.methods.drafting import ZERO_STEP_MEANING, Drafting, drafting_key
 from specinfer.runtime.methods.engine_truth import schedule_support, why_not_offered
-from specinfer.runtime.methods.engines import SourceLine
+from specinfer.runtime.methods.engines import EngineRelease, SourceLine
 
 
 def _k_range(method: MethodSpec) -> str:
@@ -105,26 +105,33 @@ def drafting_table() -> str:
         for release in RELEASES:
             on = [name for name in method.accelerators if ACCELERATORS[name].engine is release]
             for runner in ("v2", "v1"):
-                fact = method.drafting.get(drafting_key(release, runner))
-                if fact is None or not on:
+                key = drafting_key(release, runner)
+                if key not in method.drafting or not on:
                     continue
                 default = [name for name in on if ACCELERATORS[name].default_model_runner == runner]
                 where = ", ".join(default) if default else f"{', '.join(on)} (V1-only settings)"
-                drafts = "the scheduled K" if fact.drafted == "scheduled" else "the startup K, whatever the schedule"
-                schedule = "-"
-                if default:
-                    verdict = schedule_support(method.name, default[0])
-                    declared = method.schedule_on_v1_in(release)
-                    line = release.v2_truncates_drafts if runner == "v2" else (declared.source if declared else None)
-                    schedule = _at("verified" if verdict.honoured else verdict.effect, line)
-                    if verdict.piecewise_graphs:
-                        schedule += "; " + _at("full graphs downgraded to PIECEWISE", verdict.source)
-                condition = f"; {fact.condition}" if fact.condition else ""
-                zero = _at(ZERO_STEP_MEANING[fact.zero_step], fact.zero_source)
-                rows.append(f"| {method.name} | {where} | {release.label}, {runner.upper()} | `{fact.drafter}` | "
-                            f"{_at(drafts, fact.source)}{condition} | {zero} | "
-                            f"{_at(fact.graphs, fact.graphs_source)} | {schedule} |")
+                variants = [(method.drafting[key], where)]
+                if key in method.single_module_drafting:  # the checkpoint's one MTP module, stated in the spec
+                    variants.append((method.single_module_drafting[key], f"{where} (`mtpModules: 1`)"))
+                rows += [_drafting_row(method, release, runner, fact, at, default) for fact, at in variants]
     return "\n".join(rows)
+
+
+def _drafting_row(method: MethodSpec, release: EngineRelease, runner: str, fact: Drafting, where: str,
+                  default: list[str]) -> str:
+    drafts = "the scheduled K" if fact.drafted == "scheduled" else "the startup K, whatever the schedule"
+    schedule = "-"
+    if default:
+        verdict = schedule_support(method.name, default[0])
+        declared = method.schedule_on_v1_in(release)
+        line = release.v2_truncates_drafts if runner == "v2" else (declared.source if declared else None)
+        schedule = _at("verified" if verdict.honoured else verdict.effect, line)
+        if verdict.piecewise_graphs:
+            schedule += "; " + _at("full graphs downgraded to PIECEWISE", verdict.source)
+    condition = f"; {fact.condition}" if fact.condition else ""
+    zero = _at(ZERO_STEP_MEANING[fact.zero_step], fact.zero_source)
+    return (f"| {method.name} | {where} | {release.label}, {runner.upper()} | `{fact.drafter}` | "
+            f"{_at(drafts, fact.source)}{condition} | {zero} | {_at(fact.graphs, fact.graphs_source)} | {schedule} |")
 
 
 @click.command("methods")

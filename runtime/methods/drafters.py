@@ -49,9 +49,10 @@ MULTI_MODULE_MTP_V2 = Drafting(
     zero_source=SourceLine(f"{_V2}/multi_module_mtp/speculator.py", 426,
                            "for step in range(self.num_speculative_steps):"),
     graphs_source=SourceLine(f"{_V2}/multi_module_mtp/speculator.py", 114, "self.num_speculative_steps + 1,"),
-    condition="priced as its worst case: a checkpoint with several MTP modules at K > 1 runs every module every "
-              "step (MultiModuleMTPSpeculator); one with a single module follows the schedule "
-              "(TargetDependentARSpeculator) -- the layer count is in the checkpoint, which admission cannot read",
+    condition="a checkpoint with several MTP modules at K > 1 runs every module every step "
+              "(MultiModuleMTPSpeculator); one with a single module follows the schedule "
+              "(TargetDependentARSpeculator) -- the layer count is in the checkpoint, so this worst case prices it "
+              "unless spec.speculation.mtpModules says 1",
 )
 # DFlash: one query pass over the startup block (K + 1 queries per request); at K = 0 only the context K/V
 # is stored and the query pass skipped.

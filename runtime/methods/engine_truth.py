@@ -7,9 +7,10 @@ policy can ask the same questions of a candidate before it recommends it. Every 
 the source line it follows (`SourceLine`, checked against both wheels by
 tests/contract/test_vllm_engine_rules.py).
 
-Not knowable here: MTP's K must be at most the model's MTP layer count or a multiple of it
-(EngineRelease.mtp_k_multiple_of_layers) -- the layer count is in the checkpoint's config.json,
-so vLLM reports a wrong K when it starts.
+MTP's K must be at most the model's MTP layer count or a multiple of it
+(EngineRelease.mtp_k_multiple_of_layers): the layer count is in the checkpoint's config.json, so it
+is checked here only where the spec states it (spec.speculation.mtpModules, `mtp_k_accepted`);
+otherwise vLLM reports a wrong K when it starts.
 """
 
 from __future__ import annotations
@@ -119,12 +120,22 @@ def why_not_offered(method: MethodSpec, accelerator: Accelerator) -> str:
     return f"not offered with {release.label}"
 
 
-def drafting(method: str, accelerator: str, advanced: Mapping[str, Any] | None = None) -> Drafting | None:
-    """What the drafter of this config does with the per-step K (None: the method does not draft)."""
+def drafting(method: str, accelerator: str, advanced: Mapping[str, Any] | None = None, *,
+             mtp_modules: int | None = None) -> Drafting | None:
+    """What the drafter of this config does with the per-step K (None: the method does not draft).
+    `mtp_modules`: the checkpoint's MTP module count where the spec states it (spec.speculation.mtpModules;
+    None: unknown, priced as the method's worst case)."""
     spec, platform = get_method(method), get_accelerator(accelerator)
     if not spec.speculates:
         return None
-    return spec.drafting_on(platform.engine, model_runner(method, accelerator, advanced))
+    return spec.drafting_on(platform.engine, model_runner(method, accelerator, advanced), mtp_modules=mtp_modules)
+
+
+def mtp_k_accepted(k: int, mtp_modules: int | None) -> bool:
+    """Whether vLLM starts MTP at draft length `k` on a checkpoint with `mtp_modules` modules: a K above the
+    module count reuses the modules in turn and must be a multiple of it (EngineRelease.mtp_k_multiple_of_layers;
+    None: the count is unknown, so vLLM is the judge when it starts)."""
+    return mtp_modules is None or k <= mtp_modules or k % mtp_modules == 0
 
 
 def schedule_support(method: str, accelerator: str, *, advanced: Mapping[str, Any] | None = None,

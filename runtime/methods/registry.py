@@ -74,6 +74,8 @@ class MethodSpec:
     no_draft_reason: str | None = None
     # spec.speculation.promptLookup (the n-gram window: vLLM prompt_lookup_min/max) applies
     takes_prompt_lookup: bool = False
+    # spec.speculation.mtpModules (the checkpoint's MTP module count: how many layers vLLM reads) applies
+    takes_mtp_modules: bool = False
     # Python packages the stock vLLM images lack (the method fails to start without them)
     needs_packages: tuple[str, ...] = ()
     # method-specific `speculation.advanced` fields (advanced.py marks them) this method takes
@@ -86,6 +88,9 @@ class MethodSpec:
     # drafting.drafting_key(release, runner) -> what the drafter serving it there does with the per-step K
     # (drafters.py); required for every release and runner an accelerator may run it on
     drafting: Mapping[str, Drafting] = field(default_factory=dict)
+    # the same keys -> what the drafter does instead where the target checkpoint has one MTP module and the
+    # spec says so (spec.speculation.mtpModules: 1); `drafting` is then the worst case, several modules
+    single_module_drafting: Mapping[str, Drafting] = field(default_factory=dict)
     # engine release label -> vLLM method name, where a release spells it differently from vllm_method
     vllm_method_by_release: Mapping[str, str] = field(default_factory=dict)
     # vLLM's Model Runner V2 drafts every position of this method in one pass natively (its own
@@ -132,9 +137,14 @@ class MethodSpec:
         """The model runners of `release` that can run this method."""
         return self.runs_on_by_release.get(release.label, self.runs_on)
 
-    def drafting_on(self, release: EngineRelease, runner: ModelRunner) -> Drafting | None:
-        """What this method's drafter does with the per-step K on `release`'s `runner` (None: no drafter)."""
-        return self.drafting.get(drafting_key(release, runner))
+    def drafting_on(self, release: EngineRelease, runner: ModelRunner, *,
+                    mtp_modules: int | None = None) -> Drafting | None:
+        """What this method's drafter does with the per-step K on `release`'s `runner` (None: no drafter);
+        `mtp_modules`: the target checkpoint's MTP module count where the spec states it (None: unknown)."""
+        key = drafting_key(release, runner)
+        if mtp_modules == 1 and key in self.single_module_drafting:
+            return self.single_module_drafting[key]
+        return self.drafting.get(key)
 
     def schedule_on_v1_in(self, release: EngineRelease) -> ScheduleOnV1 | None:
         """What `release`'s Model Runner V1 does with a Dynamic SD schedule for this method."""
@@ -236,6 +246,8 @@ def method_problems(spec: MethodSpec) -> list[str]:
                      "empty")
     keys = {drafting_key(release, runner) for release in RELEASES for runner in ("v1", "v2")}
     found += [f"drafting names unknown release/runner {key!r}" for key in spec.drafting if key not in keys]
+    found += [f"single_module_drafting[{key!r}] has no worst case in drafting[{key!r}]"
+              for key in spec.single_module_drafting if key not in spec.drafting]
     for release in RELEASES:
         knows = (vllm_name := spec.vllm_method_on(release)) is not None and release.has_method(vllm_name)
         runs_on = spec.runs_on_in(release)

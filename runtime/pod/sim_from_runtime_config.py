@@ -23,6 +23,7 @@ def simulator_settings(config: RuntimeConfig, environ: Mapping[str, str] | None 
         method=effective.method,
         num_speculative_tokens=effective.num_speculative_tokens if method.speculates else 0,
         accelerator=spec.hardware.accelerator,
+        mtp_modules=spec.speculation.mtp_modules,  # the simulated checkpoint has what the spec states
         adaptive_verification=bool(getattr(spec.speculation.advanced, "enable_adaptive_verification", None)),
         schedule=tuple(effective.schedule) if effective.schedule else None,
         port=spec.runtime.port,

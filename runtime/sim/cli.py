@@ -42,6 +42,9 @@ def parse_schedule(text: str | None) -> tuple[tuple[int, int, int], ...] | None:
 @click.option("--cost-model", type=click.Choice(sorted(COST_MODELS)), default="h100-llama8b", show_default=True)
 @click.option("--accelerator", type=click.Choice(list(ACCELERATORS)), default="nvidia", show_default=True,
               help="whose engine's drafter to play: how drafting follows the scheduled K")
+@click.option("--mtp-modules", type=click.IntRange(min=1), default=None,
+              help="method mtp: the simulated checkpoint's MTP module count (default: several, drafting the "
+              "startup K every step on Model Runner V2)")
 @click.option("--adaptive-verification", is_flag=True, help="verify only the draft slots vLLM's adaptive "
               "verification admits (enable_adaptive_verification)")
 @click.option("--max-batch-size", type=int, default=256, show_default=True, help="vLLM's max_num_seqs")
@@ -54,7 +57,8 @@ def parse_schedule(text: str | None) -> tuple[tuple[int, int, int], ...] | None:
 @click.option("--admin", is_flag=True, help="serve /admin/workload and /admin/state (unauthenticated: "
               "anyone who reaches the port can switch the workload)")
 def sim(model_name, method, num_speculative_tokens, schedule, workload, phases, cost_model, accelerator,
-        adaptive_verification, max_batch_size, time_scale, seed, noise, startup_seconds, host, port, admin) -> None:
+        mtp_modules, adaptive_verification, max_batch_size, time_scale, seed, noise, startup_seconds, host, port,
+        admin) -> None:
     """Serve a simulated vLLM (OpenAI API + vLLM's /metrics) under speculative decoding."""
     from specinfer.runtime.methods import get_method
     from specinfer.runtime.sim.server import serve
@@ -64,7 +68,7 @@ def sim(model_name, method, num_speculative_tokens, schedule, workload, phases, 
     settings = SimulatorSettings(
         model_name=model_name, method=method, num_speculative_tokens=k,
         schedule=parse_schedule(schedule), workload=workload, phases=parse_phases(phases), cost_model=cost_model,
-        accelerator=accelerator, adaptive_verification=adaptive_verification,
+        accelerator=accelerator, mtp_modules=mtp_modules, adaptive_verification=adaptive_verification,
         max_batch_size=max_batch_size, time_scale=time_scale, seed=seed, noise=noise, startup_s=startup_seconds,
         host=host, port=port, admin=admin,
     )

@@ -117,7 +117,8 @@ class Engine:
         self.cost = cost_model(settings.cost_model)
         self.draft_scale = draft_scale(settings.method)
         self.cost_shape = get_method(settings.method).cost_shape
-        self.drafting = drafting(settings.method, settings.accelerator)  # None: the method does not draft
+        # None: the method does not draft
+        self.drafting = drafting(settings.method, settings.accelerator, mtp_modules=settings.mtp_modules)
         self.rng = np.random.default_rng(settings.seed)
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []

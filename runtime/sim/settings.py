@@ -31,6 +31,8 @@ class SimulatorSettings:
     # the accelerator the simulated engine stands for: its engine release's drafter decides how drafting
     # follows the scheduled K (runtime/methods/drafters.py), as in the real engine
     accelerator: str = "nvidia"
+    # method mtp: the simulated checkpoint's MTP module count (None: several, the worst case)
+    mtp_modules: int | None = None
     # vLLM's adaptive verification (runtime/methods/adaptive.py): verify only the draft slots worth it
     adaptive_verification: bool = False
     num_speculative_tokens: int = 0  # 0 with method none
@@ -86,6 +88,8 @@ class SimulatorSettings:
             found.append(f"numSpeculativeTokens must be >= 0, got {self.num_speculative_tokens}")
         if self.schedule is not None and self.speculative:
             found.extend(f"schedule: {p}" for p in schedule_problems(self.schedule, self.num_speculative_tokens))
+        if self.mtp_modules is not None and self.mtp_modules < 1:
+            found.append(f"mtpModules must be >= 1, got {self.mtp_modules}")
         if self.noise < 0:
             found.append(f"noise must be >= 0, got {self.noise}")
         return found

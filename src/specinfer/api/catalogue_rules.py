@@ -21,7 +21,7 @@ from specinfer.runtime.methods import (
     methods_without_drafts,
 )
 from specinfer.runtime.methods.advanced import ADVANCED_FIELDS
-from specinfer.runtime.methods.engine_truth import schedule_support, why_not_offered
+from specinfer.runtime.methods.engine_truth import mtp_k_accepted, schedule_support, why_not_offered
 from specinfer.runtime.methods.engines import RELEASES, EngineRelease
 
 if TYPE_CHECKING:  # the models import these rules
@@ -101,6 +101,29 @@ def only_with_drafts_rule(key: str) -> Rule:
         check=lambda s: getattr(s, key) is None or s.method not in silent,  # names, as CEL: `auto` passes
         field=key,
     )
+
+
+def mtp_modules_rules() -> list[Rule]:
+    """spec.speculation.mtpModules: the MTP methods only, and vLLM's rule for a K above the module count."""
+    takers = [method.name for method in all_methods() if method.takes_mtp_modules]
+    return [
+        Rule(
+            cel=f"!has(self.mtpModules) || {cel_method_is(takers)}",
+            message=f"spec.speculation.mtpModules is the target checkpoint's MTP module count: it applies only to "
+            f"method {_names(takers)}; remove it",
+            check=lambda s: s.mtp_modules is None or s.method in takers,
+            field="mtpModules",
+        ),
+        Rule(
+            cel="!has(self.mtpModules) || !has(self.numSpeculativeTokens) || "
+            "self.numSpeculativeTokens <= self.mtpModules || self.numSpeculativeTokens % self.mtpModules == 0",
+            message="spec.speculation.numSpeculativeTokens above spec.speculation.mtpModules must be a multiple of "
+            "it: vLLM reuses the MTP modules in turn and refuses any other K when it starts (\"must be divisible "
+            "by n_predict\"); lower it to the module count or raise it to a multiple",
+            check=lambda s: mtp_k_accepted(s.num_speculative_tokens or 1, s.mtp_modules),
+            field="numSpeculativeTokens",
+        ),
+    ]
 
 
 def prompt_lookup_rule() -> Rule:

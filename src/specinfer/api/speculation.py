@@ -21,6 +21,7 @@ from specinfer.api.catalogue_rules import (
     draft_model_description,
     draft_model_rules,
     fly_rules,
+    mtp_modules_rules,
     num_speculative_tokens_rules,
     only_with_drafts_rule,
     prompt_lookup_rule,
@@ -168,6 +169,12 @@ class FixedSpeculation(ApiModel):
     drafter still runs its first pass in those steps: cheaper than drafting, dearer than speculation off)."""
     prompt_lookup: PromptLookup | None = None
     """n-gram window (method ngram only)."""
+    mtp_modules: int | None = Field(default=None, ge=1, le=K_CEILING)
+    """Method mtp: how many MTP modules the target checkpoint has (its config.json `num_nextn_predict_layers`;
+    1 for DeepSeek-V3, Qwen3-Next, GLM-4.5 and MiMo). vLLM reads it from the checkpoint; stating it here lets
+    the operator know how the engine drafts. 1: on Model Runner V2 the drafter follows the schedule, so the
+    tuner retunes K in place up to its maximum. Unset: priced as several modules, which draft the startup K on
+    every step, so every K above the one in force rolls out. A K above the count must be a multiple of it."""
     advanced: Advanced | None = None
     """Further vLLM SpeculativeConfig fields by their vLLM names, e.g. {draft_tensor_parallel_size: 1};
     fields owned by the typed fields above are refused."""
@@ -176,6 +183,7 @@ class FixedSpeculation(ApiModel):
         *draft_model_rules(),
         *num_speculative_tokens_rules(),
         *SCHEDULE_RULES,
+        *mtp_modules_rules(),
         *advanced_key_rules(),
         *fly_rules(),
     )
