@@ -239,9 +239,11 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
     one_k = common["signals"] != "specinfer" and moving is None
     hedge = Hedge.of(model, tuning) if _retuned_in_place(tuning, current) else None
     live = hedge.dense(current_dense, distribution, one_k_where_observed=one_k) if hedge is not None else None
-    if live is None or tuning.k_max > (tuning.in_place_max_k or 0):
+    # in place every K up to the envelope is reached and only speculation off is a rollout -- unless the
+    # drafter drafts its startup K, where a smaller largest K drafts less on every step and is a rollout too
+    if live is None or tuning.k_max > (tuning.in_place_max_k or 0) or tuning.drafts_startup_k():
         fit_best = best_dense(model, tuning, current_dense, distribution, one_k_where_observed=one_k)
-    else:  # in place every K is reached; only speculation off is a rollout
+    else:
         fit_best = [0] * (top + 1) if tuning.allow_disable else live
     best_ks = _best_of(model, tuning, current, fit_best, live, distribution)
     best_ks = adaptive_instead(model, tuning, current, best_ks, distribution)

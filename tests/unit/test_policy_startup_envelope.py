@@ -1,0 +1,76 @@
+"""A drafter that drafts its startup K on every step (vLLM 0.33.0's draft model, multi-module MTP, DFlash and
+DSpark on Model Runner V2) runs its envelope -- the K in force -- whatever the published schedule. When that
+envelope is already the tuning maximum, drafting less on every step is still a rollout to a smaller largest K:
+the optimiser must weigh those configs too, not only the in-place schedule and speculation off. (The bench's
+mtp-limit ran K=1 with adaptive verification as the only lower-drafting rollout it weighed, then paid a
+second rollout to plain K=1, which the model ranked higher all along.)"""
+
+from __future__ import annotations
+
+import pytest
+
+from specinfer.bench.observations import synthetic_observation
+from specinfer.operator.tuner.policy import CostPrior, DraftConfig, TuningInput, decide
+from specinfer.operator.tuner.policy.cost import CostModel
+
+pytestmark = pytest.mark.unit
+
+PREFIX = [0.75, 0.55, 0.4, 0.3]
+# a 70B-class target with a draft model whose passes are dear: at batch 64 every drafted K costs
+PRIOR = CostPrior(floor=0.02, compute_per_token=1.2e-4, kv_per_sequence=6e-5, draft_pass=0.004, draft_token=2e-5,
+                  drafted_k="startup", zero_step="startup_k", startup_k=4)
+WORLD = CostModel.from_state(None, PRIOR, "sequential")
+ENVELOPE = 4
+
+
+def world_step(batch_size: int, k: int) -> float:
+    return WORLD.step_time(batch_size, k, speculative=True, config_k=ENVELOPE)
+
+
+def tuning(**fields) -> TuningInput:
+    base = {"method": "draftModel", "k_max": ENVELOPE, "max_batch_size": 128, "in_place_max_k": ENVELOPE,
+            "replicas": 2, "downtime_fraction": 0.0, "restart_seconds": 240, "confirmations": 1,
+            "cost_prior": PRIOR, "probe_in_place": False, "allow_adaptive_verification": True}
+    return TuningInput(**{**base, **fields})
+
+
+def window(now: float):
+    return synthetic_observation(time=now, window_seconds=120.0, method="draftModel",
+                                 num_speculative_tokens=ENVELOPE, schedule=None, applied_since=0.0,
+                                 batch_sizes={60: 0.3, 64: 0.4, 68: 0.3}, prefix=PREFIX, step_time=world_step)
+
+
+def served(k: int) -> float:
+    """Tokens/s at batch 64 of an engine started at K (it drafts K on every step)."""
+    expected = 1 + sum(PREFIX[:k])
+    return 64 * expected / WORLD.step_time(64, k, speculative=True, config_k=k)
+
+
+def test_at_the_tuning_maximum_a_smaller_envelope_is_weighed_and_chosen():
+    best_k = max(range(1, ENVELOPE + 1), key=served)
+    assert best_k < ENVELOPE and served(best_k) > 1.05 * served(ENVELOPE)  # the world: drafting less pays here
+    state, decisions = None, []
+    for tick in range(6):
+        now = 600.0 + 30.0 * tick
+        decision, state = decide(window(now), tuning(), state, now)
+        decisions.append(decision)
+        if decision.is_change:
+            break
+    change = decisions[-1]
+    assert change.is_change and change.path == "rollout", [d.reason for d in decisions]
+    config = change.config
+    assert not config.adaptive and not config.off, change.reason
+    assert max(config.dense(128)[1:]) < ENVELOPE, change.reason
+
+
+def test_a_drafter_that_follows_the_schedule_still_reaches_every_k_in_place():
+    """The same world for a drafter that drafts the step's K: lowering K is in place, nothing rolls out."""
+    prior = PRIOR.model_copy(update={"drafted_k": "scheduled", "zero_step": "first_pass", "startup_k": None})
+    state, decisions = None, []
+    for tick in range(6):
+        now = 600.0 + 30.0 * tick
+        decision, state = decide(window(now), tuning(cost_prior=prior, method="eagle3"), state, now)
+        decisions.append(decision)
+    assert not any(d.is_change and d.path == "rollout" for d in decisions), [d.reason for d in decisions]
+    assert any(d.is_change and d.path == "inPlace" for d in decisions), [d.reason for d in decisions]
+    assert DraftConfig(num_speculative_tokens=ENVELOPE).dense(128)[64] == ENVELOPE
