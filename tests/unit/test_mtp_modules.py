@@ -9,7 +9,7 @@ import pytest
 
 from specinfer.api import parse_spec
 from specinfer.api.errors import InvalidSpecError
-from specinfer.operator.tuner.pure.target import tuning_input
+from specinfer.operator.tuner.pure.target import TargetError, tuning_input
 from specinfer.runtime.contract.live_schedule.envelope import live_envelope
 from specinfer.runtime.contract.runtime_config import RuntimeConfig
 from specinfer.runtime.methods.drafters import ASCEND_PROPOSER, MULTI_MODULE_MTP_V2, TARGET_DEPENDENT_AR_V2
@@ -63,10 +63,23 @@ def test_admission_refuses_a_k_vllm_would_refuse_when_it_starts_and_the_field_on
         spec(1, method="eagle3")
 
 
-def test_the_tuner_stops_below_the_first_k_vllm_refuses():
-    assert (tuning_input(spec(2, max_k=5)).k_min, tuning_input(spec(2, max_k=5)).k_max) == (1, 2)
-    assert tuning_input(spec(1, max_k=5)).k_max == 5
-    assert tuning_input(spec(None, max_k=5)).k_max == 5  # unstated: vLLM is the judge when it starts
+def bounds(modules: int | None, k: int, low: int | None, high: int) -> tuple[int, int]:
+    resource = spec(modules, k=k, max_k=high)
+    if low is not None:
+        resource = resource.model_copy(update={"tuning": resource.tuning.model_copy(
+            update={"min_num_speculative_tokens": low})})
+    built = tuning_input(resource)
+    return built.k_min, built.k_max
+
+
+def test_the_tuner_keeps_to_the_ks_vllm_starts():
+    assert bounds(2, 1, None, 5) == (1, 2)  # 3 is refused: the range stops below it
+    assert bounds(1, 1, None, 5) == (1, 5)
+    assert bounds(None, 1, None, 5) == (1, 5)  # unstated: vLLM is the judge when it starts
+    assert bounds(2, 4, 3, 5) == (4, 4)  # a floor vLLM refuses (3) is not a K the tuner may choose
+    assert bounds(3, 6, 4, 8) == (6, 6)
+    with pytest.raises(TargetError, match="mtpModules 4"):
+        bounds(4, 4, 5, 7)
 
 
 def test_the_simulated_checkpoint_has_the_modules_the_spec_states():

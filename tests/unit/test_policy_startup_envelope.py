@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from specinfer.bench.observations import synthetic_observation
-from specinfer.operator.tuner.policy import CostPrior, DraftConfig, TuningInput, decide
+from specinfer.operator.tuner.policy import CostPrior, TuningInput, decide
 from specinfer.operator.tuner.policy.cost import CostModel
 
 pytestmark = pytest.mark.unit
@@ -72,5 +72,5 @@ def test_a_drafter_that_follows_the_schedule_still_reaches_every_k_in_place():
         decision, state = decide(window(now), tuning(cost_prior=prior, method="eagle3"), state, now)
         decisions.append(decision)
     assert not any(d.is_change and d.path == "rollout" for d in decisions), [d.reason for d in decisions]
-    assert any(d.is_change and d.path == "inPlace" for d in decisions), [d.reason for d in decisions]
-    assert DraftConfig(num_speculative_tokens=ENVELOPE).dense(128)[64] == ENVELOPE
+    change = next(d for d in decisions if d.is_change)
+    assert change.path == "inPlace" and change.config.dense(128)[64] < ENVELOPE, change.reason

@@ -331,7 +331,8 @@ def _gain(model: Model, dense: Sequence[int], current: Sequence[int], distributi
 def _best_of(model: Model, tuning: TuningInput, current: DraftConfig, fit_best: list[int], live: list[int] | None,
              distribution: Distribution) -> list[int]:
     """The best config: the in-place schedule, unless a rollout (speculation off, a K above the engine's
-    maximum) beats it by more than KEEP_TOLERANCE at today's batch sizes."""
+    maximum, a smaller largest K for a drafter that drafts its startup K) beats it by more than KEEP_TOLERANCE
+    at today's batch sizes."""
     if live is None:
         return fit_best
     if in_place(current, DraftConfig.from_dense(fit_best), tuning.in_place_max_k, exact=tuning.drafts_startup_k()):

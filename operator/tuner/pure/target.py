@@ -197,13 +197,20 @@ def engine_truth(spec: SpeculativeInferenceSpec, k_min: int, k_max: int) -> dict
                              for p in k_problems(accelerator, k_max, advanced))
         raise TargetError("InvalidTuningBounds", f"no draft length in {k_min}..{k_max} runs with these settings: "
                                                  f"{problems}")
-    # the accepted K form one range (a floor from FLy, or the single K that synthetic rates allow); MTP with a
-    # stated module count then stops below the first K vLLM refuses (above the count: multiples only)
+    # MTP with a stated module count: above the count only its multiples start
     modules = spec.speculation.mtp_modules
-    k_high = min(accepted)
-    while k_high + 1 <= max(accepted) and mtp_k_accepted(k_high + 1, modules):
+    started = [k for k in accepted if mtp_k_accepted(k, modules)]
+    if not started:
+        raise TargetError("InvalidTuningBounds", f"no draft length in {k_min}..{k_max} starts with "
+                                                 f"spec.speculation.mtpModules {modules}: vLLM needs a K at or below "
+                                                 "the module count, or a multiple of it; lower "
+                                                 "spec.tuning.minNumSpeculativeTokens")
+    # the accepted K form one range (a floor from FLy, or the single K that synthetic rates allow), which stops
+    # below the first K vLLM would refuse: the policy moves K by any step within its bounds
+    k_high = min(started)
+    while k_high + 1 in started:
         k_high += 1
-    fields["k_min"], fields["k_max"] = min(accepted), k_high
+    fields["k_min"], fields["k_max"] = min(started), k_high
     return fields
 
 

@@ -170,11 +170,13 @@ class FixedSpeculation(ApiModel):
     prompt_lookup: PromptLookup | None = None
     """n-gram window (method ngram only)."""
     mtp_modules: int | None = Field(default=None, ge=1, le=K_CEILING)
-    """Method mtp: how many MTP modules the target checkpoint has (its config.json `num_nextn_predict_layers`;
-    1 for DeepSeek-V3, Qwen3-Next, GLM-4.5 and MiMo). vLLM reads it from the checkpoint; stating it here lets
-    the operator know how the engine drafts. 1: on Model Runner V2 the drafter follows the schedule, so the
-    tuner retunes K in place up to its maximum. Unset: priced as several modules, which draft the startup K on
-    every step, so every K above the one in force rolls out. A K above the count must be a multiple of it."""
+    """Method mtp: how many MTP modules vLLM loads from the target checkpoint -- for most, its config.json
+    `num_nextn_predict_layers` (1 for DeepSeek-V3, Qwen3-Next, GLM-4.5 and MiMo; vLLM loads only the first
+    of MiMo-V2's). vLLM reads it itself; stating it here tells the operator how the engine drafts. 1: on Model
+    Runner V2 the drafter follows the schedule, so the tuner retunes K in place up to its maximum (on amd,
+    mind the catalogue's caveat on K > 1). Unset: priced as several modules, which draft the startup K on
+    every step, so every K above the one in force rolls out. A K above the count must be a multiple of it;
+    with several modules the tuner keeps K at or below the first K vLLM would refuse."""
     advanced: Advanced | None = None
     """Further vLLM SpeculativeConfig fields by their vLLM names, e.g. {draft_tensor_parallel_size: 1};
     fields owned by the typed fields above are refused."""
@@ -239,7 +241,8 @@ class AutoCandidate(FixedSpeculation):
 
 def _auto_fields_unset(s: FixedSpeculation) -> bool:
     return all(getattr(s, key) is None
-               for key in ("draft_model", "num_speculative_tokens", "schedule", "prompt_lookup", "advanced"))
+               for key in ("draft_model", "num_speculative_tokens", "schedule", "prompt_lookup", "mtp_modules",
+                           "advanced"))
 
 
 def _only_with_auto(attr: str) -> Callable[[FixedSpeculation], bool]:
@@ -249,9 +252,9 @@ def _only_with_auto(attr: str) -> Callable[[FixedSpeculation], bool]:
 AUTO_RULES = (
     Rule(
         cel=f"self.method != '{AUTO}' || (!has(self.draftModel) && !has(self.numSpeculativeTokens) && "
-        "!has(self.schedule) && !has(self.promptLookup) && !has(self.advanced))",
-        message="spec.speculation: with method auto, draftModel, numSpeculativeTokens, schedule, promptLookup and "
-        "advanced belong to each of spec.speculation.candidates[]: move them there",
+        "!has(self.schedule) && !has(self.promptLookup) && !has(self.mtpModules) && !has(self.advanced))",
+        message="spec.speculation: with method auto, draftModel, numSpeculativeTokens, schedule, promptLookup, "
+        "mtpModules and advanced belong to each of spec.speculation.candidates[]: move them there",
         check=lambda s: s.method != AUTO or _auto_fields_unset(s),
     ),
     *(Rule(
