@@ -450,6 +450,8 @@ def tuned_at_low_load(setup: Setup) -> dict:
     """Tuning resumed under low load: the first change, applied in place, and its verification."""
     propagation(setup)
     first = {pod.name for pod in setup.pods("crossover")}
+    # the log of the engine that takes the change, kept by path: a rollback that rolls out may replace its pod
+    first_logs = [Path(pod.record.log) for pod in setup.pods("crossover")]
     process = engine_process(setup, "crossover")
     started = time.monotonic()
     with ClosedLoop(setup.endpoints("crossover"), PROMPT, concurrency=LOW, max_tokens=128,
@@ -479,9 +481,9 @@ def tuned_at_low_load(setup: Setup) -> dict:
           f"realised {tuning(checked)['realisedGain']:+.1%} (status.tuning.realisedGain)")
     return {"changed": changed, "decision": decision, "new": new, "checked": checked, "failed": list(load.failed),
             "process": process, "in_place": in_place,
-            # every serving pod's log: the story asserts what the engine said, whichever pod is listed first
-            "log": "\n".join(Path(pod.record.log).read_text(errors="replace")
-                             for pod in (new or setup.pods("crossover")))}
+            # the engine that took the change, whichever pods serve by now (listed too, for a failure's message)
+            "log": "\n".join(log.read_text(errors="replace") for log in first_logs if log.exists()),
+            "pods_after": sorted(pod.name for pod in setup.pods("crossover")), "pods_before": sorted(first)}
 
 
 
@@ -523,7 +525,7 @@ def test_the_tuner_changes_the_draft_length_in_place_and_verifies_the_gain(setup
     assert story["decision"]["path"] == "inPlace", story["decision"]
     assert applied_k_at(story["changed"], LOW) != STATIC_K, "K changed at today's batch size"
     assert not story["new"] and story["in_place"] == story["process"], "the same engine process took the change"
-    assert "live schedule: now" in story["log"], story["log"][-4000:]
+    assert "live schedule: now" in story["log"], (story["pods_before"], story["pods_after"], story["log"][-4000:])
     # Verified: a realised gain in status, judged against the error the verification states for it.
     # Whether it confirms the change is the engine's to say: on these two shared cores the same K=2 -> K=4
     # change at batch 1 realised -17.9% to +1.9% over runs (two engines with one config differ by up to
