@@ -445,13 +445,21 @@ def propagation(setup: Setup) -> dict:
             "after": engine_process(setup, "crossover"), "failed": list(load.failed)}
 
 
+def _read_from(log: Path, offset: int) -> str:
+    """What `log` gained past `offset` bytes."""
+    with log.open("rb") as handle:
+        handle.seek(offset)
+        return handle.read().decode(errors="replace")
+
+
 @once
 def tuned_at_low_load(setup: Setup) -> dict:
     """Tuning resumed under low load: the first change, applied in place, and its verification."""
     propagation(setup)
     first = {pod.name for pod in setup.pods("crossover")}
-    # the log of the engine that takes the change, kept by path: a rollback that rolls out may replace its pod
-    first_logs = [Path(pod.record.log) for pod in setup.pods("crossover")]
+    # the log of the engine that takes the change, kept by path (a rollback that rolls out may replace its pod)
+    # and by size: propagation's swaps logged "live schedule: now" already, the tuner's change must log its own
+    first_logs = {Path(pod.record.log): Path(pod.record.log).stat().st_size for pod in setup.pods("crossover")}
     process = engine_process(setup, "crossover")
     started = time.monotonic()
     with ClosedLoop(setup.endpoints("crossover"), PROMPT, concurrency=LOW, max_tokens=128,
@@ -482,7 +490,7 @@ def tuned_at_low_load(setup: Setup) -> dict:
     return {"changed": changed, "decision": decision, "new": new, "checked": checked, "failed": list(load.failed),
             "process": process, "in_place": in_place,
             # the engine that took the change, whichever pods serve by now (listed too, for a failure's message)
-            "log": "\n".join(log.read_text(errors="replace") for log in first_logs if log.exists()),
+            "log": "\n".join(_read_from(log, offset) for log, offset in first_logs.items() if log.exists()),
             "pods_after": sorted(pod.name for pod in setup.pods("crossover")), "pods_before": sorted(first)}
 
 

@@ -5,7 +5,8 @@ cached binaries, removed at the end), never on the shared "pytest" cluster other
 
 What users care about: the operator neither crashes nor spins while the API is away (its CPU time
 and log volume during the outage are bounded), and work resumes promptly when the API returns: a
-spec edit made right after it comes back is reconciled within 10 s, with no duplicate children.
+spec edit made right after it comes back is reconciled within 10 s of the API accepting it, with no
+duplicate children.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from faults_harness import Namespace, Operator, cpu_seconds, resource, timed, wa
 pytestmark = pytest.mark.e2e
 
 OUTAGE_SECONDS = float(os.environ.get("SPECINFER_FAULT_OUTAGE_SECONDS", "60"))  # issue 9: 60 s
-RESUME_SECONDS = 10           # issue 9: work resumes within 10 s of the API coming back
+RESUME_SECONDS = 10           # issue 9: work resumes within 10 s of the API coming back (taking the edit)
 MAX_CPU_SHARE = 0.05          # "does not spin": under 5 % of one core while the API is away
 READY_AFTER_OUTAGE_SECONDS = 180  # other controllers' reconnect backoff (up to 60 s) plus a rollout
 MAX_LOG_LINES_PER_MINUTE = 300  # kopf logs every retry of each of its 7 watches: ~140 lines a minute
