@@ -42,6 +42,7 @@ from specinfer.runtime.contract.live_schedule.envelope import LiveEnvelope
 from specinfer.runtime.methods import get_method
 from specinfer.runtime.methods.adaptive import ADAPTIVE_COST, admitted, verification_budget
 from specinfer.runtime.methods.cost_presets import CostShape
+from specinfer.runtime.methods.drafting import Drafting
 from specinfer.runtime.methods.engine_truth import PIECEWISE_COST, drafting
 from specinfer.runtime.sim.model import (
     COLLAPSED,
@@ -136,6 +137,11 @@ class Scenario:
     @property
     def strategy(self) -> str:
         return self.update_strategy or "Surge"
+
+    @property
+    def drafting(self) -> Drafting | None:
+        """What the scenario's drafter does with the per-step K on its accelerator (None: it does not draft)."""
+        return drafting(self.method, self.accelerator or BENCH_ACCELERATOR, mtp_modules=self.mtp_modules)
 
 
 @functools.lru_cache(maxsize=32)
@@ -326,8 +332,7 @@ class Engine:
             else running.num_speculative_tokens
         seconds = cm.step_time(batch_size, k, self.cost_shape, draft_scale=scale,
                                speculative=running.num_speculative_tokens > 0,
-                               drafting=drafting(self.scenario.method, self.scenario.accelerator or BENCH_ACCELERATOR,
-                                                 mtp_modules=self.scenario.mtp_modules),
+                               drafting=self.scenario.drafting,
                                startup_k=startup or None, verified_tokens=verified_tokens)
         scheduled = running.schedule or (self.envelope is not None and not running.off)
         return seconds * (self.scenario.schedule_step_factor if scheduled else 1.0)

@@ -29,7 +29,6 @@ from specinfer.operator.tuner.pure.target import adaptive_accepted, spec_config
 from specinfer.operator.tuner.pure.target import tuning_input as operator_tuning_input
 from specinfer.runtime.contract.live_schedule.envelope import LiveEnvelope, live_envelope
 from specinfer.runtime.methods import get_method
-from specinfer.runtime.methods.engine_truth import drafting
 
 from .scenarios import (
     BENCH_ACCELERATOR,
@@ -152,7 +151,7 @@ def oracle_config(scenario: Scenario, minute: int, engine: Engine, *, keep_draft
             dense[scenario.max_batch_size] = k_min
         return DraftConfig.from_dense(dense)
 
-    law = drafting(scenario.method, scenario.accelerator or BENCH_ACCELERATOR, mtp_modules=scenario.mtp_modules)
+    law = scenario.drafting
     tops = range(k_min, k_max + 1) if law is not None and law.drafts_startup_k else [k_max]
     scheduled = max((per_batch_size(top) for top in tops), key=served)
     singles = range(k_min, k_max + 1) if keep_drafter else [0, *range(k_min, k_max + 1)]
