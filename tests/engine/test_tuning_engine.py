@@ -452,6 +452,17 @@ def _read_from(log: Path, offset: int) -> str:
         return handle.read().decode(errors="replace")
 
 
+def _gained(logs: dict[Path, int], line: str, *, timeout: float) -> str:
+    """What `logs` gained past their offsets, as soon as that holds `line` (at most `timeout` seconds: the
+    engine logs a swap just after it reports it)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        text = "\n".join(_read_from(log, offset) for log, offset in logs.items() if log.exists())
+        if line in text or time.monotonic() > deadline:
+            return text
+        time.sleep(0.5)
+
+
 @once
 def tuned_at_low_load(setup: Setup) -> dict:
     """Tuning resumed under low load: the first change, applied in place, and its verification."""
@@ -475,6 +486,11 @@ def tuned_at_low_load(setup: Setup) -> dict:
         new = [pod for pod in setup.pods("crossover") if pod.name not in first]
         in_place = engine_process(setup, "crossover") if not new else None
         print(f"in force {time.monotonic() - started:.0f} s after tuning resumed: {rolled['status']['effective']}")
+        # Read now, while the engine that took the change serves: a later decision that rolls out (a
+        # rollback, or speculation off when this shared machine makes drafting slow) replaces its pod,
+        # and the pod's log goes with it.
+        log = _gained(first_logs, "live schedule: now", timeout=15)
+        pods_in_force = sorted(pod.name for pod in setup.pods("crossover"))
 
         def verified(r: dict) -> bool:
             # judged, and what that left applied runs (a rollback is a rollout too: the high-load
@@ -489,9 +505,8 @@ def tuned_at_low_load(setup: Setup) -> dict:
           f"realised {tuning(checked)['realisedGain']:+.1%} (status.tuning.realisedGain)")
     return {"changed": changed, "decision": decision, "new": new, "checked": checked, "failed": list(load.failed),
             "process": process, "in_place": in_place,
-            # the engine that took the change, whichever pods serve by now (listed too, for a failure's message)
-            "log": "\n".join(_read_from(log, offset) for log, offset in first_logs.items() if log.exists()),
-            "pods_after": sorted(pod.name for pod in setup.pods("crossover")), "pods_before": sorted(first)}
+            # the engine that took the change, read while it served (its pods listed too, for a failure's message)
+            "log": log, "pods_in_force": pods_in_force, "pods_before": sorted(first)}
 
 
 
@@ -533,7 +548,7 @@ def test_the_tuner_changes_the_draft_length_in_place_and_verifies_the_gain(setup
     assert story["decision"]["path"] == "inPlace", story["decision"]
     assert applied_k_at(story["changed"], LOW) != STATIC_K, "K changed at today's batch size"
     assert not story["new"] and story["in_place"] == story["process"], "the same engine process took the change"
-    assert "live schedule: now" in story["log"], (story["pods_before"], story["pods_after"], story["log"][-4000:])
+    assert "live schedule: now" in story["log"], (story["pods_before"], story["pods_in_force"], story["log"][-4000:])
     # Verified: a realised gain in status, judged against the error the verification states for it.
     # Whether it confirms the change is the engine's to say: on these two shared cores the same K=2 -> K=4
     # change at batch 1 realised -17.9% to +1.9% over runs (two engines with one config differ by up to
