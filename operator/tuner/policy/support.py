@@ -19,6 +19,14 @@ hedged choice (hedge.py), a wrong one costs no restart and is corrected as soon 
 measured those batch sizes, and erring towards drafting less is what issue 43 asks of it. A higher K
 there still waits for a measurement.
 
+From speculation off, a batch size counts as measured only where a speculative step was measured
+there or at a larger batch size: a plain decode step says nothing of what the drafter and the
+verification of K + 1 tokens cost, and extrapolating them upwards is where the prior's knee misleads
+(the real CPU engine, re-enabling K=4 at batch 62 with plain steps measured there and drafting
+measured at batch 1 only: predicted +10.5%, realised -51%, rolled back). Downwards, towards the
+memory-bound floor the plain steps measure, the extrapolation is the ordinary one: speculation back
+on when the load falls below a peak that switched it off.
+
 A cell measures the batch sizes within SUPPORT_FACTOR of its own; vLLM's pooled series (no
 per-batch-size step times) measure a mix of batch sizes around the window's mean, POOLED_SPAN.
 """
@@ -32,9 +40,10 @@ import numpy as np
 
 from .config import differs_at
 from .cost import CostModel
-from .goodput import Distribution, Model, goodput_contributions
+from .goodput import Distribution, Model, goodput_contributions, is_speculative
 
 SUPPORT_WEIGHT = 1.0  # a batch size is measured once its cells hold a full window of steps (cost.SAMPLE_CAP)
+MEASURED_WEIGHT = 0.5  # a cell holding half a window of steps has measured its K there
 SUPPORT_FACTOR = 2 ** 0.5  # a per-batch-size cell measures the batch sizes within this factor of its own
 POOLED_SPAN = 4.0  # a pooled cell (vLLM's series) measures a mix around its mean batch size
 
@@ -51,16 +60,28 @@ def cell_span(key: str) -> tuple[float, float] | None:
     return size / factor, size * factor
 
 
-def measured_sizes(cost: CostModel, sizes: Iterable[int]) -> set[int]:
-    """The batch sizes among `sizes` that the model's cells have measured, at any K."""
-    spans = [(*span, cell[2]) for key, cell in cost.cells.items() if (span := cell_span(key)) is not None]
+def plain_decode(key: str) -> bool:
+    """A cost cell of speculation off: "B:0", or "pooled:B:0:..." ("B:0s" is a schedule's K = 0, a speculative
+    step: the drafter's first pass runs)."""
+    parts = key.split(":")
+    return parts[2] == "0" if parts[0] == "pooled" and len(parts) > 2 else parts[1:2] == ["0"]
+
+
+def measured_sizes(cost: CostModel, sizes: Iterable[int], *, speculating_at_or_above: bool = False) -> set[int]:
+    """The batch sizes among `sizes` that the model's cells have measured, at any K (with
+    `speculating_at_or_above`: cells of speculative steps, there or at larger batch sizes)."""
+    spans = [(*span, cell[2]) for key, cell in cost.cells.items()
+             if (span := cell_span(key)) is not None and not (speculating_at_or_above and plain_decode(key))]
     wanted = np.asarray(list(sizes), dtype=float)
     if not spans or not wanted.size:
         return set()
     low, high, weight = (np.asarray(column, dtype=float) for column in zip(*spans, strict=True))
+    if speculating_at_or_above:
+        low = np.zeros_like(low)
     covering = (low[None, :] <= wanted[:, None]) & (wanted[:, None] <= high[None, :])
     support = covering.astype(float) @ weight
-    return {int(b) for b, w in zip(wanted, support, strict=True) if w >= SUPPORT_WEIGHT}
+    enough = MEASURED_WEIGHT if speculating_at_or_above else SUPPORT_WEIGHT
+    return {int(b) for b, w in zip(wanted, support, strict=True) if w >= enough}
 
 
 @dataclass(frozen=True)
@@ -84,7 +105,8 @@ def supported_gain(model: Model, current: Sequence[int], best: Sequence[int], di
     total = sum(before.values())
     full = sum(after.values()) / total - 1 if total > 0 else 0.0
     clamp = {b: max(1, min(int(b), max_batch_size)) for b in before}
-    measured = measured_sizes(model.cost, sorted(set(clamp.values())))
+    back_on = not is_speculative(current) and is_speculative(best)
+    measured = measured_sizes(model.cost, sorted(set(clamp.values())), speculating_at_or_above=back_on)
     unmeasured = {b for b in before if clamp[b] not in measured and differs_at(best, current, clamp[b])
                   and not (lowering_counts and best[clamp[b]] < current[clamp[b]])}
     if not unmeasured or total <= 0:
