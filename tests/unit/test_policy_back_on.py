@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from specinfer.bench.observations import synthetic_observation
 from specinfer.operator.tuner.policy import CostPrior, PolicyState, TuningInput, decide, guards
 from specinfer.operator.tuner.policy.cost import CostModel
-from specinfer.operator.tuner.policy.support import measured_sizes
+from specinfer.operator.tuner.policy.support import drafted_up_to, measured_sizes
 
 pytestmark = pytest.mark.unit
 
@@ -40,41 +41,60 @@ def window(now: float, k: int, batch: int, since: float):
 
 
 def loads(batch: float, now: float, minutes: int = 30) -> list[tuple[float, float]]:
+    """The load seen for `minutes` before `now` (a rollout's payback counts on it lasting)."""
     return [(now - 60.0 * i, float(batch)) for i in range(minutes, 0, -1)]
 
 
-def drafted_at_one_then_off_at(batch: int) -> tuple[PolicyState, float]:
-    """Drafting measured at batch 1 (K=4), then speculation off (applied as if by a disable) at `batch`."""
-    _, state = decide(window(1800.0, 4, 1, 0.0), SPEC, PolicyState(loads=loads(1, 1800.0)), 1800.0)
-    state = state.model_copy(update={"loads": [*state.loads, *loads(batch, 3600.0)], "pending": None})
-    for now in (2400.0, 2460.0):  # two windows of plain steps at the new load
-        _, state = decide(window(now, 0, batch, 2000.0), SPEC, state, now)
-    return state, 2520.0
+OFF_SINCE = 2000.0  # speculation off applied (as if by a disable); its windows follow
+PLAIN_WINDOWS = (2400.0, 2460.0, 2520.0)
+
+
+def drafted_then_off(drafted_at: int, k: int, off_at: int) -> PolicyState:
+    """Drafting measured at batch `drafted_at` (K = `k`) until 1800 s; speculation off since OFF_SINCE, the
+    load at `off_at` from then on."""
+    _, state = decide(window(1800.0, k, drafted_at, 0.0), SPEC, PolicyState(loads=loads(drafted_at, 1800.0)), 1800.0)
+    since_off = [(t, float(off_at)) for t in np.arange(OFF_SINCE, PLAIN_WINDOWS[0], 60.0)]
+    return state.model_copy(update={"loads": [*state.loads, *since_off], "pending": None})
 
 
 def test_plain_steps_do_not_measure_drafting_there():
-    state, _ = drafted_at_one_then_off_at(64)
+    state = drafted_then_off(1, 4, 64)
+    for now in PLAIN_WINDOWS:
+        _, state = decide(window(now, 0, 64, OFF_SINCE), SPEC, state, now)
     assert set(state.cost["cells"]) >= {"1:4", "64:0"}, state.cost["cells"]
     cost = CostModel.from_state(state.cost, PRIOR, SPEC.cost_shape)
     assert 64 in measured_sizes(cost, [64])  # measured, at some K
-    assert 64 not in measured_sizes(cost, [64], speculating_at_or_above=True)
-    assert 1 in measured_sizes(cost, [1], speculating_at_or_above=True)
+    assert drafted_up_to(cost) == pytest.approx(2 ** 0.5)  # drafting: the cell at batch 1 only
 
 
 def test_back_on_above_where_drafting_was_measured_waits_for_a_measurement():
-    state, now = drafted_at_one_then_off_at(64)
-    decision, _ = decide(window(now, 0, 64, 2000.0), SPEC, state, now)
-    assert decision.action == "keep", decision.reason
-    assert decision.guard == guards.UNMEASURED, decision.reason
-    assert "rests on the step-cost prior at batch size 64" in decision.reason
-    assert decision.recommendation.config.num_speculative_tokens >= 1  # what the prior alone would do
+    state = drafted_then_off(1, 4, 64)
+    for now in PLAIN_WINDOWS:  # every window of plain steps at batch 64 holds, saying why
+        decision, state = decide(window(now, 0, 64, OFF_SINCE), SPEC, state, now)
+        assert decision.action == "keep", (now, decision.reason)
+        assert decision.guard == guards.UNMEASURED, (now, decision.reason)
+        assert "rests on the step-cost prior at batch size 64" in decision.reason
+        assert decision.recommendation.config.num_speculative_tokens >= 1  # what the prior alone would do
+    assert state.pending is None
 
 
 def test_back_on_below_where_drafting_was_measured_is_taken():
     # drafting measured at a peak (batch 64), speculation off there, the load falls to batch 4
-    _, state = decide(window(1800.0, 2, 64, 0.0), SPEC, PolicyState(loads=loads(64, 1800.0)), 1800.0)
-    state = state.model_copy(update={"loads": [*state.loads, *loads(4, 3600.0)], "pending": None})
-    for now in (2400.0, 2460.0):
-        _, state = decide(window(now, 0, 4, 2000.0), SPEC, state, now)
-    decision, _ = decide(window(2520.0, 0, 4, 2000.0), SPEC, state, 2520.0)
-    assert decision.action == "reenable", decision.reason
+    state = drafted_then_off(64, 2, 4)
+    decisions = []
+    for now in PLAIN_WINDOWS:
+        decision, state = decide(window(now, 0, 4, OFF_SINCE), SPEC, state, now)
+        decisions.append(decision.action)
+    assert "reenable" in decisions, decisions
+
+
+def test_with_no_drafting_left_in_the_model_plain_steps_decide():
+    # Cells fade over hours, and no window measures drafting while speculation is off: with none left,
+    # the prior's drafting cost is all there is, and back on must stay possible (the plain rule).
+    state = drafted_then_off(1, 4, 64)
+    state = state.model_copy(update={"cost": {**state.cost, "cells": {}}})
+    decisions = []
+    for now in PLAIN_WINDOWS:
+        decision, state = decide(window(now, 0, 64, OFF_SINCE), SPEC, state, now)
+        decisions.append(decision.action)
+    assert "reenable" in decisions, decisions

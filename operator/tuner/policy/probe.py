@@ -44,7 +44,7 @@ from .cost import DRAFTER_TERMS, TERMS, CostModel
 from .goodput import KEEP_TOLERANCE, Distribution, Model, goodput, is_speculative
 from .inputs import TuningInput
 from .state import PolicyState, ProbeRecord
-from .support import MEASURED_WEIGHT, cell_span
+from .support import cell_span
 
 DOUBT = 3.0  # how far the prior's drafter cost may be off (the CPU engine's EAGLE-3 head: ~3x)
 MIN_GAIN = 0.03  # a doubted fit must see at least this much to be worth a window's measurement
@@ -52,6 +52,7 @@ MAX_LOSS = 0.35  # the probe's predicted loss (today's fit) for the windows it r
 LOSS_PER_GAIN = 3.0  # ... and at most this many times the gain it may find (a found gain lasts many windows)
 MIN_SEPARATION = 0.10  # the fits' predicted step times at the probed K differ by at least this ...
 NOISE_SEPARATION = 3.0  # ... and by this many times the measured window-to-window noise
+MEASURED_WEIGHT = 0.5  # a cell holding half a window of steps has measured its K there
 MIN_HOLD_SECONDS = 1800.0  # a probe's hold whatever rejectHoldSeconds says (0 must not mean every window)
 PROBE_MEMORY_SECONDS = 6 * 3600.0  # a probe's record outlives its hold while its cell may still shape the fit
 DRAFTER_PRIOR_FIELDS = ("draft_pass", "draft_token", "speculation_step", "speculation_per_sequence")

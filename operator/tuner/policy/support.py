@@ -19,13 +19,15 @@ hedged choice (hedge.py), a wrong one costs no restart and is corrected as soon 
 measured those batch sizes, and erring towards drafting less is what issue 43 asks of it. A higher K
 there still waits for a measurement.
 
-From speculation off, a batch size counts as measured only where a speculative step was measured
-there or at a larger batch size: a plain decode step says nothing of what the drafter and the
-verification of K + 1 tokens cost, and extrapolating them upwards is where the prior's knee misleads
-(the real CPU engine, re-enabling K=4 at batch 62 with plain steps measured there and drafting
-measured at batch 1 only: predicted +10.5%, realised -51%, rolled back). Downwards, towards the
-memory-bound floor the plain steps measure, the extrapolation is the ordinary one: speculation back
-on when the load falls below a peak that switched it off.
+From speculation off, a measured batch size counts only up to the largest one a cell of
+speculative steps covers (`drafted_up_to`; a schedule's K = 0 is one, its drafter runs): a plain
+decode step says nothing of what the drafter and the verification of K + 1 tokens cost, and
+extrapolating them upwards is where the prior's knee misleads (the real CPU engine, re-enabling K=4
+at batch 62 with plain steps measured there and drafting measured at batch 1 only: predicted
++10.5%, realised -51%, rolled back). Downwards, towards the memory-bound floor the plain steps
+measure, the extrapolation is the ordinary one: speculation back on when the load falls below a
+peak that switched it off. With no speculative cell left (they fade over hours) the rule is the
+plain one: no window can measure drafting while speculation is off.
 
 A cell measures the batch sizes within SUPPORT_FACTOR of its own; vLLM's pooled series (no
 per-batch-size step times) measure a mix of batch sizes around the window's mean, POOLED_SPAN.
@@ -43,7 +45,6 @@ from .cost import CostModel
 from .goodput import Distribution, Model, goodput_contributions, is_speculative
 
 SUPPORT_WEIGHT = 1.0  # a batch size is measured once its cells hold a full window of steps (cost.SAMPLE_CAP)
-MEASURED_WEIGHT = 0.5  # a cell holding half a window of steps has measured its K there
 SUPPORT_FACTOR = 2 ** 0.5  # a per-batch-size cell measures the batch sizes within this factor of its own
 POOLED_SPAN = 4.0  # a pooled cell (vLLM's series) measures a mix around its mean batch size
 
@@ -67,22 +68,23 @@ def plain_decode(key: str) -> bool:
     return parts[2] == "0" if parts[0] == "pooled" and len(parts) > 2 else parts[1:2] == ["0"]
 
 
-def measured_sizes(cost: CostModel, sizes: Iterable[int], *, speculating_at_or_above: bool = False) -> set[int]:
-    """The batch sizes among `sizes` that the model's cells have measured, at any K (with
-    `speculating_at_or_above`: cells of speculative steps, there or at larger batch sizes)."""
-    spans = [(*span, cell[2]) for key, cell in cost.cells.items()
-             if (span := cell_span(key)) is not None and not (speculating_at_or_above and plain_decode(key))]
+def measured_sizes(cost: CostModel, sizes: Iterable[int]) -> set[int]:
+    """The batch sizes among `sizes` that the model's cells have measured, at any K."""
+    spans = [(*span, cell[2]) for key, cell in cost.cells.items() if (span := cell_span(key)) is not None]
     wanted = np.asarray(list(sizes), dtype=float)
     if not spans or not wanted.size:
         return set()
     low, high, weight = (np.asarray(column, dtype=float) for column in zip(*spans, strict=True))
-    if speculating_at_or_above:
-        low = np.zeros_like(low)
     covering = (low[None, :] <= wanted[:, None]) & (wanted[:, None] <= high[None, :])
     support = covering.astype(float) @ weight
-    enough = MEASURED_WEIGHT if speculating_at_or_above else SUPPORT_WEIGHT
-    return {int(b) for b, w in zip(wanted, support, strict=True) if w >= enough}
+    return {int(b) for b, w in zip(wanted, support, strict=True) if w >= SUPPORT_WEIGHT}
 
+
+def drafted_up_to(cost: CostModel) -> float | None:
+    """The largest batch size a cell of speculative steps covers, or None when none is left (cells fade
+    over hours: then the prior's drafting cost is all there is, and must not lock speculation out)."""
+    highs = [span[1] for key in cost.cells if not plain_decode(key) and (span := cell_span(key)) is not None]
+    return max(highs, default=None)
 
 @dataclass(frozen=True)
 class SupportedGain:
@@ -105,8 +107,9 @@ def supported_gain(model: Model, current: Sequence[int], best: Sequence[int], di
     total = sum(before.values())
     full = sum(after.values()) / total - 1 if total > 0 else 0.0
     clamp = {b: max(1, min(int(b), max_batch_size)) for b in before}
-    back_on = not is_speculative(current) and is_speculative(best)
-    measured = measured_sizes(model.cost, sorted(set(clamp.values())), speculating_at_or_above=back_on)
+    measured = measured_sizes(model.cost, sorted(set(clamp.values())))
+    if not is_speculative(current) and is_speculative(best) and (drafted := drafted_up_to(model.cost)) is not None:
+        measured = {b for b in measured if b <= drafted}  # back on: not above where drafting was measured
     unmeasured = {b for b in before if clamp[b] not in measured and differs_at(best, current, clamp[b])
                   and not (lowering_counts and best[clamp[b]] < current[clamp[b]])}
     if not unmeasured or total <= 0:
