@@ -47,6 +47,7 @@ from specinfer.dev.demo.real_engine import MAX_BATCH, OPERATOR_CONFIG
 from specinfer.dev.demo.stack import Stack
 from specinfer.operator.tuner.policy import PolicyState, decide_json
 from specinfer.operator.tuner.policy.forecast import measured_speed, window_forecast_json
+from specinfer.operator.tuner.policy.support import DRAFTING_UNMEASURED
 from specinfer.operator.tuner.policy.verification import CALIBRATION_WEIGHT, measured_noise
 from specinfer.operator.tuner.recording import read_records
 from specinfer.runtime.contract.live_schedule.envelope import live_envelope, own_ranges, ranges_of
@@ -652,6 +653,8 @@ def high_load_story(setup: Setup) -> dict:
             if not_verifying and changes_since(r, since + window, at_todays_sizes=True):
                 return True
             taken = (parse_rfc3339(last.get("time")) or 0) > since + window
+            if batch >= HIGH / 2 and taken and DRAFTING_UNMEASURED in (last.get("reason") or ""):
+                return True  # low load ended with speculation off, and it stays off: no window here measures drafting
             return (batch >= HIGH / 2 and taken and NOISE_HOLD not in (last.get("reason") or "")
                     and reason not in NOT_YET_DECIDED)
 

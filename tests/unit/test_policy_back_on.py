@@ -6,7 +6,7 @@ rose to batch 62, where only plain decode steps had been. Every batch size there
 policy rolled out K=4 at batch sizes 6-64 on the prior's cost of drafting there (predicted +10.5%); it
 realised -51% and was rolled back -- two restarts. A plain step says nothing of what the drafter and the
 verification of K + 1 tokens cost (support.py): going back on now waits for batch sizes where speculation
-was measured, there or above (below a peak that switched it off, the ordinary extrapolation).
+was measured, up to 4x above (below a peak that switched it off, the ordinary extrapolation).
 """
 
 from __future__ import annotations
@@ -73,7 +73,8 @@ def test_back_on_above_where_drafting_was_measured_waits_for_a_measurement():
         decision, state = decide(window(now, 0, 64, OFF_SINCE), SPEC, state, now)
         assert decision.action == "keep", (now, decision.reason)
         assert decision.guard == guards.UNMEASURED, (now, decision.reason)
-        assert "rests on the step-cost prior at batch size 64" in decision.reason
+        assert "rests on the step-cost prior at batch size 64: drafting was measured up to batch size 6" \
+            in decision.reason
         assert decision.recommendation.config.num_speculative_tokens >= 1  # what the prior alone would do
     assert state.pending is None
 
@@ -81,6 +82,16 @@ def test_back_on_above_where_drafting_was_measured_waits_for_a_measurement():
 def test_back_on_below_where_drafting_was_measured_is_taken():
     # drafting measured at a peak (batch 64), speculation off there, the load falls to batch 4
     state = drafted_then_off(64, 2, 4)
+    decisions = []
+    for now in PLAIN_WINDOWS:
+        decision, state = decide(window(now, 0, 4, OFF_SINCE), SPEC, state, now)
+        decisions.append(decision.action)
+    assert "reenable" in decisions, decisions
+
+
+def test_back_on_a_little_above_where_drafting_was_measured_is_taken():
+    # drafting measured at batch 1, speculation off, the load at 4: within DRAFTING_REACH of it
+    state = drafted_then_off(1, 4, 4)
     decisions = []
     for now in PLAIN_WINDOWS:
         decision, state = decide(window(now, 0, 4, OFF_SINCE), SPEC, state, now)

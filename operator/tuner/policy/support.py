@@ -19,15 +19,16 @@ hedged choice (hedge.py), a wrong one costs no restart and is corrected as soon 
 measured those batch sizes, and erring towards drafting less is what issue 43 asks of it. A higher K
 there still waits for a measurement.
 
-From speculation off, a measured batch size counts only up to the largest one a cell of
-speculative steps covers (`drafted_up_to`; a schedule's K = 0 is one, its drafter runs): a plain
+From speculation off, a measured batch size counts only up to DRAFTING_REACH times the largest one
+a cell of speculative steps covers (`drafted_up_to`; a schedule's K = 0 is one, its drafter runs): a plain
 decode step says nothing of what the drafter and the verification of K + 1 tokens cost, and
 extrapolating them upwards is where the prior's knee misleads (the real CPU engine, re-enabling K=4
 at batch 62 with plain steps measured there and drafting measured at batch 1 only: predicted
 +10.5%, realised -51%, rolled back). Downwards, towards the memory-bound floor the plain steps
 measure, the extrapolation is the ordinary one: speculation back on when the load falls below a
-peak that switched it off. With no speculative cell left (they fade over hours) the rule is the
-plain one: no window can measure drafting while speculation is off.
+peak that switched it off. Far above (drafting measured at batch 1, off at 64, the load at 20) it
+holds until the load comes within reach or the drafting cells fade: with none left (hours) the rule
+is the plain one, since no window can measure drafting while speculation is off.
 
 A cell measures the batch sizes within SUPPORT_FACTOR of its own; vLLM's pooled series (no
 per-batch-size step times) measure a mix of batch sizes around the window's mean, POOLED_SPAN.
@@ -45,6 +46,10 @@ from .cost import CostModel
 from .goodput import Distribution, Model, goodput_contributions, is_speculative
 
 SUPPORT_WEIGHT = 1.0  # a batch size is measured once its cells hold a full window of steps (cost.SAMPLE_CAP)
+# Back on, a plain step's batch size counts up to this many times the largest where drafting was measured: as far
+# as the look-ahead anticipates a load (lookahead.LOOKAHEAD); beyond, the knee the prior places decides.
+DRAFTING_REACH = 4.0
+DRAFTING_UNMEASURED = "drafting was measured up to batch size"  # the hold's words (the engine tests read them)
 SUPPORT_FACTOR = 2 ** 0.5  # a per-batch-size cell measures the batch sizes within this factor of its own
 POOLED_SPAN = 4.0  # a pooled cell (vLLM's series) measures a mix around its mean batch size
 
@@ -86,15 +91,20 @@ def drafted_up_to(cost: CostModel) -> float | None:
     highs = [span[1] for key in cost.cells if not plain_decode(key) and (span := cell_span(key)) is not None]
     return max(highs, default=None)
 
+
 @dataclass(frozen=True)
 class SupportedGain:
     gain: float  # what the policy may act on
     prior_part: float  # the part of the predicted gain at batch sizes not measured yet
     unmeasured: tuple[int, ...]  # observed batch sizes whose K would change without a measurement there
+    drafting_reach: float | None = None  # back on: drafting counts as measured up to this batch size
 
     def describe(self) -> str:
         sizes = self.unmeasured
         where = f"batch size {sizes[0]}" if len(sizes) == 1 else f"batch sizes {sizes[0]}-{sizes[-1]}"
+        if self.drafting_reach is not None:
+            return (f"{self.prior_part:+.1%} of it rests on the step-cost prior at {where}: {DRAFTING_UNMEASURED} "
+                    f"{self.drafting_reach:.0f} (speculation off measures no drafting)")
         return f"{self.prior_part:+.1%} of it rests on the step-cost prior at {where}, not measured yet"
 
 
@@ -108,11 +118,14 @@ def supported_gain(model: Model, current: Sequence[int], best: Sequence[int], di
     full = sum(after.values()) / total - 1 if total > 0 else 0.0
     clamp = {b: max(1, min(int(b), max_batch_size)) for b in before}
     measured = measured_sizes(model.cost, sorted(set(clamp.values())))
+    reach = None
     if not is_speculative(current) and is_speculative(best) and (drafted := drafted_up_to(model.cost)) is not None:
-        measured = {b for b in measured if b <= drafted}  # back on: not above where drafting was measured
+        reach = DRAFTING_REACH * drafted  # back on: not far above where drafting was measured
+        measured = {b for b in measured if b <= reach}
     unmeasured = {b for b in before if clamp[b] not in measured and differs_at(best, current, clamp[b])
                   and not (lowering_counts and best[clamp[b]] < current[clamp[b]])}
     if not unmeasured or total <= 0:
         return SupportedGain(full, 0.0, ())
     prior_part = sum(after[b] - before[b] for b in unmeasured) / total
-    return SupportedGain(full - max(prior_part, 0.0), prior_part, tuple(sorted({clamp[b] for b in unmeasured})))
+    return SupportedGain(full - max(prior_part, 0.0), prior_part, tuple(sorted({clamp[b] for b in unmeasured})),
+                         reach)
