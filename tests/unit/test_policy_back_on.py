@@ -57,6 +57,15 @@ def drafted_then_off(drafted_at: int, k: int, off_at: int) -> PolicyState:
     return state.model_copy(update={"loads": [*state.loads, *since_off], "pending": None})
 
 
+def actions_over_plain_windows(state: PolicyState, batch: int) -> list[str]:
+    """The policy's actions over PLAIN_WINDOWS of plain steps at `batch`, speculation off."""
+    actions = []
+    for now in PLAIN_WINDOWS:
+        decision, state = decide(window(now, 0, batch, OFF_SINCE), SPEC, state, now)
+        actions.append(decision.action)
+    return actions
+
+
 def test_plain_steps_do_not_measure_drafting_there():
     state = drafted_then_off(1, 4, 64)
     for now in PLAIN_WINDOWS:
@@ -82,20 +91,14 @@ def test_back_on_above_where_drafting_was_measured_waits_for_a_measurement():
 def test_back_on_below_where_drafting_was_measured_is_taken():
     # drafting measured at a peak (batch 64), speculation off there, the load falls to batch 4
     state = drafted_then_off(64, 2, 4)
-    decisions = []
-    for now in PLAIN_WINDOWS:
-        decision, state = decide(window(now, 0, 4, OFF_SINCE), SPEC, state, now)
-        decisions.append(decision.action)
+    decisions = actions_over_plain_windows(state, 4)
     assert "reenable" in decisions, decisions
 
 
 def test_back_on_a_little_above_where_drafting_was_measured_is_taken():
     # drafting measured at batch 1, speculation off, the load at 4: within DRAFTING_REACH of it
     state = drafted_then_off(1, 4, 4)
-    decisions = []
-    for now in PLAIN_WINDOWS:
-        decision, state = decide(window(now, 0, 4, OFF_SINCE), SPEC, state, now)
-        decisions.append(decision.action)
+    decisions = actions_over_plain_windows(state, 4)
     assert "reenable" in decisions, decisions
 
 
@@ -104,8 +107,5 @@ def test_with_no_drafting_left_in_the_model_plain_steps_decide():
     # the prior's drafting cost is all there is, and back on must stay possible (the plain rule).
     state = drafted_then_off(1, 4, 64)
     state = state.model_copy(update={"cost": {**state.cost, "cells": {}}})
-    decisions = []
-    for now in PLAIN_WINDOWS:
-        decision, state = decide(window(now, 0, 64, OFF_SINCE), SPEC, state, now)
-        decisions.append(decision.action)
+    decisions = actions_over_plain_windows(state, 64)
     assert "reenable" in decisions, decisions
