@@ -54,6 +54,7 @@ from specinfer.runtime.contract.live_schedule.envelope import live_envelope, own
 from specinfer.runtime.contract.live_schedule.published import schedule_digest
 from specinfer.runtime.methods.schedule import effective_k
 from tests.engine.engine_client import ROLLOUT_THINK, ClosedLoop, Metrics, minus, per_position
+from tests.engine.machine_speed import MachineSpeed
 from tests.support import condition, wait_for
 
 # measures_speed: what it asserts are the tuner's decisions on speeds measured here, so `make test` runs it
@@ -148,9 +149,10 @@ def once(step):
 
 
 class Setup:
-    def __init__(self, cluster, namespace: str, stack: Stack, ticks: Path):
+    def __init__(self, cluster, namespace: str, stack: Stack, ticks: Path, machine: MachineSpeed):
         self.cluster, self.namespace, self.stack = cluster, namespace, stack
         self.ticks = ticks  # the operator's tick records: every decision's input (tuning.recordFile)
+        self.machine = machine  # how fast the shared cores ran a fixed piece of work, throughout
         self.custom_objects = CustomObjectsApi(cluster.api_client())
         self.figures: dict[tuple[str, int], list[float]] = {}  # (config, concurrency) -> tokens/s per round
         self.done: dict[str, tuple] = {}
@@ -259,7 +261,8 @@ def setup(cluster, prometheus, tmp_path_factory, engine_env, tiny_models):
     stack = Stack(cluster.kubeconfig, prometheus, workdir, namespaces=(namespace,),
                   operator_args=("--standalone", "-n", namespace, "--config", str(config)), log=print)
     stack.start()
-    state = Setup(cluster, namespace, stack, ticks)
+    machine = MachineSpeed().start()
+    state = Setup(cluster, namespace, stack, ticks, machine)
     try:
         started = time.monotonic()
         cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([
@@ -275,6 +278,7 @@ def setup(cluster, prometheus, tmp_path_factory, engine_env, tiny_models):
         yield state
     finally:
         operator_log = Path(stack.operator.log).read_text()[-4000:] if stack.operator else ""
+        machine.stop()
         stack.stop()
         cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
         print(f"--- operator log tail ---\n{operator_log}")
@@ -475,7 +479,7 @@ def tuned_at_low_load(setup: Setup) -> dict:
     # and by size: propagation's swaps logged "live schedule: now" already, the tuner's change must log its own
     first_logs = {Path(pod.record.log): Path(pod.record.log).stat().st_size for pod in setup.pods("crossover")}
     process = engine_process(setup, "crossover")
-    started = time.monotonic()
+    started, tuning_on = time.monotonic(), time.time()
     with ClosedLoop(setup.endpoints("crossover"), PROMPT, concurrency=LOW, max_tokens=128,
                     think_seconds=THINK) as load:
         setup.cluster.kubectl("-n", setup.namespace, "patch", "speculativeinference", "crossover", "--type=merge",
@@ -509,7 +513,7 @@ def tuned_at_low_load(setup: Setup) -> dict:
     print(f"verified {time.monotonic() - started:.0f} s after tuning on: predicted {decision['predictedGain']:+.1%}, "
           f"realised {tuning(checked)['realisedGain']:+.1%} (status.tuning.realisedGain)")
     return {"changed": changed, "decision": decision, "new": new, "checked": checked, "failed": list(load.failed),
-            "process": process, "in_place": in_place,
+            "process": process, "in_place": in_place, "tuning_on": tuning_on,
             # the engine that took the change, read while it served (its pods listed too, for a failure's message)
             "log": log, "digest": digest, "pods_in_force": pods_in_force, "pods_before": sorted(first)}
 
@@ -794,9 +798,17 @@ def test_the_schedule_published_at_low_load_drafts_less_at_high_load_as_the_tune
     expected = window_forecast_json(observed["observation"], observed["tuning"], held)
     served = measured_speed(observed["observation"])
     assert expected is not None, "the tuner had a model when the high load came"
-    print(f"window ending {observed['now']}: the tuner expected {expected.describe()}; the engine served "
-          f"{served:.1f} tokens per request-second")
-    assert expected.holds(served), (expected, served)
+    # The forecast is of the machine the low load's step times were measured on. What the engine served is
+    # brought back to that machine by how much slower the probe's fixed work ran in this window than over the
+    # low load (issue 41: beside heavy other work the engine served 14.0 where 15.2-61.2 was stated; the
+    # high load's own 64 clients and streams take CPU too)
+    ended = float(observed["now"])
+    slowdown = setup.machine.slowdown((tuned_at_low_load(setup)["tuning_on"], story["since"]),
+                                      (ended - OPERATOR_CONFIG["tuning"]["windowSeconds"], ended))
+    print(f"window ending {ended}: the tuner expected {expected.describe()}; the engine served {served:.1f} "
+          f"tokens per request-second, on a machine {slowdown:.2f}x as slow as over the low load: "
+          f"{served * slowdown:.1f} on the machine the tuner measured")
+    assert expected.holds(served * slowdown), (expected, served, slowdown)
 
 
 def test_goodput_at_high_load_is_at_least_no_speculations(setup):
