@@ -108,6 +108,9 @@ def test_with_vllms_series_alone_the_same_head_is_probed_and_left():
 
 def test_a_cost_cell_says_which_k_it_measured():
     assert [probe_module.cell_k(key) for key in ("4:2", "4:0s", "4:0")] == [2, 0, None]  # "4:0": plain decode
+    # a drafter that drafts its startup K keeps its cells apart by it: the K measured is before the "@"
+    assert [probe_module.cell_k(key) for key in ("4:2@4", "4:0s@4")] == [2, 0]
+    assert probe_module.cell_k("4:x@4") is None
     assert probe_module.cell_k("pooled:12:3:None") == 3
     assert probe_module.cell_k("pooled:12:3:((1, 8, 3), (9, 64, 1))") == 1  # the K its schedule ran at 12
     assert probe_module.cell_k("pooled:12:0:None") is None  # speculation off

@@ -12,6 +12,7 @@ import pytest
 from specinfer.bench.observations import synthetic_observation
 from specinfer.operator.tuner.policy import CostPrior, TuningInput, decide
 from specinfer.operator.tuner.policy.cost import CostModel
+from specinfer.operator.tuner.policy.probe import measured_k
 
 pytestmark = pytest.mark.unit
 
@@ -74,3 +75,13 @@ def test_a_drafter_that_follows_the_schedule_still_reaches_every_k_in_place():
     assert not any(d.is_change and d.path == "rollout" for d in decisions), [d.reason for d in decisions]
     change = next(d for d in decisions if d.is_change)
     assert change.path == "inPlace" and change.config.dense(128)[64] < ENVELOPE, change.reason
+
+
+def test_the_k_a_window_measured_counts_as_measured_under_a_startup_k_drafter():
+    """Its cells are kept apart by the envelope ("B:K@W"): the K measured there is still measured, so the
+    probe does not spend a window on it again and a probe's doubt check sees the cell it left."""
+    cost = CostModel.from_state(None, PRIOR, "sequential")
+    cost.learn(window(600.0))
+    assert all("@" in key for key in cost.cells), sorted(cost.cells)
+    assert measured_k(cost, 64, ENVELOPE)
+    assert not measured_k(cost, 64, 1) and not measured_k(cost, 8, ENVELOPE)

@@ -142,12 +142,14 @@ def measured_k(cost: CostModel, batch_size: int, k: int) -> bool:
 
 def cell_k(key: str) -> int | None:
     """The K a cost cell measured: "B:K"; "B:0s" is a schedule's K = 0 (a plain decode step "B:0" is
-    not: None); "pooled:B:K:schedule" (cost.CostModel.pooled_key) ran the config's K at B -- one K
+    not: None); "B:K@W" and "B:0s@W" the same under a drafter that drafts its startup K W (cost.py keeps
+    them apart by W); "pooled:B:K:schedule" (cost.CostModel.pooled_key) ran the config's K at B -- one K
     across the window's batch sizes, as the policy keeps it with vLLM's series (goodput.one_k_over)."""
     parts = key.split(":")
     try:
         if parts[0] != "pooled":
-            return int(parts[1][:-1]) if parts[1].endswith("s") else (None if parts[1] == "0" else int(parts[1]))
+            k = parts[1].partition("@")[0]
+            return int(k[:-1]) if k.endswith("s") else (None if k == "0" else int(k))
         if int(parts[2]) == 0:
             return None  # speculation off: plain decode steps
         schedule = ast.literal_eval(":".join(parts[3:]))
