@@ -47,6 +47,7 @@ from specinfer.dev.demo.real_engine import MAX_BATCH, OPERATOR_CONFIG
 from specinfer.dev.demo.stack import Stack
 from specinfer.operator.tuner.policy import PolicyState, decide_json
 from specinfer.operator.tuner.policy.forecast import measured_speed, window_forecast_json
+from specinfer.operator.tuner.policy.observation import parse_observation
 from specinfer.operator.tuner.policy.support import DRAFTING_UNMEASURED
 from specinfer.operator.tuner.policy.verification import CALIBRATION_WEIGHT, measured_noise
 from specinfer.operator.tuner.recording import read_records
@@ -261,27 +262,26 @@ def setup(cluster, prometheus, tmp_path_factory, engine_env, tiny_models):
     stack = Stack(cluster.kubeconfig, prometheus, workdir, namespaces=(namespace,),
                   operator_args=("--standalone", "-n", namespace, "--config", str(config)), log=print)
     stack.start()
-    machine = MachineSpeed().start()
-    state = Setup(cluster, namespace, stack, ticks, machine)
-    try:
-        started = time.monotonic()
-        cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([
-            resource(namespace, "collapse", tiny_models, {
-                "method": "dflash", "draftModel": {"name": str(tiny_models / "dflash-random")},
-                "numSpeculativeTokens": 3}, mode="auto", k_max=4),
-            resource(namespace, "crossover", tiny_models, {
-                "method": "draftModel", "draftModel": {"name": str(tiny_models / "draft-same")},
-                "numSpeculativeTokens": STATIC_K}, mode="auto", k_max=K_MAX, paused=True)]))
-        wait_for(lambda: state.pods("collapse") and state.pods("crossover"), timeout=STARTUP_TIMEOUT, interval=2,
-                 what="both engines serving", why=state.pod_logs)
-        print(f"both engines ready {time.monotonic() - started:.0f} s after apply")
-        yield state
-    finally:
-        operator_log = Path(stack.operator.log).read_text()[-4000:] if stack.operator else ""
-        machine.stop()
-        stack.stop()
-        cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
-        print(f"--- operator log tail ---\n{operator_log}")
+    with MachineSpeed() as machine:  # the story's machine speed, read by the forecast check
+        state = Setup(cluster, namespace, stack, ticks, machine)
+        try:
+            started = time.monotonic()
+            cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([
+                resource(namespace, "collapse", tiny_models, {
+                    "method": "dflash", "draftModel": {"name": str(tiny_models / "dflash-random")},
+                    "numSpeculativeTokens": 3}, mode="auto", k_max=4),
+                resource(namespace, "crossover", tiny_models, {
+                    "method": "draftModel", "draftModel": {"name": str(tiny_models / "draft-same")},
+                    "numSpeculativeTokens": STATIC_K}, mode="auto", k_max=K_MAX, paused=True)]))
+            wait_for(lambda: state.pods("collapse") and state.pods("crossover"), timeout=STARTUP_TIMEOUT,
+                     interval=2, what="both engines serving", why=state.pod_logs)
+            print(f"both engines ready {time.monotonic() - started:.0f} s after apply")
+            yield state
+        finally:
+            operator_log = Path(stack.operator.log).read_text()[-4000:] if stack.operator else ""
+            stack.stop()
+            cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+            print(f"--- operator log tail ---\n{operator_log}")
 
 
 def verification_verdict(ticks: Path, name: str, until: float) -> tuple[float, float, bool]:
@@ -681,7 +681,8 @@ def high_load_story(setup: Setup) -> dict:
             print(f"  batch {concurrency:>2}  {label:<32} {rate:7.0f}  {rate / base:.2f}x")
     print(f"  batch {HIGH} tuned / no speculation per round: {', '.join(f'{r:.2f}' for r in ratios)}")
     return {"tuned": tuned, "failed": list(load.failed), "since": since, "ratios": ratios,
-            "applied_before": applied_before, "first_window": first_window}
+            "applied_before": applied_before, "first_window": first_window,
+            "tuning_on": tuned_at_low_load(setup)["tuning_on"]}
 
 
 def test_the_crossover_live(setup):
@@ -741,12 +742,22 @@ def startup_applied(spec) -> dict:
 
 def first_high_window(ticks: Path, name: str, since: float, window: float) -> tuple[dict, dict]:
     """From the operator's tick records: the state the tuner held when the high load began (what the low load
-    taught it) and the first window it observed wholly inside the high load (the ramp's seconds excluded)."""
+    taught it) and the first window it observed wholly inside the high load (the ramp's seconds excluded) and
+    under one config (seen: a schedule published in place 10 s into a 15 s window, which ran both)."""
     records = list(read_records(ticks, name))
     held = next(r for r in records if float(r["now"]) >= since)["state"]
     observed = next(r for r in records if float(r["now"]) >= since + window + 3
-                    and not r["observation"].get("rolloutInProgress"))
+                    and not r["observation"].get("rolloutInProgress")
+                    and float(r["observation"]["applied"].get("since") or 0) <= float(r["now"]) - window)
     return held, observed
+
+
+def learnt_windows(ticks: Path, name: str, since: float, until: float, window: float) -> list[tuple[float, float]]:
+    """The windows the tuner learnt from between two unix times: each tick's window that served steps and
+    no rollout (an engine starting beside the old one is another machine)."""
+    return [(float(r["now"]) - window, float(r["now"])) for r in read_records(ticks, name)
+            if since <= float(r["now"]) <= until and not r["observation"].get("rolloutInProgress")
+            and parse_observation(r["observation"]).sequence_steps > 0]
 
 
 def test_the_schedule_published_at_low_load_drafts_less_at_high_load_as_the_tuner_expected(setup):
@@ -798,17 +809,20 @@ def test_the_schedule_published_at_low_load_drafts_less_at_high_load_as_the_tune
     expected = window_forecast_json(observed["observation"], observed["tuning"], held)
     served = measured_speed(observed["observation"])
     assert expected is not None, "the tuner had a model when the high load came"
-    # The forecast is of the machine the low load's step times were measured on. What the engine served is
-    # brought back to that machine by how much slower the probe's fixed work ran in this window than over the
-    # low load (issue 41: beside heavy other work the engine served 14.0 where 15.2-61.2 was stated; the
-    # high load's own 64 clients and streams take CPU too)
+    # The forecast is of the machine the low load's windows measured. Beside heavy other work the engine served
+    # 14.0 where 15.2-61.2 was stated (issue 41): what it served is brought back to that machine by how much
+    # slower the probe's fixed work ran in this window than in those -- one-sided, as the probe reads the whole
+    # machine (the high load's own clients too), not the engine's core
+    window_seconds = OPERATOR_CONFIG["tuning"]["windowSeconds"]
     ended = float(observed["now"])
-    slowdown = setup.machine.slowdown((tuned_at_low_load(setup)["tuning_on"], story["since"]),
-                                      (ended - OPERATOR_CONFIG["tuning"]["windowSeconds"], ended))
+    slowdown = setup.machine.slowdown(
+        learnt_windows(setup.ticks, "crossover", story["tuning_on"], story["since"], window_seconds),
+        [(ended - window_seconds, ended)])
+    excused = served * max(1.0, slowdown.factor)
     print(f"window ending {ended}: the tuner expected {expected.describe()}; the engine served {served:.1f} "
-          f"tokens per request-second, on a machine {slowdown:.2f}x as slow as over the low load: "
-          f"{served * slowdown:.1f} on the machine the tuner measured")
-    assert expected.holds(served * slowdown), (expected, served, slowdown)
+          f"tokens per request-second, on a machine {slowdown.describe()} than in the low load's windows: "
+          f"{excused:.1f} on the machine the tuner measured")
+    assert expected.low <= excused and served <= expected.high, (expected, served, slowdown)
 
 
 def test_goodput_at_high_load_is_at_least_no_speculations(setup):

@@ -131,7 +131,9 @@ def doubted_loss(model: Model, tuning: TuningInput, current: DraftConfig, candid
 
 def measured_k(cost: CostModel, batch_size: int, k: int) -> bool:
     """A cell at this K covers `batch_size`: a per-batch-size cell ("B:K", or "B:0s" for a schedule's
-    K = 0), or a pooled one (vLLM's series) whose config ran this K at its mean batch size."""
+    K = 0; "B:K@W" under any startup K W -- the probe asks whether the fit has seen this K here at all, and
+    in place W does not change), or a pooled one (vLLM's series) whose config ran this K at its mean batch
+    size."""
     weight = 0.0
     for key, (_, _, cell_weight) in cost.cells.items():
         span = cell_span(key)
