@@ -73,15 +73,15 @@ class MachineSpeed:
 
     def __exit__(self, *_exc) -> None:
         if self._process is not None:
-            self._process.kill()
+            self._process.kill()  # its pipe closes: the reader ends and closes it
             self._process.wait(timeout=10)
-            if self._process.stdout is not None:
-                self._process.stdout.close()
 
     def _read(self, lines) -> None:
-        for line in lines:
-            at, took = line.split()
-            self.samples.append((float(at), float(took)))
+        with lines:
+            for line in lines:
+                fields = line.split()
+                if len(fields) == 2:  # anything else the interpreter may print is not a sample
+                    self.samples.append((float(fields[0]), float(fields[1])))
 
     def _in(self, periods: Iterable[Period]) -> list[float]:
         spans = list(periods)
