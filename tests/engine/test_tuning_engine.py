@@ -665,6 +665,10 @@ def high_load_story(setup: Setup) -> dict:
         # up to two rollouts: a switch-off measured worse than K=4 is rolled back (seen: realised -22%)
         tuned = wait_for_resource(setup, "crossover", decided_at_high_load, timeout=2 * ROLLOUT_TIMEOUT,
                                   what="a decision under high load, rolled out")
+        # ... and until the tuner has observed a whole window of one config in it, the forecast check's: a hold
+        # that keeps speculation off (low load ended with it off) is the decision within the first window
+        wait_for(lambda: observed_one_config(setup.ticks, "crossover", since, window), timeout=ROLLOUT_TIMEOUT,
+                 interval=1, what="a window of one config observed in the high load")
         high_ended = time.time()
     print(f"high load (mean batch {tuned['status']['metrics']['meanBatchSize']}) after "
           f"{time.monotonic() - started:.0f} s: applied {tuning(tuned)['applied']}; the tuner's decisions:\n"
@@ -741,17 +745,28 @@ def startup_applied(spec) -> dict:
             "schedule": [{"minBatchSize": s, "maxBatchSize": e, "numSpeculativeTokens": k} for s, e, k in ranges]}
 
 
+def one_config_window(ticks: Path, name: str, since: float, until: float, window: float) -> dict | None:
+    """The first tick record whose window lies wholly inside the high load (the ramp's seconds excluded) and
+    ran one config (seen: a schedule published in place 10 s into a 15 s window, which ran both), or None."""
+    return next((r for r in read_records(ticks, name) if since + window + 3 <= float(r["now"]) <= until
+                 and not r["observation"].get("rolloutInProgress")
+                 and float(r["observation"]["applied"].get("since") or 0) <= float(r["now"]) - window), None)
+
+
+def observed_one_config(ticks: Path, name: str, since: float, window: float) -> bool:
+    """`one_config_window` up to now, while the operator still appends (a line half written is not yet one)."""
+    try:
+        return one_config_window(ticks, name, since, time.time(), window) is not None
+    except ValueError:
+        return False
+
+
 def first_high_window(ticks: Path, name: str, since: float, until: float, window: float) -> tuple[dict, dict]:
     """From the operator's tick records: the state the tuner held when the high load began (what the low load
-    taught it) and the first window it observed wholly inside the high load (the ramp's seconds excluded) and
-    under one config (seen: a schedule published in place 10 s into a 15 s window, which ran both)."""
-    records = list(read_records(ticks, name))
-    held = next(r for r in records if float(r["now"]) >= since)["state"]
-    inside = [r for r in records if since + window + 3 <= float(r["now"]) <= until]
-    observed = next((r for r in inside if not r["observation"].get("rolloutInProgress")
-                     and float(r["observation"]["applied"].get("since") or 0) <= float(r["now"]) - window), None)
-    assert observed is not None, (f"none of the {len(inside)} windows the tuner observed inside the high load ran "
-                                  "one config with no rollout")
+    taught it) and the first window of one config it observed inside the high load."""
+    held = next(r for r in read_records(ticks, name) if float(r["now"]) >= since)["state"]
+    observed = one_config_window(ticks, name, since, until, window)
+    assert observed is not None, "the tuner observed no window of one config, without a rollout, in the high load"
     return held, observed
 
 
