@@ -12,6 +12,7 @@ import pytest
 from specinfer.bench.observations import synthetic_observation
 from specinfer.operator.tuner.policy import CostPrior, TuningInput, decide
 from specinfer.operator.tuner.policy.cost import CostModel
+from specinfer.operator.tuner.policy.goodput import Model, within_reach
 from specinfer.operator.tuner.policy.probe import measured_k
 
 pytestmark = pytest.mark.unit
@@ -85,3 +86,52 @@ def test_the_k_a_window_measured_counts_as_measured_under_a_startup_k_drafter():
     assert all("@" in key for key in cost.cells), sorted(cost.cells)
     assert measured_k(cost, 64, ENVELOPE)
     assert not measured_k(cost, 64, 1) and not measured_k(cost, 8, ENVELOPE)
+
+
+LOW_LOAD = {1: 0.5, 2: 0.5}
+
+
+def low_load_window(now: float, started_at: int, measured: list[float]):
+    """A quiet window of an engine started at `started_at`: it measures the acceptance of its own positions."""
+    return synthetic_observation(time=now, window_seconds=120.0, method="draftModel",
+                                 num_speculative_tokens=started_at, schedule=None, applied_since=0.0,
+                                 batch_sizes=LOW_LOAD, prefix=measured,
+                                 step_time=lambda b, k: WORLD.step_time(b, k, speculative=True, config_k=started_at))
+
+
+def first_rollout(started_at: int, measured: list[float], **fields):
+    state, reasons = None, []
+    for tick in range(8):
+        now = 600.0 + 30.0 * tick
+        decision, state = decide(low_load_window(now, started_at, measured),
+                                 tuning(in_place_max_k=started_at, **fields), state, now)
+        reasons.append(decision.reason)
+        if decision.is_change and decision.path == "rollout":
+            return decision
+    raise AssertionError(reasons)
+
+
+@pytest.mark.parametrize("adaptive", [False, True])
+def test_a_rollout_raises_a_startup_k_drafter_one_position_beyond_what_was_measured(adaptive):
+    """Started at K=1, one draft position measured: the fit's next positions are the tail's extrapolation
+    alone (at K=3 and 4 it ranks them above K=2 here), and the K rolled out to is drafted on every step at
+    every batch size. It goes to K=2, the position after the one measured -- with adaptive verification
+    weighed too, whose K is drafted on every step just the same."""
+    change = first_rollout(1, PREFIX[:1], allow_adaptive_verification=adaptive)
+    assert max(change.config.dense(128)[1:]) == 2, change.reason
+    assert "a K above 2 waits until a window has measured the acceptance of draft position 2" in change.reason
+
+
+def test_the_reach_is_the_k_in_force_or_one_position_beyond_the_measured_ones():
+    def model(cost: CostModel, measured: int | None) -> Model:
+        return Model(PREFIX, cost, cost.multipliers(), measured_positions=measured)
+
+    ks = [0, 1, 2, 3, 4]
+    at_one, at_four = [0] + [1] * 128, [0] + [4] * 128
+    assert within_reach(model(WORLD, 1), ks, at_one) == [0, 1, 2]
+    assert within_reach(model(WORLD, 3), ks, at_one) == ks
+    assert within_reach(model(WORLD, 1), ks, at_four) == ks  # never forced below the K in force
+    assert within_reach(model(WORLD, 0), [3, 4], [0] * 129) == [3]  # the spec's smallest K still drafts
+    follows = CostModel.from_state(None, PRIOR.model_copy(update={"drafted_k": "scheduled", "zero_step": "first_pass",
+                                                                  "startup_k": None}), "sequential")
+    assert within_reach(model(follows, 1), ks, at_one) == ks  # in place a K is measured within a window

@@ -111,6 +111,16 @@ def blend(memory: AcceptanceEstimate | None, fresh: AcceptanceEstimate | None,
     return AcceptanceEstimate(prefix=tuple(prefix), weights=tuple(weights), biased=fresh.biased)
 
 
+def measured_positions(estimate: AcceptanceEstimate) -> int:
+    """How many leading draft positions hold enough drafts for their estimate to count."""
+    count = 0
+    for weight in estimate.weights:
+        if weight < MIN_POSITION_WEIGHT:
+            break
+        count += 1
+    return count
+
+
 def extrapolated_prefix(estimate: AcceptanceEstimate, k_max: int) -> list[float]:
     """prefix[0..k_max-1]: observed where there is enough data, then the tail's conditional rate."""
     trusted = [p for p, w in zip(estimate.prefix, estimate.weights, strict=True) if w >= MIN_POSITION_WEIGHT]

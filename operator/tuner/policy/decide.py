@@ -19,7 +19,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from . import guards
-from .acceptance import AcceptanceEstimate, blend, estimate_from, expected_tokens, extrapolated_prefix
+from .acceptance import (
+    AcceptanceEstimate,
+    blend,
+    estimate_from,
+    expected_tokens,
+    extrapolated_prefix,
+    measured_positions,
+)
 from .config import OFF, DraftConfig, differs_at
 from .cost import CostModel
 from .decision import (
@@ -44,6 +51,7 @@ from .goodput import (
     goodput,
     is_speculative,
     limit_ranges,
+    reach_note,
     sequence_speed,
 )
 from .hedge import Hedge, unvisited_sizes
@@ -159,7 +167,7 @@ def _decide_on_valid(obs: Observation, tuning: TuningInput, st: PolicyState, now
                if obs.applied.config.adaptive else "no acceptance measured yet for this method")
         return _keep(f"{why}: nothing to predict from", guards.NO_ACCEPTANCE_DATA, signals)
     model = Model(extrapolated_prefix(memory, tuning.k_max), cost, cost.multipliers(), tuning.schedule_step_factor,
-                  always_scheduled=tuning.in_place_max_k is not None)
+                  always_scheduled=tuning.in_place_max_k is not None, measured_positions=measured_positions(memory))
     distribution = obs.batch_distribution()
     current_dense = obs.applied.config.dense(tuning.max_batch_size)
     summary = _model_summary(model, tuning, obs, current_dense, distribution)
@@ -396,7 +404,8 @@ def _weigh_rollout(obs: Observation, tuning: TuningInput, st: PolicyState, now: 
     held_by = below_bar(support.gain)
     if held_by is None:
         return _Candidate(best_dense_ks, gain, support.gain - max(floor, pay.needed()), None, guards.BELOW_THRESHOLD,
-                          f"; {pay.describe(support.gain)}" + (f"; {support.describe()}" if support.unmeasured else ""))
+                          f"; {pay.describe(support.gain)}" + (f"; {support.describe()}" if support.unmeasured else "")
+                          + reach_note(model, tuning.allowed_ks(), current_dense, best_dense_ks))
     unmeasured = bool(support.unmeasured and below_bar(gain) is None)
     held = _Candidate(best_dense_ks, gain, 0.0, f"{held_by} where measured; {support.describe()}" if unmeasured
                       else held_by, guards.UNMEASURED if unmeasured else guards.BELOW_THRESHOLD, "")

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .config import AdaptiveDense, DraftConfig
-from .goodput import KEEP_TOLERANCE, Model, goodput
+from .goodput import KEEP_TOLERANCE, Model, goodput, within_reach
 from .inputs import TuningInput
 
 # The batch sizes a candidate is judged at: a step of the rule costs ~0.2 ms to model, and goodput moves
@@ -75,7 +75,7 @@ def adaptive_instead(model: Model, tuning: TuningInput, current: DraftConfig, be
         return best if goodput(model, best, points) > goodput(model, stay, points) * (1 + KEEP_TOLERANCE) else stay
     if not tuning.allow_adaptive_verification:
         return best
-    ks = [k for k in tuning.allowed_ks() if k > 0]
+    ks = [k for k in within_reach(model, tuning.allowed_ks(), current.dense(top)) if k > 0]
     k = adaptive_best_k(model, ks, points, top)
     candidate = AdaptiveDense([0] + [k] * top)
     better = goodput(model, candidate, points) > goodput(model, best, points) * (1 + KEEP_TOLERANCE)
