@@ -7,12 +7,17 @@ second rollout to plain K=1, which the model ranked higher all along.)"""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from specinfer.bench.observations import synthetic_observation
 from specinfer.operator.tuner.policy import CostPrior, TuningInput, decide
+from specinfer.operator.tuner.policy.acceptance import AcceptanceEstimate, extrapolated_prefix
+from specinfer.operator.tuner.policy.config import AdaptiveDense, DraftConfig
 from specinfer.operator.tuner.policy.cost import CostModel
 from specinfer.operator.tuner.policy.goodput import Model, within_reach
+from specinfer.operator.tuner.policy.lever import adaptive_instead
 from specinfer.operator.tuner.policy.probe import measured_k
 
 pytestmark = pytest.mark.unit
@@ -111,15 +116,41 @@ def first_rollout(started_at: int, measured: list[float], **fields):
     raise AssertionError(reasons)
 
 
-@pytest.mark.parametrize("adaptive", [False, True])
-def test_a_rollout_raises_a_startup_k_drafter_one_position_beyond_what_was_measured(adaptive):
+HELD_BACK = "is rolled out at most one draft position beyond the 1 whose acceptance a window has measured"
+
+
+@pytest.mark.parametrize("fields", [{}, {"allow_adaptive_verification": True}, {"allow_schedule": False}],
+                         ids=["schedule", "adaptive-weighed", "one-k"])
+def test_a_rollout_raises_a_startup_k_drafter_one_position_beyond_what_was_measured(fields):
     """Started at K=1, one draft position measured: the fit's next positions are the tail's extrapolation
     alone (at K=3 and 4 it ranks them above K=2 here), and the K rolled out to is drafted on every step at
-    every batch size. It goes to K=2, the position after the one measured -- with adaptive verification
-    weighed too, whose K is drafted on every step just the same."""
-    change = first_rollout(1, PREFIX[:1], allow_adaptive_verification=adaptive)
+    every batch size. It goes to K=2, the position after the one measured, and says what it held back --
+    with a schedule, with adaptive verification weighed, and with one K for all batch sizes."""
+    change = first_rollout(1, PREFIX[:1], **fields)
     assert max(change.config.dense(128)[1:]) == 2, change.reason
-    assert "a K above 2 waits until a window has measured the acceptance of draft position 2" in change.reason
+    assert "the fit ranks K=3 higher" in change.reason and HELD_BACK in change.reason, change.reason
+
+
+def test_the_decision_names_the_reach_only_where_it_held_a_k_back():
+    """A first position accepted 60% of the time: the fit's own best from K=1 is K=2, nothing was held back."""
+    change = first_rollout(1, [0.6])
+    assert max(change.config.dense(128)[1:]) == 2, change.reason
+    assert HELD_BACK not in change.reason, change.reason
+
+
+def test_adaptive_verification_is_weighed_only_at_k_within_reach():
+    """The lever's candidate drafts its K on every step too: from K=1 with one position measured it is
+    weighed at K=2 at most, where the extrapolation alone would put it higher."""
+    tuned = tuning(in_place_max_k=1)
+    current = DraftConfig.from_dense([0] + [1] * 128)
+    free = Model(extrapolated_prefix(AcceptanceEstimate(prefix=(0.75,), weights=(1e4,)), ENVELOPE), WORLD,
+                 WORLD.multipliers())
+    capped = replace(free, measured_positions=1)
+    points = list(LOW_LOAD.items())
+    unbounded = adaptive_instead(free, tuned, current, current.dense(128), points)
+    bounded = adaptive_instead(capped, tuned, current, current.dense(128), points)
+    assert isinstance(unbounded, AdaptiveDense) and max(unbounded[1:]) > 2  # the world where the bound matters
+    assert isinstance(bounded, AdaptiveDense) and max(bounded[1:]) == 2
 
 
 def test_the_reach_is_the_k_in_force_or_one_position_beyond_the_measured_ones():

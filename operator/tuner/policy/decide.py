@@ -27,7 +27,7 @@ from .acceptance import (
     extrapolated_prefix,
     measured_positions,
 )
-from .config import OFF, DraftConfig, differs_at
+from .config import OFF, AdaptiveDense, DraftConfig, differs_at
 from .cost import CostModel
 from .decision import (
     DEGRADED_COLLAPSE,
@@ -403,9 +403,11 @@ def _weigh_rollout(obs: Observation, tuning: TuningInput, st: PolicyState, now: 
     support = supported_gain(model, current_dense, best_dense_ks, distribution, tuning.max_batch_size)
     held_by = below_bar(support.gain)
     if held_by is None:
+        reach = "" if isinstance(best_dense_ks, AdaptiveDense) else reach_note(
+            model, tuning, current_dense, distribution, best_dense_ks, one_k_where_observed=obs.signals != "specinfer")
         return _Candidate(best_dense_ks, gain, support.gain - max(floor, pay.needed()), None, guards.BELOW_THRESHOLD,
                           f"; {pay.describe(support.gain)}" + (f"; {support.describe()}" if support.unmeasured else "")
-                          + reach_note(model, tuning.allowed_ks(), current_dense, best_dense_ks))
+                          + reach)
     unmeasured = bool(support.unmeasured and below_bar(gain) is None)
     held = _Candidate(best_dense_ks, gain, 0.0, f"{held_by} where measured; {support.describe()}" if unmeasured
                       else held_by, guards.UNMEASURED if unmeasured else guards.BELOW_THRESHOLD, "")

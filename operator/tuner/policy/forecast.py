@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .acceptance import extrapolated_prefix
+from .acceptance import extrapolated_prefix, measured_positions
 from .config import DraftConfig
 from .cost import DRAFTER_TERMS, KNEE_SHIFTS, TERMS, CostModel
 from .goodput import Distribution, Model, goodput_contributions
@@ -102,7 +102,8 @@ def model_of(state: PolicyState, tuning: TuningInput) -> Model | None:
         return None
     cost = CostModel.from_state(state.cost, tuning.cost_prior, tuning.cost_shape)
     return Model(extrapolated_prefix(state.acceptance, tuning.k_max), cost, cost.multipliers(),
-                 tuning.schedule_step_factor, always_scheduled=tuning.in_place_max_k is not None)
+                 tuning.schedule_step_factor, always_scheduled=tuning.in_place_max_k is not None,
+                 measured_positions=measured_positions(state.acceptance))
 
 
 def window_forecast(observation: Observation, tuning: TuningInput, state: PolicyState) -> Forecast | None:

@@ -8,7 +8,7 @@ every batch size up to maxBatchSize, compressed into vLLM's Dynamic SD ranges (`
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -169,14 +169,19 @@ def within_reach(model: Model, ks: Sequence[int], current: Sequence[int]) -> lis
     return kept if any(k > 0 for k in kept) or not drafting else [*kept, drafting[0]]
 
 
-def reach_note(model: Model, ks: Sequence[int], current: Sequence[int], candidate: Sequence[int]) -> str:
-    """What `within_reach` left out of a rollout to `candidate`, for its decision ("" when nothing)."""
-    allowed = within_reach(model, ks, current)
-    if len(allowed) == len(ks) or max(candidate[1:], default=0) < max(allowed):
+def reach_note(model: Model, tuning: TuningInput, current: Sequence[int], distribution: Distribution,
+               chosen: Sequence[int], *, one_k_where_observed: bool = False) -> str:
+    """What `within_reach` held back from the rollout to `chosen`, for its decision ("" when nothing)."""
+    if model.measured_positions is None or within_reach(model, tuning.allowed_ks(), current) == tuning.allowed_ks():
         return ""
-    return (f"; a K above {max(allowed)} waits until a window has measured the acceptance of draft position "
-            f"{max(allowed)} (this drafter drafts its startup K on every step: it is rolled out one position "
-            "beyond those measured)")
+    free = best_dense(replace(model, measured_positions=None), tuning, current, distribution,
+                      one_k_where_observed=one_k_where_observed)
+    top = max(free[1:], default=0)
+    if top <= max(chosen[1:], default=0):
+        return ""
+    return (f"; the fit ranks K={top} higher, but this drafter drafts its startup K on every step and is rolled "
+            f"out at most one draft position beyond the {model.measured_positions} whose acceptance a window "
+            "has measured")
 
 
 def per_size_best(model: Model, candidates: Sequence[int], current: Sequence[int], size: int, *,
@@ -211,7 +216,8 @@ def per_size_best(model: Model, candidates: Sequence[int], current: Sequence[int
 def _best_single_k(model: Model, tuning: TuningInput, current: Sequence[int], distribution: Distribution) -> int:
     """The one K for every batch size with the best goodput on `distribution` (the current K when within 1%)."""
     size = tuning.max_batch_size
-    scored = {k: goodput(model, [0] + [k] * size, distribution) for k in tuning.allowed_ks()}
+    scored = {k: goodput(model, [0] + [k] * size, distribution)
+              for k in within_reach(model, tuning.allowed_ks(), current)}
     best = max(scored, key=lambda k: (scored[k], -k))
     current_k = current[1] if len(current) > 1 and not is_schedule(current) else None
     if current_k in scored and scored[current_k] >= scored[best] * (1 - KEEP_TOLERANCE):
