@@ -20,6 +20,7 @@ from specinfer.operator.tuner.policy import (
     decide_json,
     tuning_from_json,
 )
+from specinfer.operator.tuner.policy.observation import StepSample
 from specinfer.operator.tuner.policy.state import Rejection
 
 pytestmark = pytest.mark.unit
@@ -104,6 +105,24 @@ def test_rollout_in_progress_holds():
 def test_window_mixing_two_configs_holds():
     decision, _ = decide(observe(120.0, since=100.0), tuning(), None, 120.0)
     assert (decision.action, decision.guard) == ("keep", "settling")
+
+
+def test_a_replaced_engines_last_steps_in_the_window_hold_it():
+    """After a rollout ends the replaced pod may still be draining, and its series stay in the window's rates
+    (the real CPU engine: 725-2,316 drafts in three windows after a switch to speculation off, judged -45%
+    and rolled back; that engine served 2x without speculation). Such a window measures two configs."""
+    plain = observe(120.0, k=0)
+    state = PolicyState(changes=[10.0])
+    assert decide(plain, tuning(allow_disable=True), state, 120.0)[0].guard != "settling"
+    decision, new_state = decide(replace(plain, drafts=725.0), tuning(allow_disable=True), state, 120.0)
+    assert (decision.action, decision.guard) == ("keep", "settling")
+    assert "725 drafts although speculation is off" in decision.reason
+    assert new_state == state  # nothing learnt from it
+    lowered = observe(120.0, k=2)
+    draining = StepSample(batch_size=2.0, k=4, count=12.0, mean_seconds=0.02)
+    decision, _ = decide(replace(lowered, step_samples=(*lowered.step_samples, draining)), tuning(), None, 120.0)
+    assert (decision.action, decision.guard) == ("keep", "settling")
+    assert "steps at K=4 although the applied config drafts at most K=2" in decision.reason
 
 
 def test_minimum_samples():

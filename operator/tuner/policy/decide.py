@@ -58,7 +58,14 @@ from .hedge import Hedge, unvisited_sizes
 from .inputs import TuningInput, tuning_from_json
 from .lever import adaptive_instead
 from .lookahead import LOOKAHEAD, look_ahead
-from .observation import Observation, ObservationError, observation_problems, parse_observation, settling_problem
+from .observation import (
+    Observation,
+    ObservationError,
+    foreign_series_problem,
+    observation_problems,
+    parse_observation,
+    settling_problem,
+)
 from .probe import Probe, doubted_loss, probe_for, remember
 from .restart import payback
 from .state import PendingChange, PolicyState, SpeculationSwitch
@@ -80,7 +87,7 @@ def decide(observation: Observation, tuning: TuningInput, state: PolicyState | N
     if problems:
         guard = guards.STALE_DATA if any("stale" in p for p in problems) else guards.INVALID_DATA
         return _keep("holding: " + "; ".join(problems), guard, obs.signals), st
-    held = guards.rollout_guard(obs) or settling_problem(obs)
+    held = guards.rollout_guard(obs) or settling_problem(obs) or foreign_series_problem(obs)
     if held:
         # the rollout to speculation off after a collapse is still the collapse: TuningDegraded stays
         degraded = (Degradation(reason=DEGRADED_COLLAPSE, message=f"acceptance collapsed: speculation off; {held}")

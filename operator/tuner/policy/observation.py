@@ -241,6 +241,21 @@ def settling_problem(obs: Observation) -> str | None:
     return None
 
 
+def foreign_series_problem(obs: Observation) -> str | None:
+    """The window still holds steps no engine of the applied config makes: a replaced engine's last steps
+    (its series stay in the window's rates after the rollout ended), so its rates mix two configs."""
+    config = obs.applied.config
+    if config.off and obs.drafts >= 1:
+        return (f"the window holds {obs.drafts:.0f} drafts although speculation is off: a replaced engine's last "
+                "steps are in it; waiting for a window of the new config alone")
+    top = max([config.num_speculative_tokens, *(k for *_, k in config.schedule or ())])
+    foreign = [sample.k for sample in obs.step_samples or () if sample.k > top and sample.count > 0]
+    if foreign:
+        return (f"the window holds steps at K={max(foreign)} although the applied config drafts at most K={top}: a "
+                "replaced engine's last steps are in it; waiting for a window of the new config alone")
+    return None
+
+
 def observation_problems(obs: Observation, now: float, max_staleness_seconds: float) -> list[str]:
     """Every reason the numbers cannot be trusted this tick; empty when they can."""
     problems = [f"{name} is {value} (NaN, infinite or negative)" for name, value in _finite_numbers(obs)
