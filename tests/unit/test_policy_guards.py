@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 from pydantic import ValidationError
 
+from specinfer.api.workload import TERMINATION_GRACE_SECONDS
 from specinfer.bench.observations import synthetic_observation
 from specinfer.operator.tuner.policy import (
     OFF,
@@ -20,8 +21,8 @@ from specinfer.operator.tuner.policy import (
     decide_json,
     tuning_from_json,
 )
-from specinfer.operator.tuner.policy.observation import StepSample
-from specinfer.operator.tuner.policy.state import Rejection
+from specinfer.operator.tuner.policy.observation import DRAIN_LIMIT_SECONDS, StepSample
+from specinfer.operator.tuner.policy.state import Rejection, SpeculationSwitch
 
 pytestmark = pytest.mark.unit
 
@@ -118,11 +119,31 @@ def test_a_replaced_engines_last_steps_in_the_window_hold_it():
     assert (decision.action, decision.guard) == ("keep", "settling")
     assert "725 drafts although speculation is off" in decision.reason
     assert new_state == state  # nothing learnt from it
+    # past the longest drain they are no drain: another engine under the resource's name, a data fault
+    late = observe(1000.0, k=0, since=600.0)
+    decision, _ = decide(replace(late, drafts=725.0), tuning(allow_disable=True), state, 1000.0)
+    assert (decision.action, decision.guard) == ("keep", "invalidData")
+    assert "longer than a replaced pod drains" in decision.reason
     lowered = observe(120.0, k=2)
     draining = StepSample(batch_size=2.0, k=4, count=12.0, mean_seconds=0.02)
     decision, _ = decide(replace(lowered, step_samples=(*lowered.step_samples, draining)), tuning(), None, 120.0)
     assert (decision.action, decision.guard) == ("keep", "settling")
     assert "steps at K=4 although the applied config drafts at most K=2" in decision.reason
+
+
+def test_the_drain_limit_is_the_pods_termination_grace():
+    assert DRAIN_LIMIT_SECONDS == TERMINATION_GRACE_SECONDS
+
+
+def test_the_load_a_switch_settles_at_is_read_from_its_first_window_past_the_holds():
+    """A replaced engine may drain for up to its termination grace, holding the windows after a switch to
+    speculation off: the batch mean the switch settled at is that of the first window judged after it."""
+    switch = SpeculationSwitch(speculative=False, batch_mean=40.0, at=100.0)
+    state = PolicyState(method="eagle3", changes=[395.0], switched=switch)  # a change just made: no rollout now
+    window = observe(400.0, k=0, since=160.0, batch=8)  # began 180 s after the switch took effect
+    assert 400.0 - 160.0 > 2 * window.window_seconds  # past the two windows a switch settles in without a drain
+    _, after = decide(window, tuning(allow_disable=True), state, 400.0)
+    assert after.switched is not None and after.switched.settled_mean == window.batch_size_mean
 
 
 def test_minimum_samples():
@@ -358,6 +379,8 @@ def test_idle_positions_left_over_from_a_larger_k_are_ignored():
     # the old pods' K=4 series, now idle, arrive with the JSON form; reading it drops them
     data = json.loads(json.dumps(DOC_OBSERVATION))
     data["applied"] = {"method": "eagle3", "numSpeculativeTokens": 2, "schedule": None, "since": 0.0}
+    for cell in data["steps"]["byBatchSize"]:  # steps of the K=2 engine that runs now
+        cell["k"] = min(cell["k"], 2)
     data["acceptance"] = {"drafts": observation.drafts,
                           "acceptedPerPosition": [*observation.accepted_per_position, 0.0, 0.0],
                           "draftsPerPosition": [*observation.drafts_per_position, 0.0, 0.0]}

@@ -59,6 +59,7 @@ from .inputs import TuningInput, tuning_from_json
 from .lever import adaptive_instead
 from .lookahead import LOOKAHEAD, look_ahead
 from .observation import (
+    DRAIN_LIMIT_SECONDS,
     Observation,
     ObservationError,
     foreign_series_problem,
@@ -87,7 +88,10 @@ def decide(observation: Observation, tuning: TuningInput, state: PolicyState | N
     if problems:
         guard = guards.STALE_DATA if any("stale" in p for p in problems) else guards.INVALID_DATA
         return _keep("holding: " + "; ".join(problems), guard, obs.signals), st
-    held = guards.rollout_guard(obs) or settling_problem(obs) or foreign_series_problem(obs)
+    foreign, past_drain = foreign_series_problem(obs) or (None, False)
+    if foreign and past_drain:
+        return _keep(f"holding: {foreign}", guards.INVALID_DATA, obs.signals), st
+    held = guards.rollout_guard(obs) or settling_problem(obs) or foreign
     if held:
         # the rollout to speculation off after a collapse is still the collapse: TuningDegraded stays
         degraded = (Degradation(reason=DEGRADED_COLLAPSE, message=f"acceptance collapsed: speculation off; {held}")
@@ -160,8 +164,9 @@ def _decide_on_valid(obs: Observation, tuning: TuningInput, st: PolicyState, now
     st.note_load(obs.batch_size_mean, now)
     switched = st.switched
     if (switched is not None and switched.settled_mean is None and obs.applied.config.off != switched.speculative
-            and obs.time - obs.applied.since <= 2 * obs.window_seconds):
-        # the switched config's first windows: what the switch did to the batch mean, not a new load
+            and obs.time - obs.applied.since <= 2 * obs.window_seconds + DRAIN_LIMIT_SECONDS):
+        # the switched config's first windows past the holds (a replaced engine's drain may hold them): what the
+        # switch did to the batch mean, not a new load
         switched.settled_mean = obs.batch_size_mean
     if fresh is not None and fresh.biased:
         signals = "vllm-biased"

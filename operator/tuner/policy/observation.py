@@ -241,19 +241,38 @@ def settling_problem(obs: Observation) -> str | None:
     return None
 
 
-def foreign_series_problem(obs: Observation) -> str | None:
-    """The window still holds steps no engine of the applied config makes: a replaced engine's last steps
-    (its series stay in the window's rates after the rollout ended), so its rates mix two configs."""
+# A replaced pod drains for at most its termination grace (api/workload.py, TERMINATION_GRACE_SECONDS; a
+# unit test ties the two): its steps in a window that began later than that are no drain.
+DRAIN_LIMIT_SECONDS = 135.0
+
+
+def foreign_series(obs: Observation) -> str | None:
+    """What in the window no engine of the applied config makes, or None: drafts while speculation is off,
+    or steps at a K above the applied one -- a replaced engine's last steps while it drains (its series stay
+    in the window's rates after the rollout ended), so the rates mix two configs."""
     config = obs.applied.config
     if config.off and obs.drafts >= 1:
-        return (f"the window holds {obs.drafts:.0f} drafts although speculation is off: a replaced engine's last "
-                "steps are in it; waiting for a window of the new config alone")
+        return f"the window holds {obs.drafts:.0f} drafts although speculation is off"
     top = max([config.num_speculative_tokens, *(k for *_, k in config.schedule or ())])
     foreign = [sample.k for sample in obs.step_samples or () if sample.k > top and sample.count > 0]
     if foreign:
-        return (f"the window holds steps at K={max(foreign)} although the applied config drafts at most K={top}: a "
-                "replaced engine's last steps are in it; waiting for a window of the new config alone")
+        return f"the window holds steps at K={max(foreign)} although the applied config drafts at most K={top}"
     return None
+
+
+def foreign_series_problem(obs: Observation) -> tuple[str, bool] | None:
+    """Why the window waits for one of the applied config alone, and whether that is past a drain (the
+    series then belong to another engine under this resource's name: a pod stuck terminating, another pod
+    with its labels) -- a data fault, not settling."""
+    what = foreign_series(obs)
+    if what is None:
+        return None
+    after = obs.time - obs.window_seconds - obs.applied.since
+    if after > DRAIN_LIMIT_SECONDS:
+        return (f"{what}, in a window that began {after:.0f}s after the applied config took effect, longer than a "
+                f"replaced pod drains ({DRAIN_LIMIT_SECONDS:.0f}s): another engine's series under this resource's "
+                "name (a pod stuck terminating, or another pod with its labels?)"), True
+    return f"{what}: a replaced engine still draining? waiting for a window of the new config alone", False
 
 
 def observation_problems(obs: Observation, now: float, max_staleness_seconds: float) -> list[str]:
