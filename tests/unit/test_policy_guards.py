@@ -124,6 +124,10 @@ def test_a_replaced_engines_last_steps_in_the_window_hold_it():
     decision, _ = decide(replace(late, drafts=725.0), tuning(allow_disable=True), state, 1000.0)
     assert (decision.action, decision.guard) == ("keep", "invalidData")
     assert "longer than a replaced pod drains" in decision.reason
+    # while the rollout runs its end is not known yet (`since` is the decision's): that is the rollout's hold
+    decision, _ = decide(replace(late, drafts=725.0, rollout_in_progress=True), tuning(allow_disable=True), state,
+                         1000.0)
+    assert (decision.action, decision.guard) == ("keep", "rolloutInProgress")
     lowered = observe(120.0, k=2)
     draining = StepSample(batch_size=2.0, k=4, count=12.0, mean_seconds=0.02)
     decision, _ = decide(replace(lowered, step_samples=(*lowered.step_samples, draining)), tuning(), None, 120.0)

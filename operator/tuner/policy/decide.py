@@ -88,16 +88,17 @@ def decide(observation: Observation, tuning: TuningInput, state: PolicyState | N
     if problems:
         guard = guards.STALE_DATA if any("stale" in p for p in problems) else guards.INVALID_DATA
         return _keep("holding: " + "; ".join(problems), guard, obs.signals), st
-    foreign, past_drain = foreign_series_problem(obs) or (None, False)
-    if foreign and past_drain:
-        return _keep(f"holding: {foreign}", guards.INVALID_DATA, obs.signals), st
-    held = guards.rollout_guard(obs) or settling_problem(obs) or foreign
+    held = guards.rollout_guard(obs) or settling_problem(obs)
+    guard = guards.ROLLOUT if obs.rollout_in_progress else guards.SETTLING
+    foreign = None if held else foreign_series_problem(obs)  # during a rollout `since` is not its end yet
+    if foreign is not None:
+        held, past_drain = foreign
+        held, guard = (f"holding: {held}", guards.INVALID_DATA) if past_drain else (held, guards.SETTLING)
     if held:
         # the rollout to speculation off after a collapse is still the collapse: TuningDegraded stays
         degraded = (Degradation(reason=DEGRADED_COLLAPSE, message=f"acceptance collapsed: speculation off; {held}")
                     if st.collapsed_at is not None else None)
-        return _keep(held, guards.ROLLOUT if obs.rollout_in_progress else guards.SETTLING, obs.signals,
-                     degraded=degraded), st
+        return _keep(held, guard, obs.signals, degraded=degraded), st
     return _decide_on_valid(obs, tuning, st, now), st
 
 
