@@ -90,10 +90,10 @@ def decide(observation: Observation, tuning: TuningInput, state: PolicyState | N
         return _keep("holding: " + "; ".join(problems), guard, obs.signals), st
     held = guards.rollout_guard(obs) or settling_problem(obs)
     guard = guards.ROLLOUT if obs.rollout_in_progress else guards.SETTLING
-    foreign = None if held else foreign_series_problem(obs)  # during a rollout `since` is not its end yet
-    if foreign is not None:
+    if not held and (foreign := foreign_series_problem(obs)):  # after those: mid-rollout `since` is not its end
         held, past_drain = foreign
-        held, guard = (f"holding: {held}", guards.INVALID_DATA) if past_drain else (held, guards.SETTLING)
+        if past_drain:
+            held, guard = f"holding: {held}", guards.INVALID_DATA
     if held:
         # the rollout to speculation off after a collapse is still the collapse: TuningDegraded stays
         degraded = (Degradation(reason=DEGRADED_COLLAPSE, message=f"acceptance collapsed: speculation off; {held}")
