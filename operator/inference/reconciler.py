@@ -42,7 +42,12 @@ from specinfer.operator.pure.conditions import find
 from specinfer.operator.pure.config import OperatorConfig
 from specinfer.operator.pure.errors import ApiError, TemporaryError
 from specinfer.operator.render import Rendering, render
-from specinfer.operator.render.labels import ENGINE_SECRET_LABEL, LIVE_SCHEDULE_ANNOTATION
+from specinfer.operator.render.labels import (
+    ENGINE_SECRET_LABEL,
+    LIVE_SCHEDULE_ANNOTATION,
+    live_schedule_configmap_name,
+)
+from specinfer.runtime.contract.live_schedule import SCHEDULE_KEY
 
 log = logging.getLogger("specinfer.operator.reconcile")
 # a refused apply (quota, admission policy), a foreign object in the way or a Secret still to be labelled may
@@ -73,7 +78,9 @@ class Reconciler:
         namespace, name = key
         deployment = self.store.child("Deployment", namespace, name)
         try:
-            rendering = render(resource, self.config, podmonitor=self.store.podmonitor_crd)
+            schedule = self.store.child("ConfigMap", namespace, live_schedule_configmap_name(name)) or {}
+            rendering = render(resource, self.config, podmonitor=self.store.podmonitor_crd,
+                               published_now=(schedule.get("data") or {}).get(SCHEDULE_KEY))
         except InvalidSpecError as error:
             rollout = rollout_of(deployment, desired_hash="", desired_replicas=0) if deployment else None
             await self._write_status(resource, invalid_status(resource=resource, message=error.describe_all(),

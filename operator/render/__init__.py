@@ -41,7 +41,7 @@ from specinfer.runtime.contract.live_schedule.envelope import (
     ranges_of,
     startup_spec,
 )
-from specinfer.runtime.contract.live_schedule.published import schedule_digest
+from specinfer.runtime.contract.live_schedule.published import ScheduleRefused, parse_published, schedule_digest
 from specinfer.runtime.methods import get_method
 from specinfer.runtime.methods.accelerators.model import ModelRunner
 from specinfer.runtime.methods.engine_truth import model_runner, schedule_support
@@ -114,8 +114,11 @@ def applied_tuning(resource: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 
 def render(resource: Mapping[str, Any], config: OperatorConfig, *, podmonitor: bool = False,
-           namespace: str | None = None) -> Rendering:
+           namespace: str | None = None, published_now: str | None = None) -> Rendering:
     """Every child of one SpeculativeInference, in apply order (ConfigMap before the pods that mount it).
+
+    `published_now`: the live-schedule ConfigMap's file as it stands (the operator's cache of it), which
+    a rollout away from the in-place engine keeps for the pods it replaces (`kept_for_replaced_pods`).
 
     Raises InvalidSpecError for a spec (or name) that cannot serve. A tuned choice in
     status.tuning.applied that no longer fits the spec is an InvalidSpecError at
@@ -161,13 +164,29 @@ def render(resource: Mapping[str, Any], config: OperatorConfig, *, podmonitor: b
             raise NotAllowedError("spec.runtime.image", refused.message, reason=refused.reason)
     manifests = [build_configmap(workload)]
     if envelope is not None:  # before the Deployment: its pods mount it
-        published = live.ranges if live is not None else own_ranges(spec, envelope)
+        published = live.ranges if live is not None else (
+            kept_for_replaced_pods(published_now, spec) or own_ranges(spec, envelope))
         manifests.append(build_live_schedule_configmap(workload, published))
     manifests += [build_deployment(workload), build_service(workload)]
     if podmonitor:
         manifests.append(build_podmonitor(workload))
     return Rendering(manifests=manifests, config_hash=workload.config_hash, speculation=speculation, spec=started,
                      live=live)
+
+
+def kept_for_replaced_pods(text: str | None, spec: SpeculativeInferenceSpec) -> tuple[tuple[int, int, int], ...] | None:
+    """What the schedule ConfigMap keeps while a rollout starts pods that do not read it (speculation off,
+    another method): the schedule the pods being replaced follow now, not the spec's own. Those pods serve
+    until they are gone -- under Surge the whole load for a model load, then their drain -- and the spec's
+    own schedule drafts more where the tuner measured it should not (a pod being replaced at batch 63
+    drafted K=2 where the tuner's schedule said K=1). None where nothing valid is published yet."""
+    if not text or not isinstance(text, str):
+        return None
+    ceiling = get_method(spec.speculation.method).k_max_on(spec.hardware.accelerator)
+    try:
+        return parse_published(text, max_k=ceiling).ranges
+    except ScheduleRefused:
+        return None
 
 
 def running_envelope(resource: Mapping[str, Any], spec: SpeculativeInferenceSpec) -> int | None:

@@ -28,8 +28,8 @@ def build_configmap(workload: Workload) -> dict[str, Any]:
 
 def build_live_schedule_configmap(workload: Workload, ranges: tuple[tuple[int, int, int], ...]) -> dict[str, Any]:
     """The schedule an engine retuned in place follows; a retune changes only this object, never the pod
-    template. Kept (with the spec's own schedule) while a rollout has the pods run without it -- speculation
-    off -- so the resource's children stay the same set whatever the tuner chose."""
+    template. Kept while a rollout has the pods run without it -- speculation off -- so the resource's
+    children stay the same set whatever the tuner chose; the pods being replaced go on reading it."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",

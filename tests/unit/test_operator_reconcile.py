@@ -326,6 +326,23 @@ def test_without_patch_on_pods_the_nudge_stops_and_the_schedule_is_still_publish
     assert '"schedule":[[1,65536,2]]' in store.child("ConfigMap", "ml", "llama-schedule")["data"]["schedule.json"]
 
 
+def test_a_rollout_to_speculation_off_leaves_the_replaced_pods_their_schedule():
+    """Issue 43: the pods a switch-off replaces still follow the published schedule until they are gone (under
+    Surge, the whole load for a model load): the ConfigMap keeps the tuner's schedule, not the spec's own."""
+    kube = NudgedKube()
+    rec, store = live_reconciler(kube)
+    retune(store, 1)
+    run(rec.reconcile(("ml", "llama")))
+    tuned = store.child("ConfigMap", "ml", "llama-schedule")["data"]["schedule.json"]
+    assert '"schedule":[[1,65536,1]]' in tuned
+    kube.writes.clear()
+    retune(store, 0)  # speculation off: new pods without a drafter, nothing of theirs reads the schedule
+    run(rec.reconcile(("ml", "llama")))
+    run(rec.reconcile(("ml", "llama")))  # and again once status.effective says speculation is off
+    assert ("Deployment", "") in kube.writes  # the rollout
+    assert store.child("ConfigMap", "ml", "llama-schedule")["data"]["schedule.json"] == tuned
+
+
 def test_the_calibration_caches_keep_a_newer_copy_over_a_late_watch_event():
     from specinfer.operator.plumbing.store import Cache
 

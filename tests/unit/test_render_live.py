@@ -207,6 +207,22 @@ def test_the_envelope_is_the_largest_k_in_force_and_another_one_rolls_out():
     assert other.live.envelope.max_k == 2
 
 
+def test_a_rollout_away_from_the_schedule_keeps_what_the_replaced_pods_follow():
+    """Issue 43: speculation off starts pods that do not read the schedule; the pods they replace follow it until
+    they are gone, so the ConfigMap keeps the one published now -- and the spec's own where none valid is."""
+    tuned = '{"digest":"x","kind":"LiveSchedule","schedule":[[1,8,3],[9,65536,1]]}'
+    from specinfer.runtime.contract.live_schedule.published import published_text
+    now = published_text(((1, 8, 3), (9, 65536, 1)))
+    off = resource({"numSpeculativeTokens": 0})
+    assert published(render(off, OperatorConfig(), published_now=now)) == ((1, 8, 3), (9, 65536, 1))
+    assert published(render(off, OperatorConfig())) == STARTUP  # nothing published yet
+    for hostile in (tuned, "not json", '{"kind":"LiveSchedule","schedule":[[1,4,99]]}', ""):
+        assert published(render(off, OperatorConfig(), published_now=hostile)) == STARTUP
+    # in place the tuner's choice is published, whatever stood before
+    assert published(render(resource({"numSpeculativeTokens": 2}), OperatorConfig(), published_now=now)) == (
+        (1, 65536, 2),)
+
+
 def test_an_ascend_engine_is_not_retuned_in_place():
     eagle3 = {"method": "eagle3", "draftModel": {"name": "d"}, "numSpeculativeTokens": 3}
     spec = parse_spec({**BASE["spec"], "speculation": eagle3, "hardware": {"accelerator": "ascend"}})
