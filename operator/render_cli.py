@@ -1,4 +1,8 @@
-"""`specinfer render -f FILE`: print offline exactly the manifests the operator would apply."""
+"""`specinfer render -f FILE`: print offline exactly the manifests the operator would apply.
+
+One difference: with speculation off over an engine retuned in place, the operator keeps the schedule its
+ConfigMap holds for the pods being replaced, which this offline command cannot read; it prints the spec's own.
+"""
 
 from __future__ import annotations
 

@@ -175,11 +175,13 @@ def render(resource: Mapping[str, Any], config: OperatorConfig, *, podmonitor: b
 
 
 def kept_for_replaced_pods(text: str | None, spec: SpeculativeInferenceSpec) -> tuple[tuple[int, int, int], ...] | None:
-    """What the schedule ConfigMap keeps while a rollout starts pods that do not read it (speculation off,
-    another method): the schedule the pods being replaced follow now, not the spec's own. Those pods serve
-    until they are gone -- under Surge the whole load for a model load, then their drain -- and the spec's
-    own schedule drafts more where the tuner measured it should not (a pod being replaced at batch 63
-    drafted K=2 where the tuner's schedule said K=1). None where nothing valid is published yet."""
+    """What the schedule ConfigMap keeps while a rollout starts pods that do not read it (speculation off, a
+    method the tuner applies over a fixed spec): the schedule the pods being replaced follow now, not the spec's
+    own. Those pods serve until they are gone -- under Surge the whole load for a model load, then their
+    drain -- and the spec's own schedule drafts more where the tuner measured it should not (a pod being
+    replaced at batch 63 drafted K=2 where the tuner's schedule said K=1). None where nothing valid is
+    published yet. (A `method: auto` switch to a candidate retuned in place publishes that candidate's
+    schedule instead: its `live` plan is not None.)"""
     if not text or not isinstance(text, str):
         return None
     ceiling = get_method(spec.speculation.method).k_max_on(spec.hardware.accelerator)

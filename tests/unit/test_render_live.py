@@ -216,7 +216,7 @@ def test_a_rollout_away_from_the_schedule_keeps_what_the_replaced_pods_follow():
     off = resource({"numSpeculativeTokens": 0})
     assert published(render(off, OperatorConfig(), published_now=now)) == ((1, 8, 3), (9, 65536, 1))
     assert published(render(off, OperatorConfig())) == STARTUP  # nothing published yet
-    for hostile in (tuned, "not json", '{"kind":"LiveSchedule","schedule":[[1,4,99]]}', ""):
+    for hostile in (tuned, "not json", '{"kind":"LiveSchedule","schedule":[[1,4,99]]}', "", "[" * 60000):
         assert published(render(off, OperatorConfig(), published_now=hostile)) == STARTUP
     # in place the tuner's choice is published, whatever stood before
     assert published(render(resource({"numSpeculativeTokens": 2}), OperatorConfig(), published_now=now)) == (

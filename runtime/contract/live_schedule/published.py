@@ -81,6 +81,9 @@ def parse_published(text: str, *, max_k: int) -> PublishedSchedule:
         data = json.loads(text)
     except ValueError as error:
         raise ScheduleRefused(UNREADABLE, f"the schedule file is not JSON: {error}") from None
+    except RecursionError:  # json's parser recurses once per `[`: thousands of them exhaust the stack
+        raise ScheduleRefused(UNREADABLE, "the schedule file nests deeper than the JSON parser allows: "
+                                          "not a schedule") from None
     if not isinstance(data, dict) or data.get("kind") != KIND:
         raise ScheduleRefused(INVALID, f"the schedule file must be a JSON object with kind {KIND!r}")
     raw = data.get("schedule")

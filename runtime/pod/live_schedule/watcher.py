@@ -160,10 +160,6 @@ class ScheduleWatcher:
         except ScheduleRefused as refused:
             self._refuse(refused)
             return None
-        except RecursionError:  # json's parser recurses once per `[`: thousands of them exhaust the stack
-            self._refuse(ScheduleRefused(UNREADABLE, f"{self.path} nests deeper than the JSON parser allows: "
-                                                     "not a schedule"))
-            return None
         self._last_problem = None
         if published.digest == self.state.digest:
             return None  # the same schedule again (a re-publish or the startup one): nothing to swap
