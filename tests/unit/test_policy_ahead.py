@@ -91,13 +91,27 @@ def test_on_a_ramp_the_schedule_in_place_follows_and_only_what_depends_on_the_mi
     moving = [d for d in decisions[1:] if d.guard == guards.LOAD_MOVING or d.is_change]
     assert moving, [d.reason for d in decisions]
     assert any(d.is_change and d.path == "inPlace" for d in decisions[1:]), [d.reason for d in decisions]
-    # one K for all batch sizes depends on the mix: on the same ramp it waits
-    state = None
-    for now, mean in ramp:
-        batches = {max(1, mean - 10): 0.3, mean: 0.4, mean + 10: 0.3}
-        decision, state = decide(window(now, batches), tuning(allow_schedule=False), state, now)
-        if now > 150.0:
-            assert not decision.is_change and decision.guard == guards.LOAD_MOVING, decision.reason
+    # one K for all batch sizes depends on the mix: on a ramp it waits -- unless it wins at every batch size from
+    # both windows' up (ramp.py). From K=4 at batch 4: K=2 at 4-24 would lose at batch 4 (held), K=2 at 20-40 wins
+    # at every batch size from 14, the window before's mean, up (taken)
+    k4, state, decisions = DraftConfig(num_speculative_tokens=4), None, []
+    for now, batches in ((150.0, {2: 0.3, 4: 0.4, 6: 0.3}), (180.0, {4: 0.3, 14: 0.4, 24: 0.3}),
+                         (210.0, {20: 0.3, 30: 0.4, 40: 0.3})):
+        decision, state = decide(window(now, batches, k4), tuning(allow_schedule=False), state, now)
+        decisions.append(decision)
+    quiet, held, taken = decisions
+    assert not quiet.is_change and held.guard == guards.LOAD_MOVING, held.reason
+    assert held.recommendation.config.num_speculative_tokens < 4
+    assert taken.is_change and taken.config.num_speculative_tokens < 4, taken.reason
+    assert wins_from(14, DraftConfig(num_speculative_tokens=4), taken.config)
+
+
+def wins_from(start: int, current: DraftConfig, candidate: DraftConfig, end: int = 256) -> bool:
+    """By the world's own step times, `candidate` serves more than `current` at every batch size start..end."""
+    def speed(config: DraftConfig, b: int) -> float:
+        k = config.dense(256)[b]
+        return (1 + sum(PREFIX[:k])) / world_step(b, k)
+    return all(speed(candidate, b) > speed(current, b) for b in range(start, end + 1))
 
 
 def test_a_rollout_on_a_ramp_waits_and_says_so():
@@ -105,6 +119,58 @@ def test_a_rollout_on_a_ramp_waits_and_says_so():
     state = PolicyState(loads=[(t, 200.0) for t in range(0, 1800, 30)])  # half an hour at the peak
     first, state = decide(window(1800.0, {190: 0.5, 200: 0.5}), rollouts, state, 1800.0)
     assert first.guard == guards.CONFIRMING, first.reason  # the rollout pays back: one more window
-    moved, _ = decide(window(1830.0, {240: 0.5, 250: 0.5}), rollouts, state, 1830.0)
+    assert first.config is None and first.recommendation.config.dense(256)[20] == 3  # K=3 kept at batch 20
+    # the load falls towards batch sizes where the rollout changes nothing: whether it pays depends on the mix
+    moved, _ = decide(window(1830.0, {90: 0.5, 100: 0.5}), rollouts, state, 1830.0)
     assert moved.guard == guards.LOAD_MOVING and not moved.is_change, moved.reason
     assert "the load is moving" in moved.reason
+
+
+def test_a_rollout_that_wins_wherever_the_ramp_goes_is_not_held_by_it():
+    """Issue 43 item 4 (ramp.py): drafting less at large batch sizes wins at every batch size a rising load
+    moves through; the ramp does not make it a choice of the mix, and the window before it counts towards its
+    confirmations (it saw the same change win)."""
+    rollouts = tuning(in_place_max_k=None, confirmations=2)
+    state = PolicyState(loads=[(t, 200.0) for t in range(0, 1800, 30)])
+    first, state = decide(window(1800.0, {190: 0.5, 200: 0.5}), rollouts, state, 1800.0)
+    assert first.guard == guards.CONFIRMING, first.reason
+    rising = window(1830.0, {215: 0.5, 225: 0.5})
+    assert guards.load_moving_guard((195.0, 1800.0), rising) is not None  # a window on the ramp
+    change, _ = decide(rising, rollouts, state, 1830.0)
+    assert change.is_change and change.path == "rollout", change.reason
+    assert wins_from(195, K3, change.config)
+
+
+def test_with_vllms_series_a_rollout_on_a_ramp_waits_whatever_it_wins():
+    """vLLM's pooled series run one K across today's batch sizes: on a ramp the policy's per-batch-size choice is
+    one of the mix (a review's case: K=5, every change a rollout, the load from 30 to 70)."""
+    rollouts = tuning(in_place_max_k=None, confirmations=1)
+    k5 = DraftConfig(num_speculative_tokens=5)
+    for signals in ("vllm", "specinfer"):
+        state = PolicyState(loads=[(t, 30.0) for t in range(0, 1800, 30)])
+        _, state = decide(window(1800.0, {20: 0.3, 30: 0.4, 40: 0.3}, k5, signals=signals),
+                          tuning(in_place_max_k=None, min_gain=100.0), state, 1800.0)  # learnt, nothing changed
+        moved, _ = decide(window(1830.0, {20: 0.3, 70: 0.4, 120: 0.3}, k5, signals=signals), rollouts, state,
+                          1830.0)
+        if signals == "vllm":
+            assert moved.guard == guards.LOAD_MOVING and not moved.is_change, moved.reason
+        else:  # the plugin's series measure each batch size's K: drafting less from 20 up wins wherever it goes
+            assert moved.is_change and wins_from(20, k5, moved.config), moved.reason
+
+
+def test_a_ramp_reads_its_direction_and_both_windows():
+    from specinfer.operator.tuner.policy.ramp import Ramp
+    model = Model(PREFIX, WORLD, WORLD.multipliers(), always_scheduled=True)
+    k3, less_above = [0] + [3] * 256, [0] + [3] * 64 + [1] * 192
+    up, down = Ramp("up", 80.0, 110.0), Ramp("down", 150.0, 110.0)
+    assert up.rising and not down.rising
+    assert up.followed_by(model, k3, less_above, [(100, 0.5), (120, 0.5)], 256)
+    assert not down.followed_by(model, k3, less_above, [(100, 0.5), (120, 0.5)], 256)  # the same K below 65
+    assert not Ramp("up", 40.0, 110.0).followed_by(model, k3, less_above, [(100, 1.0)], 256)  # 40: no change
+    off, more_below = [0] * 257, [0] + [4] * 30 + [3] * 226
+    assert not down.followed_by(model, k3, off, [(100, 1.0)], 256)  # off loses at small batch sizes
+    # a dip at a peak: the window before was at 200, where drafting more than K=3 loses
+    assert Ramp("down", 25.0, 20.0).followed_by(model, k3, more_below, [(18, 0.5), (22, 0.5)], 256) == wins_from(
+        1, K3, DraftConfig.from_dense(more_below), 25)
+    assert not Ramp("down", 200.0, 20.0).followed_by(model, k3, more_below, [(18, 0.5), (22, 0.5)], 256)
+    assert not up.followed_by(model, k3, less_above, [], 256)

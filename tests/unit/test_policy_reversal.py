@@ -78,6 +78,10 @@ def state(speculative: bool, batch_mean: float = 50.0, at: float = 1000.0, settl
     (state(False, settled=38.5), OFF, K4, 10.0, 1300.0, False),
     (state(False), OFF, K4, 120.0, 1300.0, False),
     (state(False), OFF, K4, 35.0, 1000.0 + HOLD, False),  # the hold has ended
+    # decided on a ramp (decide.py: its load is not recorded): the load it settles at is the switch's
+    (state(False, batch_mean=0.0), OFF, K4, 35.0, 1300.0, True),  # not settled yet: no load to be another
+    (state(False, batch_mean=0.0, settled=200.0), OFF, K4, 35.0, 1300.0, False),
+    (state(False, batch_mean=0.0, settled=200.0), OFF, K4, 150.0, 1300.0, True),
     (state(True), K4, K2, 50.0, 1300.0, False),       # a K change while drafting is no switch
     (state(True), OFF, K4, 50.0, 1300.0, False),      # on after a switch on (a collapse turned it off since)
     (PolicyState(), OFF, K4, 50.0, 1300.0, False),    # nothing switched yet

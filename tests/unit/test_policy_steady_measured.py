@@ -1,6 +1,7 @@
 """Issue 25: the policy decides on a steady load, and on step costs it has measured.
 
-A window that straddles a ramp (the mean batch size still moving) never triggers a rollout; a gain
+A window that straddles a ramp (the mean batch size still moving) triggers no rollout that depends on the
+load mix (issue 43 item 4: one that wins at every batch size the ramp may reach does not); a gain
 that rests on batch sizes the step-cost model never measured is held until a window has measured
 them. Both as hypothesis properties, each with a companion that shows the property can fail.
 """
@@ -14,7 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specinfer.bench.observations import synthetic_observation
-from specinfer.operator.tuner.policy import CHANGES, CostPrior, Observation, TuningInput, decide, guards
+from specinfer.operator.tuner.policy import CHANGES, CostPrior, DraftConfig, Observation, TuningInput, decide, guards
+from specinfer.operator.tuner.policy.forecast import model_of
+from specinfer.operator.tuner.policy.goodput import goodput
+from specinfer.operator.tuner.policy.ramp import Ramp
 from specinfer.operator.tuner.policy.state import PolicyState
 from tests.unit.test_policy_properties import prefix_from
 
@@ -68,28 +72,53 @@ def moving(before: dict[int, float], after: dict[int, float], elapsed: float) ->
     return shift > max(guards.MOVING_REQUESTS, guards.MOVING_SHARE * max(mean(after), mean(before)))
 
 
-@SETTINGS
-@given(world=worlds, before=loads, after=loads, elapsed=st.floats(5.0, WINDOW - 1))
-def test_a_ramp_window_never_triggers_a_rollout(world, before, after, elapsed):
-    if not moving(before, after, elapsed):
-        return
+def wins_wherever_the_ramp_goes(state: PolicyState, current: DraftConfig, candidate: DraftConfig,
+                                 before: dict[int, float], after: dict[int, float]) -> bool:
+    """By the policy's own model, `candidate` serves more than `current` at every batch size of both windows and
+    beyond them in the ramp's direction -- checked here batch size by batch size, not by policy/ramp.py."""
+    model = model_of(state, tuning())
+    assert model is not None
+    top = tuning().max_batch_size
+    seen = [*before, *after]
+    span = range(min(seen), top + 1) if mean(after) > mean(before) else range(1, max(seen) + 1)
+    return all(goodput(model, candidate.dense(top), [(b, 1.0)]) > goodput(model, current.dense(top), [(b, 1.0)])
+               for b in span)
+
+
+def on_a_ramp(world: dict, before: dict[int, float], after: dict[int, float], elapsed: float):
     shape = {key: world[key] for key in ("conditional", "floor", "slope", "draft")}
     _, state = decide(window(600.0, before, k=world["k"], **shape), tuning(), None, 600.0)
     now = 600.0 + elapsed
-    decision, _ = decide(window(now, after, k=world["k"], **shape), tuning(), state, now)
-    assert decision.action == "keep", decision.reason
-    assert decision.guard in (guards.LOAD_MOVING, guards.INSUFFICIENT_SAMPLES), decision.reason
+    observation = window(now, after, k=world["k"], **shape)
+    decision, state = decide(observation, tuning(), state, now)
+    return observation.applied.config, decision, state
 
 
-def test_the_ramp_guard_can_fail_on_a_steady_load():
-    """The companion: the same worlds on a steady load do change (so the property tests something)."""
-    shape = {"conditional": [0.8] * 16, "floor": 0.01, "slope": 2e-5, "draft": 0.0008}
-    _, state = decide(window(600.0, {4: 1.0}, k=1, **shape), tuning(min_gain=100.0), None, 600.0)
-    steady, _ = decide(window(620.0, {4: 1.0}, k=1, **shape), tuning(), state, 620.0)
-    ramp, _ = decide(window(620.0, {32: 1.0}, k=1, **shape), tuning(), state, 620.0)
-    assert steady.action in CHANGES, steady.reason
-    assert ramp.action == "keep" and ramp.guard == guards.LOAD_MOVING, ramp.reason
-    assert "4.0 -> 32.0" in ramp.reason
+@SETTINGS
+@given(world=worlds, before=loads, after=loads, elapsed=st.floats(5.0, WINDOW - 1))
+def test_a_ramp_window_triggers_no_rollout_that_depends_on_the_mix(world, before, after, elapsed):
+    """Issue 43 item 4: on a ramp a rollout goes only where it wins wherever the ramp goes (policy/ramp.py);
+    whatever else a ramp window recommends waits for a window of one load."""
+    if not moving(before, after, elapsed):
+        return
+    current, decision, state = on_a_ramp(world, before, after, elapsed)
+    shown = decision.config if decision.is_change else (
+        decision.recommendation.config if decision.recommendation is not None else None)
+    if decision.guard in (guards.LOAD_MOVING, guards.INSUFFICIENT_SAMPLES) or shown is None \
+            or shown.same_as(current, tuning().max_batch_size):
+        assert not decision.is_change, decision.reason
+        return
+    assert wins_wherever_the_ramp_goes(state, current, shown, before, after), decision.reason
+
+
+def test_without_the_ramp_check_a_ramp_window_rolls_out_what_depends_on_the_mix(monkeypatch):
+    """The companion: with every change taken for one that wins wherever the ramp goes, a ramp window from batch 4
+    to 32 rolls out a K that loses at the batch sizes the ramp goes to -- the property above would catch it."""
+    world = {"conditional": [0.8] * 16, "floor": 0.01, "slope": 2e-5, "draft": 0.0008, "k": 1}
+    monkeypatch.setattr(Ramp, "followed_by", lambda *args, **kwargs: True)
+    current, decision, state = on_a_ramp(world, {4: 1.0}, {32: 1.0}, 20.0)
+    assert decision.is_change, decision.reason
+    assert not wins_wherever_the_ramp_goes(state, current, decision.config, {4: 1.0}, {32: 1.0})
 
 
 def learnt_at(sizes: dict[int, float], shape: dict, k: int) -> PolicyState:

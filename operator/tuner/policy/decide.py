@@ -68,6 +68,7 @@ from .observation import (
     settling_problem,
 )
 from .probe import Probe, doubted_loss, probe_for, remember
+from .ramp import Ramp
 from .restart import payback
 from .state import PendingChange, PolicyState, SpeculationSwitch
 from .support import supported_gain
@@ -192,7 +193,8 @@ def _decide_on_valid(obs: Observation, tuning: TuningInput, st: PolicyState, now
             return outcome
     if st.probe_from is None:  # a probe's one window would reset the baseline the next change is verified by
         calibrate(st, obs, model, obs.applied.config, current_dense, distribution, tuning.max_batch_size)
-    return _optimise(obs, tuning, st, now, model, distribution, {"signals": signals, "model": summary}, moving)
+    ramp = Ramp(moving, previous_window[0], obs.batch_size_mean) if moving and previous_window else None
+    return _optimise(obs, tuning, st, now, model, distribution, {"signals": signals, "model": summary}, ramp)
 
 
 def _protect(obs: Observation, tuning: TuningInput, st: PolicyState, now: float, signals: Signals,
@@ -211,8 +213,6 @@ def _protect(obs: Observation, tuning: TuningInput, st: PolicyState, now: float,
                          degraded=Degradation(reason=DEGRADED_COLLAPSE, message=held)), None
     # A ramp is not a measurement of one load: learn from it (done); decide only what does not depend on the mix.
     moving = guards.load_moving_guard(previous_window, obs)
-    if moving:  # confirmations seen on the load before the ramp do not speak for the one after it
-        st.confirmations, st.evidence = 0, 0.0
     if st.collapsed_at is not None and st.acceptance is None and st.collapsed_config:
         if moving:
             return _keep(moving, guards.LOAD_MOVING, signals), moving
@@ -247,7 +247,7 @@ class _Verdict:
 
 
 def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float, model: Model,
-              distribution: Distribution, common: dict[str, Any], moving: str | None) -> Decision:
+              distribution: Distribution, common: dict[str, Any], ramp: Ramp | None) -> Decision:
     """The best config per batch size, weighed against the bar a change must clear, then the guards.
     Where the best is a rollout a guard refuses, the best change in place is taken instead."""
     current = obs.applied.config
@@ -257,7 +257,7 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
     top = tuning.max_batch_size
     current_dense = current.dense(top)
     # vLLM's pooled series: one K across today's batch sizes -- a choice of the load mix, not made on a ramp
-    one_k = common["signals"] != "specinfer" and moving is None
+    one_k = common["signals"] != "specinfer" and ramp is None
     hedge = Hedge.of(model, tuning) if _retuned_in_place(tuning, current) else None
     live = hedge.dense(current_dense, distribution, one_k_where_observed=one_k) if hedge is not None else None
     # in place every K up to the envelope is reached and only speculation off is a rollout -- unless the
@@ -278,7 +278,7 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
 
     def probed(dense: Sequence[int]) -> Decision | None:
         """Best here by a fit that measured one K here: measure the K a doubted prior would choose (probe.py)."""
-        if moving is not None or any(differs_at(dense, current_dense, b) for b in observed) \
+        if ramp is not None or any(differs_at(dense, current_dense, b) for b in observed) \
                 or not _may_probe(obs, tuning, common["signals"]):
             return None
         probe = probe_for(model, tuning, current, distribution, st, now, measured_noise(st))
@@ -295,14 +295,16 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
         return Decision(action="keep", reason=f"{current.describe()} is already the best config", **common)
 
     slo = guards.slo_violated(obs, tuning)
-    first = _consider(obs, tuning, st, now, model, distribution, best_ks, gain, slo, moving, hedge)
+    first = _consider(obs, tuning, st, now, model, distribution, best_ks, gain, slo, ramp, hedge)
     chosen: _Verdict | None = first if first.refused is None else None
     fallback: _Verdict | None = None
     if first.refused is not None and first.rollout and live is not None and live != current_dense:
         # Never hold the worse config because the best one is refused: the best change in place instead.
         fallback = _consider(obs, tuning, st, now, model, distribution, live,
-                             _gain(model, live, current_dense, distribution), slo, moving, hedge)
+                             _gain(model, live, current_dense, distribution), slo, ramp, hedge)
         chosen = fallback if fallback.refused is None else None
+    if first.guard == guards.LOAD_MOVING:  # a choice of the mix: windows before the ramp do not speak for it
+        st.confirmations, st.evidence = 0, 0.0
     if first.candidate.held_by is None or chosen is not None:
         st.confirmations += 1
         st.evidence += (chosen or first).candidate.excess
@@ -322,7 +324,7 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
         return Decision(action="keep", reason=f"{refused_best}{tail}", guard=first.guard,
                         predicted_gain=round(gain, 4), **common)
     # On a ramp a change in place follows each batch size's own best, which no load mix decides.
-    skip_confirming = moving is not None and not chosen.rollout
+    skip_confirming = ramp is not None and not chosen.rollout
     # The step times' noise measures predictions at today's batch sizes only, not the look-ahead's.
     confirming = None if skip_confirming else guards.confirmation_guard(
         st, tuning, None if chosen.candidate.guard == LOOKING_AHEAD else window_noise(st))
@@ -332,7 +334,7 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
         return Decision(action="keep", reason=f"{prefix}best is {shown.config.describe()} ({shown.gain:+.1%}) but "
                         f"{confirming}", guard=guards.CONFIRMING, predicted_gain=round(shown.gain, 4), **common)
     return _issue_change(obs, tuning, st, now, model, distribution, chosen.candidate, slo, common,
-                         refused_best=refused_best)
+                         refused_best=refused_best, on_ramp=ramp is not None)
 
 
 LOOKING_AHEAD = "lookingAhead"  # a candidate from the look-ahead (never a guard that holds)
@@ -364,7 +366,7 @@ def _best_of(model: Model, tuning: TuningInput, current: DraftConfig, fit_best: 
 
 
 def _consider(obs: Observation, tuning: TuningInput, st: PolicyState, now: float, model: Model,
-              distribution: Distribution, dense: list[int], gain: float, slo: bool, moving: str | None,
+              distribution: Distribution, dense: list[int], gain: float, slo: bool, ramp: Ramp | None,
               hedge: Hedge | None) -> _Verdict:
     """`dense` weighed against its bar, then every guard but the confirmations."""
     current = obs.applied.config
@@ -375,9 +377,14 @@ def _consider(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
     else:
         assert hedge is not None or tuning.in_place_max_k is not None
         candidate = _weigh_in_place(obs, tuning, st, model, distribution, dense, gain, slo, hedge)
+    # a choice of the load mix decided on a moving load would price neither load; a change in place follows the
+    # load, and so does one that wins wherever the ramp goes (ramp.py) -- not with vLLM's pooled series, whose
+    # window runs one K across today's batch sizes: a choice of the mix whatever it wins
+    mix_bound = ramp is not None and (rollout or not tuning.allow_schedule) and not (
+        obs.signals == "specinfer" and ramp.followed_by(model, obs.applied.config.dense(tuning.max_batch_size),
+                                                        candidate.dense, distribution, tuning.max_batch_size))
     checks = [
-        # a rollout decided on a moving load would price neither load; a change in place follows the load
-        (guards.LOAD_MOVING, moving if rollout or not tuning.allow_schedule else None),
+        (guards.LOAD_MOVING, ramp.why if mix_bound and ramp is not None else None),
         (candidate.guard, candidate.held_by),
         (guards.RECENTLY_REJECTED, guards.rejected_guard(st, candidate.dense, tuning.max_batch_size, now)),
         (guards.REVERSAL, guards.reversal_guard(st, current, candidate.config, obs.batch_size_mean,
@@ -497,8 +504,9 @@ def _published_ahead(model: Model, tuning: TuningInput, current: Sequence[int], 
 
 def _issue_change(obs: Observation, tuning: TuningInput, st: PolicyState, now: float, model: Model,
                   distribution: Distribution, candidate: _Candidate, slo: bool, common: dict[str, Any], *,
-                  refused_best: str | None = None) -> Decision:
-    """Every guard passed: the change, and what verifying it will need."""
+                  refused_best: str | None = None, on_ramp: bool = False) -> Decision:
+    """Every guard passed: the change, and what verifying it will need. A switch on or off decided on a ramp
+    (ramp.py) is remembered at the load its first window settles at, not at the one it passed through."""
     current, best = obs.applied.config, candidate.config
     current_dense = current.dense(tuning.max_batch_size)
     path = path_of(current, best, tuning.in_place_max_k, exact=tuning.drafts_startup_k())
@@ -515,7 +523,8 @@ def _issue_change(obs: Observation, tuning: TuningInput, st: PolicyState, now: f
     st.collapsed_config = None
     st.record_change(now, in_place=path == "inPlace")
     if best.off != current.off:  # speculation switched on or off: a rollout back here waits (reversal_guard)
-        st.switched = SpeculationSwitch(speculative=not best.off, batch_mean=obs.batch_size_mean, at=now)
+        st.switched = SpeculationSwitch(speculative=not best.off, batch_mean=0.0 if on_ramp else obs.batch_size_mean,
+                                        at=now)
     reason = (f"{current.describe()} -> {best.describe()} ({'in place' if path == 'inPlace' else 'rollout'}): "
               f"predicted goodput {candidate.gain:+.1%} at the observed batch sizes (mean {obs.batch_size_mean:.1f})"
               + candidate.note + ("; p99 latency SLO violated" if slo else "")
