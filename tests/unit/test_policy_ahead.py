@@ -128,17 +128,44 @@ def test_a_rollout_on_a_ramp_waits_and_says_so():
 
 def test_a_rollout_that_wins_wherever_the_ramp_goes_is_not_held_by_it():
     """Issue 43 item 4 (ramp.py): drafting less at large batch sizes wins at every batch size a rising load
-    moves through; the ramp does not make it a choice of the mix, and the window before it counts towards its
-    confirmations (it saw the same change win)."""
+    moves through; the ramp does not make it a choice of the mix. Its confirmations are the ramp's own windows
+    (what the window before the ramp saw was seen at another load)."""
     rollouts = tuning(in_place_max_k=None, confirmations=2)
     state = PolicyState(loads=[(t, 200.0) for t in range(0, 1800, 30)])
     first, state = decide(window(1800.0, {190: 0.5, 200: 0.5}), rollouts, state, 1800.0)
     assert first.guard == guards.CONFIRMING, first.reason
     rising = window(1830.0, {215: 0.5, 225: 0.5})
     assert guards.load_moving_guard((195.0, 1800.0), rising) is not None  # a window on the ramp
-    change, _ = decide(rising, rollouts, state, 1830.0)
+    confirming, state = decide(rising, rollouts, state, 1830.0)
+    assert confirming.guard == guards.CONFIRMING and "1 of 2" in confirming.reason, confirming.reason
+    higher = window(1860.0, {240: 0.5, 250: 0.5})
+    assert guards.load_moving_guard((220.0, 1830.0), higher) is not None  # still on it
+    change, _ = decide(higher, rollouts, state, 1860.0)
     assert change.is_change and change.path == "rollout", change.reason
-    assert wins_from(195, K3, change.config)
+    assert wins_from(220, K3, change.config)
+
+
+def test_a_switch_decided_on_a_ramp_is_remembered_where_it_settles():
+    """The reversal guard's load for a switch decided mid-ramp is the one its first window runs at, whenever
+    that comes -- not the load it passed through."""
+    off = DraftConfig(num_speculative_tokens=0)
+    surge = tuning(in_place_max_k=None, confirmations=1, downtime_fraction=0.0)
+    learning = surge.model_copy(update={"min_gain": 100.0})  # learns, changes nothing
+    state, now = PolicyState(loads=[(t, 200.0) for t in range(0, 600, 30)]), 600.0
+    for batches, config in (({190: .3, 200: .4, 210: .3}, K3), ({190: .3, 200: .4, 210: .3}, K3),
+                            ({70: .3, 80: .4, 90: .3}, off), ({70: .3, 80: .4, 90: .3}, off)):
+        now += 30
+        _, state = decide(window(now, batches, config), learning, state, now)
+    now += 30
+    falling = window(now, {30: .3, 40: .4, 50: .3}, off)
+    assert guards.load_moving_guard((80.0, now - 30), falling) is not None
+    back_on, state = decide(falling, surge, state, now)
+    assert back_on.action == "reenable", back_on.reason
+    assert state.switched is not None and state.switched.batch_mean == 0.0 and state.switched.settled_mean is None
+    # its first window long after the rollout (thin windows, a drain) is still where it settled
+    late = now + 900
+    _, state = decide(window(late, {20: .3, 30: .4, 40: .3}, back_on.config, since=now + 240), surge, state, late)
+    assert state.switched.settled_mean == pytest.approx(30.0)
 
 
 def test_with_vllms_series_a_rollout_on_a_ramp_waits_whatever_it_wins():
@@ -167,10 +194,9 @@ def test_a_ramp_reads_its_direction_and_both_windows():
     assert up.followed_by(model, k3, less_above, [(100, 0.5), (120, 0.5)], 256)
     assert not down.followed_by(model, k3, less_above, [(100, 0.5), (120, 0.5)], 256)  # the same K below 65
     assert not Ramp("up", 40.0, 110.0).followed_by(model, k3, less_above, [(100, 1.0)], 256)  # 40: no change
-    off, more_below = [0] * 257, [0] + [4] * 30 + [3] * 226
+    off, k1, more_below = [0] * 257, [0] + [1] * 256, [0] + [2] * 16 + [1] * 240
     assert not down.followed_by(model, k3, off, [(100, 1.0)], 256)  # off loses at small batch sizes
-    # a dip at a peak: the window before was at 200, where drafting more than K=3 loses
-    assert Ramp("down", 25.0, 20.0).followed_by(model, k3, more_below, [(18, 0.5), (22, 0.5)], 256) == wins_from(
-        1, K3, DraftConfig.from_dense(more_below), 25)
-    assert not Ramp("down", 200.0, 20.0).followed_by(model, k3, more_below, [(18, 0.5), (22, 0.5)], 256)
+    # K=2 up to 16 wins over K=1 from the window down; a dip from 200 spans 17-200 too, where both run K=1
+    assert Ramp("down", 16.0, 12.0).followed_by(model, k1, more_below, [(10, 0.5), (14, 0.5)], 256)
+    assert not Ramp("down", 200.0, 12.0).followed_by(model, k1, more_below, [(10, 0.5), (14, 0.5)], 256)
     assert not up.followed_by(model, k3, less_above, [], 256)

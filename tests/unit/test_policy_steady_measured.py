@@ -74,12 +74,13 @@ def moving(before: dict[int, float], after: dict[int, float], elapsed: float) ->
 
 def wins_wherever_the_ramp_goes(state: PolicyState, current: DraftConfig, candidate: DraftConfig,
                                  before: dict[int, float], after: dict[int, float]) -> bool:
-    """By the policy's own model, `candidate` serves more than `current` at every batch size of both windows and
-    beyond them in the ramp's direction -- checked here batch size by batch size, not by policy/ramp.py."""
+    """By the policy's own model, `candidate` serves more than `current` at every batch size of this window and
+    from the one before's mean on in the ramp's direction -- checked here batch size by batch size, not by
+    policy/ramp.py."""
     model = model_of(state, tuning())
     assert model is not None
     top = tuning().max_batch_size
-    seen = [*before, *after]
+    seen = [*after, round(mean(before))]  # this window's batch sizes and the one before's mean
     span = range(min(seen), top + 1) if mean(after) > mean(before) else range(1, max(seen) + 1)
     return all(goodput(model, candidate.dense(top), [(b, 1.0)]) > goodput(model, current.dense(top), [(b, 1.0)])
                for b in span)

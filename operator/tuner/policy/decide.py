@@ -166,9 +166,11 @@ def _decide_on_valid(obs: Observation, tuning: TuningInput, st: PolicyState, now
     st.note_load(obs.batch_size_mean, now)
     switched = st.switched
     if (switched is not None and switched.settled_mean is None and obs.applied.config.off != switched.speculative
-            and obs.time - obs.applied.since <= 2 * obs.window_seconds + DRAIN_LIMIT_SECONDS):
+            and (obs.time - obs.applied.since <= 2 * obs.window_seconds + DRAIN_LIMIT_SECONDS
+                 or switched.batch_mean <= 0)):
         # the switched config's first windows past the holds (a replaced engine's drain may hold them): what the
-        # switch did to the batch mean, not a new load
+        # switch did to the batch mean, not a new load -- for a switch decided on a ramp, which recorded no load
+        # of its own, whenever that window comes
         switched.settled_mean = obs.batch_size_mean
     if fresh is not None and fresh.biased:
         signals = "vllm-biased"
@@ -193,8 +195,17 @@ def _decide_on_valid(obs: Observation, tuning: TuningInput, st: PolicyState, now
             return outcome
     if st.probe_from is None:  # a probe's one window would reset the baseline the next change is verified by
         calibrate(st, obs, model, obs.applied.config, current_dense, distribution, tuning.max_batch_size)
-    ramp = Ramp(moving, previous_window[0], obs.batch_size_mean) if moving and previous_window else None
+    ramp = Ramp(moving, previous_window[0], obs.batch_size_mean, after_rest=not _was_moving(st, obs.window_seconds)) \
+        if moving and previous_window else None
     return _optimise(obs, tuning, st, now, model, distribution, {"signals": signals, "model": summary}, ramp)
+
+
+def _was_moving(st: PolicyState, window_seconds: float) -> bool:
+    """The window before this one was on a ramp too (st.loads: this window's load last, each window's once)."""
+    if len(st.loads) < 3:
+        return False
+    (at_before, mean_before), (at, mean) = st.loads[-3], st.loads[-2]
+    return guards.load_moved(mean_before, at_before, mean, at, window_seconds)
 
 
 def _protect(obs: Observation, tuning: TuningInput, st: PolicyState, now: float, signals: Signals,
@@ -303,7 +314,8 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
         fallback = _consider(obs, tuning, st, now, model, distribution, live,
                              _gain(model, live, current_dense, distribution), slo, ramp, hedge)
         chosen = fallback if fallback.refused is None else None
-    if first.guard == guards.LOAD_MOVING:  # a choice of the mix: windows before the ramp do not speak for it
+    if first.guard == guards.LOAD_MOVING or (ramp is not None and ramp.after_rest):
+        # a choice of the mix, or the ramp's first window: what windows before the ramp saw does not speak for it
         st.confirmations, st.evidence = 0, 0.0
     if first.candidate.held_by is None or chosen is not None:
         st.confirmations += 1

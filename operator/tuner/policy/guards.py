@@ -56,14 +56,19 @@ def load_moving_guard(previous: tuple[float, float] | None, obs: Observation) ->
     if previous is None:
         return None
     mean_before, at = previous
-    elapsed = obs.time - at
-    if elapsed <= 0 or elapsed >= obs.window_seconds:
-        return None
-    stretch_shift = abs(obs.batch_size_mean - mean_before) * min(obs.window_seconds / elapsed, MAX_STRETCHES)
-    if stretch_shift <= max(MOVING_REQUESTS, MOVING_SHARE * max(obs.batch_size_mean, mean_before)):
+    if not load_moved(mean_before, at, obs.batch_size_mean, obs.time, obs.window_seconds):
         return None
     return (f"the load is moving: mean batch size {mean_before:.1f} -> {obs.batch_size_mean:.1f} in "
-            f"{elapsed:.0f}s; waiting for a window of one load before deciding")
+            f"{obs.time - at:.0f}s; waiting for a window of one load before deciding")
+
+
+def load_moved(mean_before: float, at_before: float, mean: float, at: float, window_seconds: float) -> bool:
+    """Two overlapping windows' means differ by more than a steady load wobbles (`load_moving_guard`)."""
+    elapsed = at - at_before
+    if elapsed <= 0 or elapsed >= window_seconds:
+        return False
+    stretch_shift = abs(mean - mean_before) * min(window_seconds / elapsed, MAX_STRETCHES)
+    return stretch_shift > max(MOVING_REQUESTS, MOVING_SHARE * max(mean, mean_before))
 
 
 def samples_guard(obs: Observation, tuning: TuningInput) -> str | None:
@@ -188,7 +193,8 @@ def reversal_guard(state: PolicyState, current: DraftConfig, candidate: DraftCon
     if means and not any(1 / LOAD_SHIFT <= batch_mean / m <= LOAD_SHIFT for m in means):
         return None
     turned, ago = ("on" if last.speculative else "off"), now - last.at
-    return (f"speculation was turned {turned} at this load (mean batch {last.batch_mean:.1f}) {ago:.0f}s ago: "
+    load = last.batch_mean if last.batch_mean > 0 else (last.settled_mean or 0.0)  # decided on a ramp: where it settled
+    return (f"speculation was turned {turned} at this load (mean batch {load:.1f}) {ago:.0f}s ago: "
             f"turning it back waits for another load (or {hold_seconds - ago:.0f}s)")
 
 

@@ -27,6 +27,7 @@ class Ramp:
     why: str
     previous_mean: float
     mean: float
+    after_rest: bool = False  # the window before was at rest: the confirmations it left were seen at another load
 
     @property
     def rising(self) -> bool:
