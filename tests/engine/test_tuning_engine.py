@@ -731,11 +731,16 @@ def test_the_crossover_live(setup):
         f"a change that depends on the load's mix decided mid-ramp:\n{decisions(story['tuned'])}"
     means = changes_since(story["tuned"], story["since"])
     # ... and it does act there: what the low-load schedule drafts at batch 64 (K=2: 0.64x of no
-    # speculation) is changed, on a window of the high load -- unless low load already ended with
-    # speculation off (measured slower than none at batch 1 beside other work: static K=2 0.78x on
-    # 2026-12-04), which is what high load wants too: then holding it is the decision
-    off_before = applied_k_at({"status": {"tuning": {"applied": story["applied_before"]}}}, HIGH) == 0
-    assert means or off_before, f"no change under high load:\n{decisions(story['tuned'])}"
+    # speculation) is changed, on a window of the high load -- unless the low load's own later decisions
+    # already changed it, and the high load's window (the story waits for a decision taken on one) keeps
+    # that: low load ending with speculation off (measured slower than none at batch 1 beside other work:
+    # static K=2 0.78x on 2026-12-04), or a schedule published in place for the other batch sizes (seen
+    # 2026-12-06 beside bench runs: K=4 at every batch size decided at mean 1.0 -- this drafter drafts the
+    # engine's startup K=4 on every step whatever it verifies -- then `keep: K=4 is already the best config`
+    # at mean 59, 1.04x of no speculation)
+    before_at_high = applied_k_at({"status": {"tuning": {"applied": story["applied_before"]}}}, HIGH)
+    changed_before = before_at_high != applied_k_at(schedule, HIGH)
+    assert means or changed_before, f"no change under high load:\n{decisions(story['tuned'])}"
 
 
 def startup_applied(spec) -> dict:
