@@ -32,6 +32,7 @@ KNEE_SHIFTS = (4.0, 2.0, 1.0, 0.5, 0.25)  # compute slope x this: the knee earli
 TERMS = 5 + len(KNEE_SHIFTS)
 # Where `terms` puts the drafter's terms: draft passes, drafted tokens, a speculative step's bookkeeping.
 DRAFTER_TERMS = (TERMS - 3, TERMS - 2, TERMS - 1)
+PER_SEQUENCE_TERMS = (1 + len(KNEE_SHIFTS),)  # KV reads per request (and on a CPU engine its own overhead)
 PRIOR_THETA = np.array([1.0, *(1.0 if s == 1.0 else 0.0 for s in KNEE_SHIFTS), 1.0, 1.0, 1.0, 1.0])
 MIN_THETA = np.array([0.05, *(0.0 if s != 1.0 else 0.05 for s in KNEE_SHIFTS), 0.05, 0.05, 0.05, 0.05])
 SAMPLE_CAP = 200.0  # steps beyond this in one cell and window add no more confidence

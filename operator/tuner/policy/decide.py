@@ -67,7 +67,7 @@ from .observation import (
     parse_observation,
     settling_problem,
 )
-from .probe import Probe, doubted_loss, probe_for, remember
+from .probe import Probe, doubted_loss, probe_for, remember, settling_probe_for
 from .ramp import Ramp
 from .restart import payback
 from .state import PendingChange, PolicyState, SpeculationSwitch
@@ -287,16 +287,31 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
                                                          coverage_gain=round(cover, 4))}
     observed = {max(1, min(int(b), top)) for b, _ in distribution}
 
-    def probed(dense: Sequence[int]) -> Decision | None:
-        """Best here by a fit that measured one K here: measure the K a doubted prior would choose (probe.py)."""
-        if ramp is not None or any(differs_at(dense, current_dense, b) for b in observed) \
-                or not _may_probe(obs, tuning, common["signals"]):
-            return None
-        probe = probe_for(model, tuning, current, distribution, st, now, measured_noise(st))
+    def may_probe(dense: Sequence[int] | None) -> bool:
+        """Not on a ramp, nothing `dense` changes at today's batch sizes, and probes may run (`_may_probe`)."""
+        return ramp is None and not (dense is not None and any(differs_at(dense, current_dense, b) for b in observed)) \
+            and _may_probe(obs, tuning, common["signals"])
+
+    def issued(probe: Probe | None) -> Decision | None:
         if probe is None or not in_place(current, probe.config, tuning.in_place_max_k, exact=tuning.drafts_startup_k()):
             return None
-        st.confirmations = 0
+        st.confirmations, st.evidence = 0, 0.0  # what windows before it saw does not confirm what follows it
         return _issue_probe(tuning, st, now, current, probe, common)
+
+    def probed(dense: Sequence[int]) -> Decision | None:
+        """Best here by a fit that measured one K here: measure the K a doubted prior would choose (probe.py)."""
+        if not may_probe(dense):
+            return None
+        return issued(probe_for(model, tuning, current, distribution, st, now, measured_noise(st)))
+
+    def settling(refused: _Candidate) -> Decision | None:
+        """A rollout the doubted prior still calls a loss after a probe: measure the K that settles it -- unless
+        the cooldown or the restart budget would hold the rollout anyway (the window would buy nothing)."""
+        if live is None or not may_probe(live) or guards.cooldown_guard(st, tuning, now) \
+                or guards.budget_guard(st, tuning, now, reserve=1):
+            return None
+        return issued(settling_probe_for(model, tuning, current, refused.dense, refused.gain, distribution, st, now,
+                                         measured_noise(st)))
 
     probe = probed(best_ks)
     if probe is not None:
@@ -329,6 +344,8 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
     if chosen is None:
         # The best is refused and nothing in place changes today's K: what the rollout rests on may be measured.
         probe = probed(live) if first.rollout and live is not None else None
+        if probe is None and first.guard == guards.DOUBTED:
+            probe = settling(first.candidate)
         if probe is not None:
             return probe
         tail = "" if fallback is None else (f"; in place, {fallback.candidate.config.describe()} "

@@ -22,7 +22,7 @@ import numpy as np
 
 from .acceptance import extrapolated_prefix, measured_positions
 from .config import DraftConfig
-from .cost import DRAFTER_TERMS, KNEE_SHIFTS, TERMS, CostModel
+from .cost import DRAFTER_TERMS, PER_SEQUENCE_TERMS, TERMS, CostModel
 from .goodput import Distribution, Model, goodput_contributions
 from .hedge import COMPUTE_TERMS, DOUBT
 from .inputs import TuningInput, tuning_from_json
@@ -31,10 +31,9 @@ from .state import PolicyState
 from .support import measured_sizes
 from .verification import model_noise
 
-# The per-sequence term (cost.terms: KV reads, and on a CPU engine each request's own overhead), which grows with
-# the batch where no window has measured it: the plain engine of the real-engine story served 28.7 tokens per
-# request-second at batch ~64 where the fit, doubting compute and drafter only, stated 38.7-52.4 (CI, 2026-12-05)
-PER_SEQUENCE_TERMS = (1 + len(KNEE_SHIFTS),)
+# The per-sequence term (cost.PER_SEQUENCE_TERMS) grows with the batch where no window has measured it: the plain
+# engine of the real-engine story served 28.7 tokens per request-second at batch ~64 where the fit, doubting
+# compute and drafter only, stated 38.7-52.4 (CI, 2026-12-05)
 # ... and every term above the memory-bound floor dearer at once: from windows at batch 1-2 the fit stated 39.0
 # tokens per request-second at batch 63, one group of terms doubted at a time 15.7-74.3, and the real CPU engine
 # served 14.8-15.7 over six windows of one schedule beside other work (CI, 2026-12-05). Only dearer: the

@@ -8,13 +8,14 @@ batch size 1 (5.7 ms a step) and the fit, scaling the prior, put a plain decode 
 it takes 1.5 -- so it kept K=2 at 335 tokens/s while speculation off served 659.
 
 The doubt is made explicit: the same remembered step times are fitted again under priors whose
-drafter terms (draft passes, drafted tokens, a speculative step's bookkeeping) are DOUBT times
-dearer and cheaper. Both fits explain every measurement equally well; they disagree only where
-nothing was measured. If the current config is the best under today's fit but another config would
-gain at least MIN_GAIN under one of the doubted fits, the policy runs a K towards that config at
-today's batch sizes -- in place, so nothing restarts -- for a window, which measures that cell.
-After that window the engine goes back in place to the config the probe replaced, and the
-ordinary optimiser decides from there with two measured K instead of one.
+drafter terms (draft passes, drafted tokens, a speculative step's bookkeeping), or whose KV reads per
+sequence (at a large batch: compute against reads), are DOUBT times dearer and cheaper. Both fits
+explain every measurement equally well; they disagree only where nothing was measured. If the
+current config is the best under today's fit but another config would gain at least MIN_GAIN under
+one of the doubted fits, the policy runs a K towards that config at today's batch sizes -- in place,
+so nothing restarts -- for a window, which measures that cell. After that window the engine goes
+back in place to the config the probe replaced, and the ordinary optimiser decides from there with
+two measured K instead of one.
 
 What bounds its cost: only in place (a probe never restarts an engine), only when the step-time
 predictions the probe separates differ by more than the measurement noise can blur, a predicted
@@ -24,8 +25,11 @@ never a cell already measured, and not again at the same batch sizes and K for `
 The K probed is the doubted fit's choice at today's batch sizes, or the unmeasured K nearest it
 on the same side of today's that is cheap enough and telling. With a model drafter a K = 0 step
 still runs the drafter's first pass (cost.draft_passes), so measuring "off" in place measures that
-step, which the fit then splits with the drafter terms pinned by the other K measured. vLLM's own
-series alone are not probed: their pooled step time mixes the K of every batch size. Off unless
+step, which the fit then splits with the drafter terms pinned by the other K measured -- not wholly: the
+drafter's per-token work and the target's compute both grow with the batch, so a rollout taken on such a
+split may still lose under a doubted fit (`doubted_loss`), and `settling_probe_for` measures the K that
+narrows it. vLLM's own series are probed only where the window runs one K across its batch sizes (their
+pooled step time mixes the K of every batch size). Off unless
 the tuning input's `probeInPlace` is set (operator configuration `tuning.policy`).
 """
 
@@ -40,7 +44,7 @@ import numpy as np
 from specinfer.runtime.methods.schedule import effective_k
 
 from .config import DraftConfig
-from .cost import DRAFTER_TERMS, TERMS, CostModel
+from .cost import DRAFTER_TERMS, PER_SEQUENCE_TERMS, TERMS, CostModel
 from .goodput import KEEP_TOLERANCE, Distribution, Model, goodput, is_speculative
 from .inputs import TuningInput
 from .state import PolicyState, ProbeRecord
@@ -50,12 +54,35 @@ DOUBT = 3.0  # how far the prior's drafter cost may be off (the CPU engine's EAG
 MIN_GAIN = 0.03  # a doubted fit must see at least this much to be worth a window's measurement
 MAX_LOSS = 0.35  # the probe's predicted loss (today's fit) for the windows it runs, at most ...
 LOSS_PER_GAIN = 3.0  # ... and at most this many times the gain it may find (a found gain lasts many windows)
-MIN_SEPARATION = 0.10  # the fits' predicted step times at the probed K differ by at least this ...
+MIN_SEPARATION = 0.10  # the fits' predicted step times at the probed K differ by at least this (drafter doubt) ...
+SETTLE_SEPARATION = 0.04  # ... (a probe at a large batch, or one a rollout waits on) ...
 NOISE_SEPARATION = 3.0  # ... and by this many times the measured window-to-window noise
 MEASURED_WEIGHT = 0.5  # a cell holding half a window of steps has measured its K there
 MIN_HOLD_SECONDS = 1800.0  # a probe's hold whatever rejectHoldSeconds says (0 must not mean every window)
 PROBE_MEMORY_SECONDS = 6 * 3600.0  # a probe's record outlives its hold while its cell may still shape the fit
 DRAFTER_PRIOR_FIELDS = ("draft_pass", "draft_token", "speculation_step", "speculation_per_sequence")
+
+
+@dataclass(frozen=True)
+class Doubt:
+    """A part of the prior's split of the step that one K measured at a batch size cannot check."""
+
+    what: str
+    fields: tuple[str, ...]  # the prior's fields it scales ...
+    terms: tuple[int, ...]  # ... and the cost terms they make (cost.terms)
+    min_separation: float  # the fits' predicted step times at the probed K differ by at least this
+
+
+DRAFTER = Doubt("the drafter", DRAFTER_PRIOR_FIELDS, DRAFTER_TERMS, MIN_SEPARATION)
+# At a large batch a K = 1 step is the target's compute over 2B tokens, its KV reads over B sequences and
+# the drafter's work: how much is compute (which speculation off halves) and how much per-sequence reads
+# (which it keeps) is the prior's call until another K is measured there. The bench's heavy-drafter-peak:
+# with K=1 alone measured at batch ~210, the fit put the KV term at 1.5x its prior where the engine's is
+# 0.7x, a plain step at 21.4 ms where it takes 18.6, and saw speculation off at +2.7% where it gains +13%
+# -- and K = 0 there, which tells them apart, the two fits priced 4.4% apart: at a batch that large a window
+# holds thousands of steps, and the noise bound (NOISE_SEPARATION) is what keeps the measurement telling
+PER_SEQUENCE = Doubt("the KV reads per sequence", ("kv_per_sequence",), PER_SEQUENCE_TERMS, SETTLE_SEPARATION)
+DOUBTS = (DRAFTER, PER_SEQUENCE)
 
 
 @dataclass(frozen=True)
@@ -68,32 +95,35 @@ class Probe:
     predicted_loss: float  # today's fit: goodput of the probe against the current config (< 0)
     doubted_best: DraftConfig  # what a doubted fit would choose ...
     doubted_gain: float  # ... and gain
-    doubt: float  # the factor on the drafter terms of that fit
+    doubt: float  # the factor on the doubted terms of that fit
+    doubted: Doubt = DRAFTER  # which terms
 
     def describe(self) -> str:
         dearer = _dearer(self.doubt)
         sizes = self.batch_sizes
         where = f"batch size {sizes[0]}" if len(sizes) == 1 else f"batch sizes {sizes[0]}-{sizes[-1]}"
-        return (f"probing K={self.k} at {where} in place for a window: with the drafter {dearer} "
-                f"than the step-cost prior says, {self.doubted_best.describe()} would gain {self.doubted_gain:+.1%}, "
+        verdict = (f"would gain {self.doubted_gain:+.1%}" if self.doubted_gain >= 0
+                   else f"would lose {self.doubted_gain:+.1%}, and a rollout to it waits on that")
+        return (f"probing K={self.k} at {where} in place for a window: with {self.doubted.what} {dearer} "
+                f"than the step-cost prior says, {self.doubted_best.describe()} {verdict}, "
                 f"and K={self.k} is not measured there; predicted {self.predicted_loss:+.1%} while it runs")
 
 
-def doubted(cost: CostModel, factor: float) -> CostModel:
-    """The same remembered cells under a prior whose drafter terms are `factor` times as dear.
+def doubted(cost: CostModel, factor: float, doubt: Doubt = DRAFTER) -> CostModel:
+    """The same remembered cells under a prior whose `doubt` terms are `factor` times as dear.
 
     The terms are linear in those prior fields, so each cell's term vector scales column by column:
-    the cells' step times are untouched, only what the ridge believes about unmeasured K moves."""
-    prior = cost.prior.model_copy(update={name: getattr(cost.prior, name) * factor for name in DRAFTER_PRIOR_FIELDS})
+    the cells' step times are untouched, only what the ridge believes about unmeasured cells moves."""
+    prior = cost.prior.model_copy(update={name: getattr(cost.prior, name) * factor for name in doubt.fields})
     scale = np.ones(TERMS)
-    scale[list(DRAFTER_TERMS)] = factor
+    scale[list(doubt.terms)] = factor
     cells = {key: [list(np.asarray(x) * scale), seconds, weight] for key, (x, seconds, weight) in cost.cells.items()}
     return CostModel(prior, cost.cost_shape, cells)
 
 
-def doubted_model(model: Model, factor: float) -> Model:
+def doubted_model(model: Model, factor: float, doubt: Doubt = DRAFTER) -> Model:
     """`model` refitted on its own cells under the doubted prior."""
-    cost = doubted(model.cost, factor)
+    cost = doubted(model.cost, factor, doubt)
     return Model(model.prefix, cost, cost.multipliers(), model.schedule_factor, always_scheduled=model.always_scheduled)
 
 
@@ -118,15 +148,26 @@ def doubted_loss(model: Model, tuning: TuningInput, current: DraftConfig, candid
     if not any(measured_k(model.cost, b, entry.config.dense(top)[b]) for entry in probed_here
                for b in sizes & set(entry.batch_sizes)):
         return None  # no probe here, or its cell has faded from the fit: the prior alone is in doubt again
-    current_dense = current.dense(top)
+    for factor, gain in losing_doubts(model, current.dense(top), candidate, distribution):
+        return (f"with the drafter {_dearer(factor)} than the step-cost prior says it would lose {gain:+.1%}: "
+                "the probe here did not settle the doubt, and a rollout is not taken on it")
+    return None
+
+
+def losing_doubts(model: Model, current_dense: Sequence[int], candidate: Sequence[int],
+                  distribution: Distribution) -> list[tuple[float, float]]:
+    """(factor, gain) of each fit with the drafter DOUBT times dearer or cheaper under which `candidate` loses
+    more than KEEP_TOLERANCE (the margin within which the optimiser calls two configs equal: with three K
+    measured at a peak, the cheaper drafter's fit still said -0.2% for a switch-off worth +14%, its ridge
+    pulling against the data)."""
+    losing = []
     for factor in (DOUBT, 1 / DOUBT):
         other = doubted_model(model, factor)
         before = goodput(other, current_dense, distribution)
         gain = goodput(other, candidate, distribution) / before - 1 if before > 0 else 0.0
-        if gain < 0:
-            return (f"with the drafter {_dearer(factor)} than the step-cost prior says it would lose {gain:+.1%}: "
-                    "the probe here did not settle the doubt, and a rollout is not taken on it")
-    return None
+        if gain < -KEEP_TOLERANCE:
+            losing.append((factor, gain))
+    return losing
 
 
 def measured_k(cost: CostModel, batch_size: int, k: int) -> bool:
@@ -160,36 +201,85 @@ def cell_k(key: str) -> int | None:
         return None
 
 
+@dataclass(frozen=True)
+class _Here:
+    """What a probe is judged against: today's fit, config and load, and the one K it runs there."""
+
+    model: Model
+    tuning: TuningInput
+    current_dense: list[int]
+    k_now: int
+    sizes: tuple[int, ...]  # today's batch sizes
+    before: float  # today's goodput by the fit
+    distribution: Distribution
+    st: PolicyState
+    now: float
+
+
+def _here(model: Model, tuning: TuningInput, current: DraftConfig, distribution: Distribution, st: PolicyState,
+          now: float) -> _Here | None:
+    """None where nothing can be probed: no engine retuned in place, speculation off, no load, or today's batch
+    sizes straddling a schedule boundary (one K measured each already)."""
+    top = tuning.max_batch_size
+    if tuning.in_place_max_k is None or current.off or not distribution:
+        return None
+    current_dense = list(current.dense(top))
+    sizes = tuple(sorted({max(1, min(int(size), top)) for size, _ in distribution}))
+    ks = {current_dense[b] for b in range(sizes[0], sizes[-1] + 1)}
+    before = goodput(model, current_dense, distribution)
+    if len(ks) != 1 or before <= 0:
+        return None
+    return _Here(model, tuning, current_dense, ks.pop(), sizes, before, distribution, st, now)
+
+
 def probe_for(model: Model, tuning: TuningInput, current: DraftConfig, distribution: Distribution,
               st: PolicyState, now: float, noise: float) -> Probe | None:
     """The probe worth a window when `current` is today's best, or None."""
-    top = tuning.max_batch_size
-    max_k = tuning.in_place_max_k
-    if max_k is None or current.off or not distribution:
+    here = _here(model, tuning, current, distribution, st, now)
+    if here is None:
         return None
-    current_dense = current.dense(top)
-    sizes = tuple(sorted({max(1, min(int(size), top)) for size, _ in distribution}))
-    low, high = sizes[0], sizes[-1]
-    here = {current_dense[b] for b in range(low, high + 1)}
-    if len(here) != 1:
-        return None  # today's batch sizes straddle a schedule boundary: one K measured each already
-    k_now = here.pop()
-    before = goodput(model, current_dense, distribution)
-    if before <= 0:
-        return None
-    for factor in (DOUBT, 1 / DOUBT):
-        other = doubted_model(model, factor)
-        best = _best_here(other, tuning, current_dense, distribution, sizes)
-        gain = goodput(other, best, distribution) / goodput(other, current_dense, distribution) - 1
+    low, high = here.sizes[0], here.sizes[-1]
+    for doubt, factor in ((doubt, factor) for doubt in DOUBTS for factor in (DOUBT, 1 / DOUBT)):
+        other = doubted_model(model, factor, doubt)
+        best = _best_here(other, tuning, here.current_dense, distribution, here.sizes)
+        gain = goodput(other, best, distribution) / goodput(other, here.current_dense, distribution) - 1
         if gain < MIN_GAIN:
             continue
         # The K that config runs at today's batch sizes (speculation off: a schedule's K = 0, in place).
-        target = min(max(best[b] for b in range(low, high + 1)), max_k) if is_speculative(best) else 0
-        probe = _probe_towards(model, other, tuning, current_dense, k_now, target, sizes, before, distribution,
-                               st, now, noise, min(MAX_LOSS, LOSS_PER_GAIN * gain))
+        target = min(max(best[b] for b in range(low, high + 1)), tuning.in_place_max_k or 0) \
+            if is_speculative(best) else 0
+        probe = _probe_towards(here, other, target, max(doubt.min_separation, NOISE_SEPARATION * noise),
+                               min(MAX_LOSS, LOSS_PER_GAIN * gain))
         if probe is not None:
             config, k, loss = probe
-            return Probe(config, k, sizes, loss, DraftConfig.from_dense(best), gain, factor)
+            return Probe(config, k, here.sizes, loss, DraftConfig.from_dense(best), gain, factor, doubt)
+    return None
+
+
+def settling_probe_for(model: Model, tuning: TuningInput, current: DraftConfig, refused: Sequence[int],
+                       refused_gain: float, distribution: Distribution, st: PolicyState, now: float,
+                       noise: float) -> Probe | None:
+    """The probe a rollout held by `doubted_loss` waits on: the unmeasured K nearest today's that tells
+    today's fit from the doubted one that calls the rollout a loss.
+
+    The first probe measured the K its doubt pointed to. A model drafter runs its first pass in a schedule's
+    K = 0 step, so that K leaves the drafter's share of the step the prior's call, and a fit with the drafter
+    cheaper can go on seeing the rollout lose whatever the window said. A K above today's (one more draft
+    pass, B more drafted tokens) separates them. The bench's heavy-drafter-peak with vLLM's series: after
+    K=0 was measured at batch 208 the fit saw speculation off at +11.3%, the drafter 3x cheaper at -5.6%,
+    and the two priced K=2 there 6% apart; nothing else could settle it, and the peak was served at K=1."""
+    here = _here(model, tuning, current, distribution, st, now)
+    if here is None or refused_gain <= 0:
+        return None
+    order = sorted((k for k in range((tuning.in_place_max_k or 0) + 1) if k != here.k_now),
+                   key=lambda k: (abs(k - here.k_now), k))
+    separation = max(SETTLE_SEPARATION, NOISE_SEPARATION * noise)
+    for factor, gain in losing_doubts(model, here.current_dense, refused, distribution):
+        probe = _first_telling(here, doubted_model(model, factor), order, separation,
+                               min(MAX_LOSS, LOSS_PER_GAIN * refused_gain))
+        if probe is not None:
+            config, k, loss = probe
+            return Probe(config, k, here.sizes, loss, DraftConfig.from_dense(refused), gain, factor, DRAFTER)
     return None
 
 
@@ -211,24 +301,30 @@ def _best_here(model: Model, tuning: TuningInput, current_dense: Sequence[int], 
     return dense
 
 
-def _probe_towards(model: Model, other: Model, tuning: TuningInput, current_dense: Sequence[int], k_now: int,
-                   target: int, sizes: tuple[int, ...], before: float, distribution: Distribution,
-                   st: PolicyState, now: float, noise: float, max_loss: float) -> tuple[DraftConfig, int, float] | None:
+def _probe_towards(here: _Here, other: Model, target: int, separation: float,
+                   max_loss: float) -> tuple[DraftConfig, int, float] | None:
     """The unmeasured K on the doubted fit's side of today's, nearest its choice, that is cheap enough
     and telling (a K next to today's often predicts nearly the same step time under both fits)."""
-    if target == k_now or any(measured_k(model.cost, b, target) for b in sizes):
+    if target == here.k_now or any(measured_k(here.model.cost, b, target) for b in here.sizes):
         return None  # the K it would choose is measured: the optimiser has decided with it
-    low, high = sizes[0], sizes[-1]
-    side = range(k_now) if target < k_now else range(k_now + 1, (tuning.in_place_max_k or k_now) + 1)
+    k_now = here.k_now
+    side = range(k_now) if target < k_now else range(k_now + 1, (here.tuning.in_place_max_k or k_now) + 1)
+    return _first_telling(here, other, sorted(side, key=lambda k: (abs(k - target), k)), separation, max_loss)
+
+
+def _first_telling(here: _Here, other: Model, order: Sequence[int], separation: float,
+                   max_loss: float) -> tuple[DraftConfig, int, float] | None:
+    """The first K of `order` not measured at today's batch sizes whose window today's fit prices at a loss of
+    at most `max_loss` and whose step time `other` predicts at least `separation` apart from today's fit."""
+    model, tuning, sizes = here.model, here.tuning, here.sizes
     allowed = set(tuning.allowed_ks())  # 0 only with allowDisable
-    separation = max(MIN_SEPARATION, NOISE_SEPARATION * noise)
-    for k in sorted(side, key=lambda k: (abs(k - target), k)):
+    for k in order:
         if k not in allowed or any(measured_k(model.cost, b, k) for b in sizes):
             continue
-        dense = _probe_dense(tuning, current_dense, k, k_now, low, high)
-        if dense is None or dense == list(current_dense) or _held(st, dense, tuning.max_batch_size, now):
+        dense = _probe_dense(tuning, here.current_dense, k, here.k_now, sizes[0], sizes[-1])
+        if dense is None or dense == here.current_dense or _held(here.st, dense, tuning.max_batch_size, here.now):
             continue
-        loss = goodput(model, dense, distribution) / before - 1
+        loss = goodput(model, dense, here.distribution) / here.before - 1
         apart = max(abs(other.step_time(b, k, True) / model.step_time(b, k, True) - 1) for b in sizes)
         if loss >= -max_loss and apart >= separation:
             return DraftConfig.from_dense(dense), k, loss

@@ -1,0 +1,183 @@
+"""Probes at a peak (operator/tuner/policy/probe.py): what one K measured at a large batch cannot tell.
+
+The world is the bench's heavy-drafter-peak engine (an 8B target whose EAGLE-3 head costs 4x its prior),
+measured where the tuner measures it: K = 1-3 in the quiet phase at batch 3, K = 1 alone at the peak's
+batch sizes 204-210. There a K = 1 step is the target's compute over 2B tokens, its KV reads over B
+sequences and the head's work; the prior decides the split, and the fit puts the plain decode step ~17%
+above the engine's, so speculation off (which gains ~+13% there) looks like +2%.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from specinfer.bench import tuner as bench_tuner
+from specinfer.bench.scenarios import SCENARIOS, Engine
+from specinfer.operator.tuner.policy import DraftConfig
+from specinfer.operator.tuner.policy import probe as probe_module
+from specinfer.operator.tuner.policy.cost import CostModel, terms
+from specinfer.operator.tuner.policy.goodput import Model, goodput
+from specinfer.operator.tuner.policy.state import PolicyState
+from tests.unit import test_policy_probe as probe_tests
+
+pytestmark = pytest.mark.unit
+
+PEAK = (204, 206, 208, 210)
+DISTRIBUTION = [(b, 1 / len(PEAK)) for b in PEAK]
+PREFIX = [0.7, 0.5, 0.35, 0.25] + [0.15] * 12
+K1 = DraftConfig(num_speculative_tokens=1)
+
+
+class World:
+    """The scenario's engine and the cells the tuner would hold from it."""
+
+    def __init__(self) -> None:
+        scenario = SCENARIOS["heavy-drafter-peak"]
+        self.tuning = bench_tuner.tuning_input(scenario).model_copy(update={"probe_in_place": True})
+        self.engine = Engine(scenario, bench_tuner.initial_config(scenario), envelope=bench_tuner.envelope_of(scenario))
+        self.cost = CostModel(self.tuning.cost_prior, self.tuning.cost_shape, {})
+        for k in (1, 2, 3):
+            self.measure(3, k)
+        for b in PEAK:
+            self.measure(b, 1)
+
+    def measure(self, batch_size: int, k: int) -> None:
+        """A full window of this (B, K) in place (a schedule's K = 0 is a "B:0s" cell)."""
+        seconds = self.engine.step_time(batch_size, k, DraftConfig(num_speculative_tokens=max(k, 1)))
+        x = terms(self.tuning.cost_prior, batch_size, k, self.tuning.cost_shape, True, max(k, 1))
+        self.cost.add(f"{batch_size}:{k}{'s' if k == 0 else ''}", x, seconds, 200)
+
+    def model(self) -> Model:
+        return Model(PREFIX[:self.tuning.k_max], self.cost, self.cost.multipliers(), always_scheduled=True)
+
+    def plain_error(self) -> float:
+        """The fit's plain decode step at batch 206 against the engine's."""
+        truth = self.engine.step_time(206, 0, DraftConfig(num_speculative_tokens=0))
+        return self.model().step_time(206, 0) / truth - 1
+
+    def off_gain(self) -> float:
+        top = self.tuning.max_batch_size
+        model = self.model()
+        return goodput(model, [0] * (top + 1), DISTRIBUTION) / goodput(model, K1.dense(top), DISTRIBUTION) - 1
+
+
+def test_the_per_sequence_split_is_probed_at_the_peak():
+    world = World()
+    assert world.plain_error() > 0.12 and world.off_gain() < 0.05  # the miss the probe is for
+    probe = probe_module.probe_for(world.model(), world.tuning, K1, DISTRIBUTION, PolicyState(), 0.0, 0.01)
+    assert probe is not None and probe.doubted is probe_module.PER_SEQUENCE, probe
+    assert probe.k == 0 and probe.batch_sizes == PEAK and probe.predicted_loss < 0
+    dense = probe.config.dense(world.tuning.max_batch_size)
+    assert all(dense[b] == 0 for b in PEAK) and not probe.config.off  # in place: the drafter stays loaded
+    assert "KV reads per sequence 3x cheaper" in probe.describe()
+
+
+def test_without_the_per_sequence_doubt_nothing_is_probed(monkeypatch):
+    """The drafter's doubt alone sees nothing to measure: K = 1-3 at batch 3 pinned the head's passes."""
+    monkeypatch.setattr(probe_module, "DOUBTS", (probe_module.DRAFTER,))
+    world = World()
+    assert probe_module.probe_for(world.model(), world.tuning, K1, DISTRIBUTION, PolicyState(), 0.0, 0.01) is None
+
+
+def test_a_rollout_the_drafters_doubt_holds_is_settled_by_another_k():
+    """K = 0 measured at the peak runs the head's first pass: which share of it is the head stays the
+    prior's call, and the fit with the head 3x cheaper calls speculation off a loss. The settling probe
+    measures a K above today's, which narrows that doubt and brings the fit's plain step towards the engine's."""
+    world = World()
+    for b in PEAK:
+        world.measure(b, 0)
+    top = world.tuning.max_batch_size
+    off = [0] * (top + 1)
+    losing = probe_module.losing_doubts(world.model(), K1.dense(top), off, DISTRIBUTION)
+    assert losing and losing[0][0] < 1, losing  # the rollout waits on the fit with the head 3x cheaper
+    before = world.plain_error()
+
+    def settling(refused_gain: float) -> probe_module.Probe | None:
+        return probe_module.settling_probe_for(world.model(), world.tuning, K1, off, refused_gain, DISTRIBUTION,
+                                               PolicyState(), 0.0, 0.01)
+
+    # its window's loss is bounded by what the rollout would gain: here the fit's own +2% buys no probe,
+    # the +11% the bench's pooled windows showed at this point (vLLM's series) buys one
+    assert world.off_gain() < 0.05 and settling(world.off_gain()) is None
+    probe = settling(0.11)
+    assert probe is not None and probe.k > 1 and probe.doubt < 1, probe
+    assert probe.predicted_loss >= -probe_module.LOSS_PER_GAIN * 0.11
+    assert "would lose" in probe.describe() and "a rollout to it waits on that" in probe.describe()
+    for b in PEAK:
+        world.measure(b, probe.k)
+    # measured, the doubt narrows (the prior's shape still bends this engine's steps a little: -1% left of -5%)
+    after = probe_module.losing_doubts(world.model(), K1.dense(top), off, DISTRIBUTION)
+    assert all(gain > losing[0][1] / 2 for _, gain in after), (losing, after)
+    assert world.off_gain() > 0.08 and world.plain_error() < before - 0.05
+
+
+def test_no_settling_probe_where_no_doubted_fit_calls_the_rollout_a_loss():
+    world = World()
+    for b in PEAK:
+        world.measure(b, 0)
+    top = world.tuning.max_batch_size
+    same = K1.dense(top)  # a candidate no fit sees losing (here: what runs) leaves nothing to settle ...
+    assert probe_module.losing_doubts(world.model(), K1.dense(top), same, DISTRIBUTION) == []
+    assert probe_module.settling_probe_for(world.model(), world.tuning, K1, same, 0.11, DISTRIBUTION,
+                                           PolicyState(), 0.0, 0.01) is None
+    off = [0] * (top + 1)  # ... where speculation off, which one calls a loss, has one
+    assert probe_module.settling_probe_for(world.model(), world.tuning, K1, off, 0.11, DISTRIBUTION,
+                                           PolicyState(), 0.0, 0.01) is not None
+
+
+def _closed_loop_at_the_peak(monkeypatch, world: World):
+    """The policy deciding window after window on this engine at batch 204-210, from K=1 in place (our
+    plugin's series; Surge, so no payback holds a rollout)."""
+    monkeypatch.setattr(probe_tests, "HEAD_PREFIX", PREFIX[:4])
+
+    def step(batch_size: int, k: int, speculative: bool) -> float:
+        config = DraftConfig(num_speculative_tokens=max(k, 1) if speculative else 0)
+        return world.engine.step_time(batch_size, k if speculative else 0, config)
+
+    tune = world.tuning.model_copy(update={"k_max": 4, "in_place_max_k": 4, "confirmations": 1,
+                                           "cooldown_seconds": 20, "min_steps": 100, "min_drafts": 100,
+                                           "downtime_fraction": 0.0})
+    return probe_tests.closed_loop(tune, world=step, k=1, batch_sizes=dict(DISTRIBUTION), ticks=30)
+
+
+def test_at_the_peak_the_probe_finds_speculation_off(monkeypatch):
+    decisions, final = _closed_loop_at_the_peak(monkeypatch, World())
+    probes = [d for d in decisions if d.probe]
+    assert probes and "KV reads per sequence" in probes[0].reason, [d.reason for d in decisions if d.is_change]
+    assert final.off, [d.reason for d in decisions if d.is_change]
+    realised = [d.reason for d in decisions if d.guard == "verifying"]
+    assert realised and "realised +" in realised[-1], realised  # and it serves more than K=1 did
+
+
+def test_at_the_peak_without_the_per_sequence_doubt_k1_stays(monkeypatch):
+    """The gap the per-sequence doubt closes: the same loop keeps K=1 at the peak throughout."""
+    monkeypatch.setattr(probe_module, "DOUBTS", (probe_module.DRAFTER,))
+    decisions, final = _closed_loop_at_the_peak(monkeypatch, World())
+    assert not any(d.probe for d in decisions) and not final.off
+    assert final.dense(256)[206] == 1, final
+
+
+
+def test_a_rollout_held_by_the_doubt_asks_for_the_settling_probe(monkeypatch):
+    """decide() wiring: where the `doubted` guard holds speculation off (the probe module's world at batch
+    60-64) the policy asks for the settling probe with the refused rollout and its gain, and issues what it
+    gets, in place, as a probe."""
+    decide_module = importlib.import_module("specinfer.operator.tuner.policy.decide")
+    monkeypatch.setattr(probe_tests, "HEAD_PREFIX", [0.8, 0.6, 0.45, 0.3])
+    asked: list[tuple[list[int], float]] = []
+
+    def settling(model, tuning, current, refused, refused_gain, distribution, st, now, noise):
+        asked.append((list(refused), refused_gain))
+        dense = current.dense(tuning.max_batch_size)
+        config = DraftConfig.from_dense([*dense[:60], *[4] * (len(dense) - 60)])
+        return probe_module.Probe(config, 4, (60, 64), -0.1, DraftConfig(num_speculative_tokens=0), -0.05,
+                                  1 / probe_module.DOUBT)
+
+    monkeypatch.setattr(decide_module, "settling_probe_for", settling)
+    decisions, _ = probe_tests.closed_loop(probe_tests.tuning(downtimeFraction=0.0), world=probe_tests.as_prior,
+                                           k=1, batch_sizes={60: 0.3, 64: 0.7}, ticks=10)
+    assert asked and all(not any(dense) and gain > 0 for dense, gain in asked), asked
+    settled = [d for d in decisions if d.probe and "a rollout to it waits on that" in d.reason]
+    assert settled and settled[0].path == "inPlace", [d.reason for d in decisions if d.is_change]
