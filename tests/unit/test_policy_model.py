@@ -276,3 +276,27 @@ def test_the_objective_prices_a_schedule_under_the_drafters_startup_k():
     off = [0] * 65
     assert goodput(Model(prefix, startup, startup.multipliers()), off, mix) == pytest.approx(
         goodput(Model(prefix, follows, follows.multipliers()), off, mix))
+
+
+def test_a_probes_single_window_survives_a_memory_full_of_one_k():
+    """The memory holds MAX_CELLS cells. Full of K=1 at every batch size of a long peak, one window of a
+    schedule's K = 0 at a few of them (a probe) must stay -- through its own window and the K=1 windows
+    after it -- or the probe measured nothing and runs again."""
+    from specinfer.operator.tuner.policy.cost import MAX_CELLS
+    cost = CostModel.from_state(None, PRIOR, "sequential")
+    rng = random.Random(4)
+    sizes = list(range(100, 100 + MAX_CELLS))
+    for _ in range(6):  # heavy, well-measured K=1 cells filling the memory
+        cost.learn(observation(1, batches={b: 1 / len(sizes) for b in sizes}, rng=rng))
+    assert len(cost.cells) == MAX_CELLS
+    probe = ((1, 139, 1), (140, 143, 0), (144, 256, 1))
+    cost.learn(observation(1, schedule=probe, batches=dict.fromkeys((140, 141, 142, 143), 0.25), rng=rng))
+    probed = {key for key in cost.cells if key.endswith(":0s")}
+    assert probed == {f"{b}:0s" for b in (140, 141, 142, 143)}, sorted(cost.cells)
+    for _ in range(3):  # the load goes on at K=1, at batch sizes the memory has not seen
+        cost.learn(observation(1, batches=dict.fromkeys((170, 171), 0.5), rng=rng))
+    assert probed <= set(cost.cells) and len(cost.cells) == MAX_CELLS
+    assert {"170:1", "171:1"} <= set(cost.cells)  # this window's cells are kept too: older K=1 ones went
+    # a K=1 window over most of the sizes it had and a few new ones: the probe's cells are still the rarer kind
+    cost.learn(observation(1, batches=dict.fromkeys([*sizes[4:56], 172, 173, 174, 175], 1 / 56), rng=rng))
+    assert probed <= set(cost.cells) and len(cost.cells) == MAX_CELLS

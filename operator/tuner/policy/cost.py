@@ -13,7 +13,8 @@ remembered cells (batch size, K) -> mean step time, plain lists.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -110,6 +111,12 @@ def speculation_overhead(prior: CostPrior, batch_size: float) -> float:
     return prior.speculation_step + prior.speculation_per_sequence * batch_size
 
 
+def _kind(key: str) -> str:
+    """A cell's key without its batch size: "B:K[s][@W]" -> "K[s][@W]", "pooled:B:K:schedule" -> "pooled:K:schedule"."""
+    parts = key.split(":")
+    return ":".join(["pooled", *parts[2:]]) if parts[0] == "pooled" else ":".join(parts[1:])
+
+
 @dataclass
 class CostModel:
     """Remembered step times per cell (batch size, effective K -- or a pooled config for vLLM's
@@ -159,9 +166,20 @@ class CostModel:
             deviation = ((seconds / old_seconds - 1) ** 2 * remembered / (remembered + 1), worth * remembered)
         else:
             self.cells[key] = [list(map(float, x)), float(seconds), worth]
-        if len(self.cells) > MAX_CELLS:
-            del self.cells[min(self.cells, key=lambda k: self.cells[k][2])]
         return deviation
+
+    def trim(self, keep: Collection[str] = ()) -> None:
+        """At most MAX_CELLS: drop the lightest cell of the most crowded kind (the same K and config at
+        other batch sizes), never one in `keep` (this window's) while another is left.
+
+        The lightest cell overall is the newest, so a window's single measurement of another K -- a probe's
+        -- went first: in the bench's diurnal day 60 cells of K=1 at batch 141-225 evicted each K = 0 probe's
+        cells as they came, and the same probe ran three times in 13 minutes, measuring nothing."""
+        while len(self.cells) > MAX_CELLS:
+            spare = [key for key in self.cells if key not in keep] or list(self.cells)
+            crowd = Counter(_kind(key) for key in self.cells)  # all cells: a window revisits its own kind's
+            most = max(crowd[_kind(key)] for key in spare)
+            del self.cells[min((key for key in spare if crowd[_kind(key)] == most), key=lambda k: self.cells[k][2])]
 
     def decay(self, forget: float) -> None:
         for key in list(self.cells):
@@ -268,8 +286,10 @@ class CostModel:
         seen before). `slowdown` is what the applied config adds to every step (PIECEWISE graphs
         under a schedule): the cells remember the engine's own step time without it."""
         deviations: list[tuple[float, float]] = []
+        seen: set[str] = set()
 
         def add(key: str, x: Sequence[float] | np.ndarray, seconds: float, count: float) -> None:
+            seen.add(key)
             deviation = self.add(key, x, seconds / slowdown, count)
             if deviation is not None and deviation[1] > 0:
                 deviations.append(deviation)
@@ -288,6 +308,7 @@ class CostModel:
                         sample.count)
         elif obs.sequence_steps > 0 and obs.step_mean_seconds > 0:
             add(self.pooled_key(obs), self.pooled_terms(obs), obs.step_mean_seconds, obs.sequence_steps)
+        self.trim(keep=seen)
         total = sum(weight for _, weight in deviations)
         return sum(value * weight for value, weight in deviations) / total if total > 0 else None
 
