@@ -287,9 +287,9 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
                                                          coverage_gain=round(cover, 4))}
     observed = {max(1, min(int(b), top)) for b, _ in distribution}
 
-    def may_probe(dense: Sequence[int] | None) -> bool:
+    def may_probe(dense: Sequence[int]) -> bool:
         """Not on a ramp, nothing `dense` changes at today's batch sizes, and probes may run (`_may_probe`)."""
-        return ramp is None and not (dense is not None and any(differs_at(dense, current_dense, b) for b in observed)) \
+        return ramp is None and not any(differs_at(dense, current_dense, b) for b in observed) \
             and _may_probe(obs, tuning, common["signals"])
 
     def issued(probe: Probe | None) -> Decision | None:
