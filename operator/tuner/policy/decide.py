@@ -67,7 +67,7 @@ from .observation import (
     parse_observation,
     settling_problem,
 )
-from .probe import Probe, doubted_loss, probe_for, remember, settling_probe_for
+from .probe import Probe, doubted_loss, plain_probe_for, probe_for, remember, settling_probe_for
 from .ramp import Ramp
 from .restart import payback
 from .state import PendingChange, PolicyState, SpeculationSwitch
@@ -313,6 +313,14 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
         return issued(settling_probe_for(model, tuning, current, refused.dense, refused.gain, distribution, st, now,
                                          measured_noise(st)))
 
+    def measuring_plain(verdict: _Verdict) -> Decision | None:
+        """A rollout to speculation off that every guard lets through, whose plain step no window measured
+        here: K = 0 in place for a window first (probe.py) -- the rollout restarts every replica on that step."""
+        if not verdict.rollout or verdict.refused is not None or not may_probe(current_dense):
+            return None
+        return issued(plain_probe_for(model, tuning, current, verdict.candidate.dense, verdict.candidate.gain,
+                                      distribution, st, now))
+
     probe = probed(best_ks)
     if probe is not None:
         return probe
@@ -322,6 +330,9 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
 
     slo = guards.slo_violated(obs, tuning)
     first = _consider(obs, tuning, st, now, model, distribution, best_ks, gain, slo, ramp, hedge)
+    probe = measuring_plain(first)
+    if probe is not None:
+        return probe
     chosen: _Verdict | None = first if first.refused is None else None
     fallback: _Verdict | None = None
     if first.refused is not None and first.rollout and live is not None and live != current_dense:

@@ -28,9 +28,11 @@ still runs the drafter's first pass (cost.draft_passes), so measuring "off" in p
 step, which the fit then splits with the drafter terms pinned by the other K measured -- not wholly: the
 drafter's per-token work and the target's compute both grow with the batch, so a rollout taken on such a
 split may still lose under a doubted fit (`doubted_loss`), and `settling_probe_for` measures the K that
-narrows it. vLLM's own series are probed only where the window runs one K across its batch sizes (their
-pooled step time mixes the K of every batch size). Off unless
-the tuning input's `probeInPlace` is set (operator configuration `tuning.policy`).
+narrows it. A rollout to speculation off on a plain step no window measured waits for K = 0 there
+(`plain_probe_for`), where the drafter's first pass is a small share of that step. vLLM's own series
+are probed only where the window runs one K across its batch sizes (their pooled step time mixes the
+K of every batch size). Off unless the tuning input's `probeInPlace` is set (operator configuration
+`tuning.policy`).
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from .cost import DRAFTER_TERMS, PER_SEQUENCE_TERMS, TERMS, CostModel
 from .goodput import KEEP_TOLERANCE, Distribution, Model, goodput, is_speculative
 from .inputs import TuningInput
 from .state import PolicyState, ProbeRecord
-from .support import cell_span
+from .support import cell_span, plain_decode
 
 DOUBT = 3.0  # how far the prior's drafter cost may be off (the CPU engine's EAGLE-3 head: ~3x)
 MIN_GAIN = 0.03  # a doubted fit must see at least this much to be worth a window's measurement
@@ -60,6 +62,11 @@ NOISE_SEPARATION = 3.0  # ... and by this many times the measured window-to-wind
 MEASURED_WEIGHT = 0.5  # a cell holding half a window of steps has measured its K there
 MIN_HOLD_SECONDS = 1800.0  # a probe's hold whatever rejectHoldSeconds says (0 must not mean every window)
 PROBE_MEMORY_SECONDS = 6 * 3600.0  # a probe's record outlives its hold while its cell may still shape the fit
+# A schedule's K = 0 window measures the plain step where the drafter's first pass is at most this share of
+# that step by today's fit (an MTP module at a large batch: 7%). Above it (the bench's 4x EAGLE-3 head: 30%; a
+# draft model drafting its startup K: 30-45%) the measured step is split by the drafter's terms again, and in
+# heavy-drafter-peak the fit, given it, took the head's pass for the plain step and gave up an off worth +13%.
+MAX_FIRST_PASS_SHARE = 0.10
 DRAFTER_PRIOR_FIELDS = ("draft_pass", "draft_token", "speculation_step", "speculation_per_sequence")
 
 
@@ -97,11 +104,15 @@ class Probe:
     doubted_gain: float  # ... and gain
     doubt: float  # the factor on the doubted terms of that fit
     doubted: Doubt = DRAFTER  # which terms
+    why: str | None = None  # a probe no doubted fit asked for says why it runs instead (plain_probe_for)
 
     def describe(self) -> str:
         dearer = _dearer(self.doubt)
         sizes = self.batch_sizes
         where = f"batch size {sizes[0]}" if len(sizes) == 1 else f"batch sizes {sizes[0]}-{sizes[-1]}"
+        if self.why is not None:
+            return (f"probing K={self.k} at {where} in place for a window: {self.why}; "
+                    f"predicted {self.predicted_loss:+.1%} while it runs")
         verdict = (f"would gain {self.doubted_gain:+.1%}" if self.doubted_gain >= 0
                    else f"would lose {self.doubted_gain:+.1%}, and a rollout to it waits on that")
         return (f"probing K={self.k} at {where} in place for a window: with {self.doubted.what} {dearer} "
@@ -281,6 +292,49 @@ def settling_probe_for(model: Model, tuning: TuningInput, current: DraftConfig, 
             config, k, loss = probe
             return Probe(config, k, here.sizes, loss, DraftConfig.from_dense(refused), gain, factor, DRAFTER)
     return None
+
+
+def plain_probe_for(model: Model, tuning: TuningInput, current: DraftConfig, refused: Sequence[int],
+                    refused_gain: float, distribution: Distribution, st: PolicyState, now: float) -> Probe | None:
+    """The probe a rollout to speculation off waits on where no window measured a step without the target
+    verifying drafts at today's batch sizes: K = 0 there, in place, for a window.
+
+    With only drafting measured at a batch size, the plain step is the fit's extrapolation down in K, and
+    at a large batch what decides it -- how much of a K=1 step the second token's compute is -- is the
+    prior's split of compute against the per-step floor, which no doubt of the drafter or of the KV reads
+    moves much. The bench's mtp-slow-peak: with K=1 alone measured at batch ~220 the fit put the plain step
+    7% under what the engine takes and saw off at +5.7% where it loses 1.7%; every doubted fit agreed, and
+    the rollout, 8 minutes of reloads, turned speculation off at the peak's end for the ramp down. A
+    schedule's K = 0 step there is that plain step plus the drafter's first pass, which the other K
+    measured pin (and `doubted_loss` then checks the split): the fit put the plain step within 0.3%. Only
+    where that pass is a small share of the step (MAX_FIRST_PASS_SHARE)."""
+    here = _here(model, tuning, current, distribution, st, now)
+    if here is None or refused_gain <= 0 or is_speculative(refused):
+        return None
+    if any(_plain_measured(model.cost, b) for b in here.sizes):
+        return None
+    size = here.sizes[len(here.sizes) // 2]
+    if model.step_time(size, 0, True) > (1 + MAX_FIRST_PASS_SHARE) * model.step_time(size, 0, False):
+        return None  # the window would measure the drafter's pass as much as the plain step
+    probe = _first_telling(here, model, [0], 0.0, min(MAX_LOSS, LOSS_PER_GAIN * refused_gain))
+    if probe is None:
+        return None
+    config, k, loss = probe
+    why = (f"{DraftConfig.from_dense(refused).describe()} would gain {refused_gain:+.1%} by today's fit, but no "
+           "step without verified drafts was measured there, so the plain step is the prior's split of the "
+           "drafting one, and the rollout waits on that window")
+    return Probe(config, k, here.sizes, loss, DraftConfig.from_dense(refused), refused_gain, 1.0, DRAFTER, why)
+
+
+def _plain_measured(cost: CostModel, batch_size: int) -> bool:
+    """A cell of plain decode steps ("B:0", pooled with speculation off) or of a schedule's K = 0 covers
+    `batch_size` with half a window of steps."""
+    weight = 0.0
+    for key, (_, _, cell_weight) in cost.cells.items():
+        span = cell_span(key)
+        if span is not None and span[0] <= batch_size <= span[1] and (plain_decode(key) or cell_k(key) == 0):
+            weight += cell_weight
+    return weight >= MEASURED_WEIGHT
 
 
 def _best_here(model: Model, tuning: TuningInput, current_dense: Sequence[int], distribution: Distribution,
