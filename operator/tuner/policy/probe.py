@@ -308,10 +308,10 @@ def plain_probe_for(model: Model, tuning: TuningInput, current: DraftConfig, ref
     schedule's K = 0 step there is that plain step plus the drafter's first pass, which the other K
     measured pin (and `doubted_loss` then checks the split): the fit put the plain step within 0.3%. Only
     where that pass is a small share of the step (MAX_FIRST_PASS_SHARE)."""
-    here = _here(model, tuning, current, distribution, st, now)
-    if here is None or refused_gain <= 0 or is_speculative(refused):
+    if refused_gain <= 0 or is_speculative(refused):
         return None
-    if any(_plain_measured(model.cost, b) for b in here.sizes):
+    here = _here(model, tuning, current, distribution, st, now)
+    if here is None or any(_plain_measured(model.cost, b) for b in here.sizes):
         return None
     size = here.sizes[len(here.sizes) // 2]
     if model.step_time(size, 0, True) > (1 + MAX_FIRST_PASS_SHARE) * model.step_time(size, 0, False):
@@ -321,8 +321,8 @@ def plain_probe_for(model: Model, tuning: TuningInput, current: DraftConfig, ref
         return None
     config, k, loss = probe
     why = (f"{DraftConfig.from_dense(refused).describe()} would gain {refused_gain:+.1%} by today's fit, but no "
-           "step without verified drafts was measured there, so the plain step is the prior's split of the "
-           "drafting one, and the rollout waits on that window")
+           "step without verified drafts was measured there (the fit's plain step is drafting steps' time split "
+           "by the prior's shape), and the rollout waits on that window")
     return Probe(config, k, here.sizes, loss, DraftConfig.from_dense(refused), refused_gain, 1.0, DRAFTER, why)
 
 
