@@ -314,9 +314,11 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
                                          measured_noise(st)))
 
     def measuring_plain(verdict: _Verdict) -> Decision | None:
-        """A rollout to speculation off that every guard lets through, whose plain step no window measured
-        here: K = 0 in place for a window first (probe.py) -- the rollout restarts every replica on that step."""
-        if not verdict.rollout or verdict.refused is not None or not may_probe(current_dense):
+        """A rollout to speculation off that every guard but the confirmations lets through, whose plain step
+        no window measured here: K = 0 in place for a window first (probe.py) -- the rollout restarts every
+        replica on that step. Not on a ramp, nor where probes may not run: there the rollout goes on the fit."""
+        if not verdict.rollout or verdict.refused is not None or ramp is not None \
+                or not _may_probe(obs, tuning, common["signals"]):
             return None
         return issued(plain_probe_for(model, tuning, current, verdict.candidate.dense, verdict.candidate.gain,
                                       distribution, st, now))

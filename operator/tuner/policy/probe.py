@@ -50,7 +50,7 @@ from .cost import DRAFTER_TERMS, PER_SEQUENCE_TERMS, TERMS, CostModel
 from .goodput import KEEP_TOLERANCE, Distribution, Model, goodput, is_speculative
 from .inputs import TuningInput
 from .state import PolicyState, ProbeRecord
-from .support import cell_span, plain_decode
+from .support import SUPPORT_FACTOR, cell_span, plain_decode
 
 DOUBT = 3.0  # how far the prior's drafter cost may be off (the CPU engine's EAGLE-3 head: ~3x)
 MIN_GAIN = 0.03  # a doubted fit must see at least this much to be worth a window's measurement
@@ -62,8 +62,8 @@ NOISE_SEPARATION = 3.0  # ... and by this many times the measured window-to-wind
 MEASURED_WEIGHT = 0.5  # a cell holding half a window of steps has measured its K there
 MIN_HOLD_SECONDS = 1800.0  # a probe's hold whatever rejectHoldSeconds says (0 must not mean every window)
 PROBE_MEMORY_SECONDS = 6 * 3600.0  # a probe's record outlives its hold while its cell may still shape the fit
-# A schedule's K = 0 window measures the plain step where the drafter's first pass is at most this share of
-# that step by today's fit (an MTP module at a large batch: 7%). Above it (the bench's 4x EAGLE-3 head: 30%; a
+# A schedule's K = 0 window measures the plain step where the drafter's pass(es) in it cost at most this share
+# of the plain step by today's fit (an MTP module at batch 220: 7%). Above it (the bench's 4x EAGLE-3 head: 30%; a
 # draft model drafting its startup K: 30-45%) the measured step is split by the drafter's terms again, and in
 # heavy-drafter-peak the fit, given it, took the head's pass for the plain step and gave up an off worth +13%.
 MAX_FIRST_PASS_SHARE = 0.10
@@ -104,15 +104,17 @@ class Probe:
     doubted_gain: float  # ... and gain
     doubt: float  # the factor on the doubted terms of that fit
     doubted: Doubt = DRAFTER  # which terms
-    why: str | None = None  # a probe no doubted fit asked for says why it runs instead (plain_probe_for)
+    # a probe no doubted fit asked for (plain_probe_for) says why it runs instead; its doubted_best and
+    # doubted_gain are then the rollout it holds and today's fit's gain for it, at doubt 1
+    why: str | None = None
 
     def describe(self) -> str:
-        dearer = _dearer(self.doubt)
         sizes = self.batch_sizes
         where = f"batch size {sizes[0]}" if len(sizes) == 1 else f"batch sizes {sizes[0]}-{sizes[-1]}"
         if self.why is not None:
             return (f"probing K={self.k} at {where} in place for a window: {self.why}; "
                     f"predicted {self.predicted_loss:+.1%} while it runs")
+        dearer = _dearer(self.doubt)
         verdict = (f"would gain {self.doubted_gain:+.1%}" if self.doubted_gain >= 0
                    else f"would lose {self.doubted_gain:+.1%}, and a rollout to it waits on that")
         return (f"probing K={self.k} at {where} in place for a window: with {self.doubted.what} {dearer} "
@@ -313,9 +315,11 @@ def plain_probe_for(model: Model, tuning: TuningInput, current: DraftConfig, ref
     here = _here(model, tuning, current, distribution, st, now)
     if here is None or any(_plain_measured(model.cost, b) for b in here.sizes):
         return None
-    size = here.sizes[len(here.sizes) // 2]
-    if model.step_time(size, 0, True) > (1 + MAX_FIRST_PASS_SHARE) * model.step_time(size, 0, False):
+    envelope = max(here.current_dense)  # a drafter that drafts its startup K runs that many passes at K = 0
+    if any(model.step_time(b, 0, True, envelope) > (1 + MAX_FIRST_PASS_SHARE) * model.step_time(b, 0, False)
+           for b in here.sizes):
         return None  # the window would measure the drafter's pass as much as the plain step
+    # no doubted fit to tell apart here: today's own, with no separation asked, leaves only the loss bound
     probe = _first_telling(here, model, [0], 0.0, min(MAX_LOSS, LOSS_PER_GAIN * refused_gain))
     if probe is None:
         return None
@@ -327,12 +331,16 @@ def plain_probe_for(model: Model, tuning: TuningInput, current: DraftConfig, ref
 
 
 def _plain_measured(cost: CostModel, batch_size: int) -> bool:
-    """A cell of plain decode steps ("B:0", pooled with speculation off) or of a schedule's K = 0 covers
-    `batch_size` with half a window of steps."""
+    """Cells of plain decode steps ("B:0", pooled with speculation off) or of a schedule's K = 0 within
+    SUPPORT_FACTOR of `batch_size` hold half a window of steps. A pooled cell (vLLM's series) counts at its
+    own mean batch size, not over the mix it spans: off at batch 60 says little of the plain step at 220."""
     weight = 0.0
     for key, (_, _, cell_weight) in cost.cells.items():
         span = cell_span(key)
-        if span is not None and span[0] <= batch_size <= span[1] and (plain_decode(key) or cell_k(key) == 0):
+        if span is None or not (plain_decode(key) or cell_k(key) == 0):
+            continue
+        centre = (span[0] * span[1]) ** 0.5
+        if centre / SUPPORT_FACTOR <= batch_size <= centre * SUPPORT_FACTOR:
             weight += cell_weight
     return weight >= MEASURED_WEIGHT
 
