@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import re
 import shutil
 import tempfile
 import time
@@ -88,3 +89,14 @@ def wait_for_crds_established(kubectl: Callable[..., Any], *crds: str, timeout: 
         wait_for(lambda crd=crd: kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=10s",
                                          check=False).returncode == 0,
                  timeout=timeout, interval=1, what=f"CRD {crd} Established")
+
+
+# A denied request in a log: the API's "Forbidden" reason, or HTTP 403 as a token of its own -- not the
+# digits of a random port (":38403"), of a timestamp's milliseconds (",403"), or inside a random name
+# ("t-gitops-8d403b": a uuid's hex, which failed a CI run).
+DENIED = re.compile(r"forbidden|(?<![\w,.:/-])403(?![\w-])", re.IGNORECASE)
+
+
+def denied_lines(text: str) -> list[str]:
+    """The lines of a log that report a denied request."""
+    return [line for line in text.splitlines() if DENIED.search(line)]

@@ -13,7 +13,6 @@ the tuning loop exists, these tests pin the invariant for everything the operato
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 import time
@@ -27,7 +26,7 @@ from harness_operator import apply, get, simulator_resource, wait_ready, wait_un
 
 from specinfer.dev.cluster.binaries import HELM, binary_path, ensure_built
 from specinfer.dev.cluster.ports import free_port
-from tests.support import helm_homes
+from tests.support import denied_lines, helm_homes
 
 pytestmark = pytest.mark.integration
 
@@ -100,13 +99,8 @@ def chart_operator(cluster, tmp_path):
             cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
-# A denied request: the API's "Forbidden" reason, or HTTP 403 as a number of its own -- not the
-# digits of a random port (":38403") or of a log timestamp's milliseconds (",403").
-DENIED = re.compile(r"forbidden|(?<![\d,.:])403(?!\d)", re.IGNORECASE)
-
-
 def forbidden_lines(log_path: Path) -> list[str]:
-    return [line for line in log_path.read_text().splitlines() if DENIED.search(line)]
+    return denied_lines(log_path.read_text())
 
 
 def ready(cluster, namespace: str, name: str, generation: int, log_path: Path) -> dict:
