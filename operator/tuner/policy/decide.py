@@ -287,10 +287,11 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
                                                          coverage_gain=round(cover, 4))}
     observed = {max(1, min(int(b), top)) for b, _ in distribution}
 
+    probes_may_run = ramp is None and _may_probe(obs, tuning, common["signals"])
+
     def may_probe(dense: Sequence[int]) -> bool:
-        """Not on a ramp, nothing `dense` changes at today's batch sizes, and probes may run (`_may_probe`)."""
-        return ramp is None and not any(differs_at(dense, current_dense, b) for b in observed) \
-            and _may_probe(obs, tuning, common["signals"])
+        """Probes may run (not on a ramp, `_may_probe`) and nothing `dense` changes at today's batch sizes."""
+        return probes_may_run and not any(differs_at(dense, current_dense, b) for b in observed)
 
     def issued(probe: Probe | None) -> Decision | None:
         if probe is None or not in_place(current, probe.config, tuning.in_place_max_k, exact=tuning.drafts_startup_k()):
@@ -317,8 +318,7 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
         """A rollout to speculation off that every guard but the confirmations lets through, whose plain step
         no window measured here: K = 0 in place for a window first (probe.py) -- the rollout restarts every
         replica on that step. Not on a ramp, nor where probes may not run: there the rollout goes on the fit."""
-        if not verdict.rollout or verdict.refused is not None or ramp is not None \
-                or not _may_probe(obs, tuning, common["signals"]):
+        if not verdict.rollout or verdict.refused is not None or not probes_may_run:
             return None
         return issued(plain_probe_for(model, tuning, current, verdict.candidate.dense, verdict.candidate.gain,
                                       distribution, st, now))
