@@ -40,6 +40,7 @@ from specinfer.dev.cluster.ports import free_port
 from specinfer.dev.cluster.prometheus import PrometheusServer
 from specinfer.dev.demo.load import Phase, PhasedLoad
 from specinfer.runtime.methods.schedule import effective_k
+from tests.support import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -243,7 +244,9 @@ def test_auto_mode_programs_k0_at_large_batch_sizes_under_heavy_load(setup):
         batch = ((r or {}).get("status") or {}).get("metrics", {}).get("meanBatchSize") or 0
         return r if batch >= 10 and applied_k_at(r, round(batch)) == 0 else None
 
-    found = wait_until(k0_programmed, 180, 1, what="hi: K=0 applied at the observed batch size")
+    # a timeout says what the tuner last decided and applied (CI run 34 timed out here once, without it)
+    found = wait_for(k0_programmed, timeout=180, interval=1, what="hi: K=0 applied at the observed batch size",
+                     why=lambda: describe(setup.get("hi")))
     print(f"\nheavy load (mean batch {found['status']['metrics']['meanBatchSize']}): applied "
           f"{tuning(found)['applied']}; {tuning(found)['lastDecision']['reason']}; "
           f"signals {tuning(found).get('signals')}")
