@@ -50,10 +50,11 @@ TUNER_CONFIG = {"tuning": {"windowSeconds": WINDOW, "tickSeconds": 1,
                                       "maxStalenessSeconds": 30}}}
 LOW_CONCURRENCY, HEAVY_CONCURRENCY = 2, 20
 # The heavy load's prompts are short: a 128-token prompt adds ~0.1 s to the step that prefills it (cpu-small),
-# ~15% of a K=1 step on average at batch 20, and how often a step prefills follows when the load's clients
-# answer. Beside the engine tests (CI run 34) those shares moved K=1's step by up to 6% between windows; the
-# fit, which has no prefill term, extrapolated the plain step from them 25% high and kept K=1, where off
-# gains +15%. docs/tuner.md, "Known limits", says what that means for a real engine.
+# ~15% of a K=1 step on average at batch 20, and how often a step prefills follows how promptly the clients
+# send their next request. At nice 10 beside two busy cores (as beside the engine tests; CI run 34 failed so)
+# that share moved K=1's step by up to 6% between windows; the fit, which has no prefill term, put the plain
+# step 25% high and kept K=1, where off gains +15%. docs/tuner.md, "Known limits", says what that means for
+# a real engine.
 HEAVY_PROMPT_TOKENS = 8
 
 
