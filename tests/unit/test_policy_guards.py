@@ -456,3 +456,33 @@ def test_the_json_interface_takes_the_new_optional_keys_and_reads_old_states():
     loaded = PolicyState.from_json(old)
     assert loaded.calibration is not None and loaded.calibration.value == 1.02
     assert loaded.noise_variance is None
+
+
+def test_a_window_drafting_little_is_used_once_the_acceptance_is_known():
+    """A load above the first schedule's crossover runs its K = 0 range: a few drafts a window, from the
+    moments the batch dips under it. Held for them, the policy kept that range (and the drafter's first pass
+    on every step) for good; with the acceptance remembered from an earlier load, the window's steps count."""
+    thin_schedule = [[1, 30, 2], [31, 64, 0]]
+    policy = tuning(min_steps=10, min_drafts=200)
+    window = synthetic_observation(time=600.0, window_seconds=60.0, method="eagle3", num_speculative_tokens=2,
+                                   schedule=thin_schedule, applied_since=0.0, batch_sizes={30: 0.0005, 32: 0.9995},
+                                   prefix=GOOD_PREFIX, step_time=step_time)
+    assert 0 < window.drafts < 200  # a few drafts: the batch dipped to 30 for a moment
+
+    fresh, _ = decide(window, policy, None, 600.0)
+    assert fresh.guard == "insufficientSamples" and "drafts" in fresh.reason  # nothing known: nothing to go on
+
+    # the acceptance measured at an earlier, low load (K=2 at batch 2)
+    _, known = decide(observe(300.0, k=2, since=0.0, batch=2), policy, None, 300.0)
+    known.pending = None  # (a change it proposed at batch 2 is not what this test is about)
+    assert known.acceptance is not None and known.acceptance.weights[0] >= 200
+    decision, after = decide(window, policy, known, 600.0)
+    assert decision.guard != "insufficientSamples" and decision.guard != "verifying", decision.reason
+    assert any(key.startswith("32:0s") for key in after.cost["cells"])  # the K = 0 range's steps were learnt
+    # window after window of a few drafts: the remembered acceptance does not wear away under them
+    state = after
+    for i in range(12):
+        thin = replace(window, time=660.0 + 60 * i)
+        decision, state = decide(thin, policy, state, thin.time)
+        assert decision.guard != "insufficientSamples", (i, decision.reason)
+    assert state.acceptance.weights[0] == known.acceptance.weights[0]

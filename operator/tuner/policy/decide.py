@@ -67,7 +67,15 @@ from .observation import (
     parse_observation,
     settling_problem,
 )
-from .probe import Probe, doubted_loss, plain_probe_for, probe_for, remember, settling_probe_for
+from .probe import (
+    Probe,
+    acceptance_probe_for,
+    doubted_loss,
+    plain_probe_for,
+    probe_for,
+    remember,
+    settling_probe_for,
+)
 from .ramp import Ramp
 from .restart import payback
 from .state import PendingChange, PolicyState, SpeculationSwitch
@@ -131,10 +139,14 @@ def _keep(reason: str, guard: str | None, signals: Signals | str | None, **extra
     return Decision(action="keep", reason=reason, guard=guard, signals=signals, **extra)
 
 
-def _learn(obs: Observation, tuning: TuningInput,
-           st: PolicyState) -> tuple[CostModel, AcceptanceEstimate | None, AcceptanceEstimate | None]:
+def _forget_another_drafter(st: PolicyState, tuning: TuningInput) -> None:
     if st.method != tuning.method:  # a different drafter: nothing remembered applies
         st.method, st.cost, st.acceptance, st.switched = tuning.method, None, None, None
+
+
+def _learn(obs: Observation, tuning: TuningInput,
+           st: PolicyState) -> tuple[CostModel, AcceptanceEstimate | None, AcceptanceEstimate | None]:
+    _forget_another_drafter(st, tuning)
     cost = CostModel.from_state(st.cost, tuning.cost_prior, tuning.cost_shape)
     if obs.applied.config.adaptive:
         # Nothing is learnt while vLLM verifies adaptively: it counts a draft it did not verify as rejected
@@ -149,6 +161,10 @@ def _learn(obs: Observation, tuning: TuningInput,
     theta = cost.multipliers()
     # only read while drafting, when a schedule's K = 0 steps still run the drafter's first pass
     fresh = estimate_from(obs, lambda size, k: cost.step_time(size, k, theta, speculative=True))
+    if fresh is not None and obs.drafts < tuning.min_drafts:
+        # a window short of drafts is used for its steps (guards.samples_guard): blended, its few drafts
+        # would still halve the memory's weight, and a run of such windows would forget the acceptance
+        fresh = None
     memory = blend(st.acceptance, fresh, ACCEPTANCE_FORGET)
     st.cost = cost.to_state()
     st.acceptance = memory
@@ -159,9 +175,16 @@ def _decide_on_valid(obs: Observation, tuning: TuningInput, st: PolicyState, now
     signals: Signals = "specinfer" if obs.signals == "specinfer" else "vllm"
     previous_window = st.note_window(obs.batch_size_mean, obs.time)  # the load, even from a thin window
     st.remember_load(obs.batch_size_mean, now, tuning.payback_seconds + obs.window_seconds)
-    short_of_samples = guards.samples_guard(obs, tuning)
+    _forget_another_drafter(st, tuning)
+    remembered = st.acceptance.weights[0] if st.acceptance is not None and st.acceptance.weights else 0.0
+    short_of_samples = guards.samples_guard(obs, tuning, remembered)
     if short_of_samples:
-        return _keep(short_of_samples, guards.INSUFFICIENT_SAMPLES, signals)
+        # short of drafts, not of steps: measure the acceptance where nothing drafts (its cost is priced on the
+        # windows before this one)
+        moving = bool(guards.load_moving_guard(previous_window, obs))
+        measuring = _measure_acceptance(obs, tuning, st, now, signals, moving) \
+            if obs.sequence_steps >= tuning.min_steps else None
+        return measuring or _keep(short_of_samples, guards.INSUFFICIENT_SAMPLES, signals)
     cost, fresh, memory = _learn(obs, tuning, st)
     st.note_load(obs.batch_size_mean, now)
     switched = st.switched
@@ -178,6 +201,9 @@ def _decide_on_valid(obs: Observation, tuning: TuningInput, st: PolicyState, now
     if protected is not None:
         return protected
     if memory is None:
+        measuring = _measure_acceptance(obs, tuning, st, now, signals, bool(moving))
+        if measuring is not None:
+            return measuring
         why = ("adaptive verification is on, and vLLM counts the drafts it does not verify as rejected: the "
                "acceptance it reports says nothing of the drafter, and none was measured before it was on"
                if obs.applied.config.adaptive else "no acceptance measured yet for this method")
@@ -575,6 +601,25 @@ def _issue_change(obs: Observation, tuning: TuningInput, st: PolicyState, now: f
                     predicted_gain=round(candidate.gain, 4), **common)
 
 
+def _measure_acceptance(obs: Observation, tuning: TuningInput, st: PolicyState, now: float,
+                        signals: Signals, moving: bool) -> Decision | None:
+    """Too little acceptance known and nothing drafted at today's batch sizes: draft there for a window (probe.py
+    `acceptance_probe_for`), where probes may run and the load holds still. A probe whose window measured
+    no acceptance either (the load moved off its batch sizes, the engine did not take it) goes back first."""
+    current = obs.applied.config
+    common: dict[str, Any] = {"signals": signals}
+    if st.probe_from is not None:
+        return _back_from_probe(tuning, st, now, current, common)
+    if moving or not _may_probe(obs, tuning, signals):
+        return None
+    cost = CostModel.from_state(st.cost, tuning.cost_prior, tuning.cost_shape)
+    probe = acceptance_probe_for(cost, tuning, current, obs.batch_distribution(), st, now,
+                                 one_k=signals != "specinfer")
+    if probe is None or not in_place(current, probe.config, tuning.in_place_max_k, exact=tuning.drafts_startup_k()):
+        return None
+    return _issue_probe(tuning, st, now, current, probe, common, acceptance=True)
+
+
 def _may_probe(obs: Observation, tuning: TuningInput, signals: Signals) -> bool:
     """Probes are on, the window measures step times by K -- per batch size (our plugin's series), or
     pooled over a window that runs one K across its batch sizes (vLLM's, `one_k_over`; probe_for
@@ -584,11 +629,11 @@ def _may_probe(obs: Observation, tuning: TuningInput, signals: Signals) -> bool:
 
 
 def _issue_probe(tuning: TuningInput, st: PolicyState, now: float, current: DraftConfig, probe: Probe,
-                 common: dict[str, Any]) -> Decision:
+                 common: dict[str, Any], *, acceptance: bool = False) -> Decision:
     """A window in place at the K a doubted prior would choose: nothing to verify, the optimiser judges
     it after one window, from the config it replaced (`_back_from_probe`)."""
     st.record_change(now, in_place=True)
-    remember(st, probe, current, tuning, now)
+    remember(st, probe, current, tuning, now, acceptance=acceptance)
     return Decision(action=action_for(current, probe.config), reason=f"{current.describe()} -> "
                     f"{probe.config.describe()} (in place): {probe.describe()}", config=probe.config,
                     path="inPlace", predicted_gain=round(probe.predicted_loss, 4), probe=True, **common)

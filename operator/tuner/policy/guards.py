@@ -71,11 +71,18 @@ def load_moved(mean_before: float, at_before: float, mean: float, at: float, win
     return stretch_shift > max(MOVING_REQUESTS, MOVING_SHARE * max(mean, mean_before))
 
 
-def samples_guard(obs: Observation, tuning: TuningInput) -> str | None:
-    """Enough drafts (when speculating) and engine steps in the window to trust the rates."""
+def samples_guard(obs: Observation, tuning: TuningInput, remembered_drafts: float = 0.0) -> str | None:
+    """Enough engine steps in the window to trust its rates, and enough drafts -- in the window or remembered
+    (`remembered_drafts`: the acceptance memory's drafts at the first position) -- to know the acceptance.
+
+    A window that drafts little because a schedule's K = 0 range covers today's batch sizes still measures
+    its steps (its few drafts are left out of the memory: decide._learn). Held for them, an engine
+    under a load above its first schedule's crossover kept that K = 0 range for good -- paying the drafter's
+    first pass on every step -- though the policy knew the acceptance from an earlier load."""
     if obs.sequence_steps < tuning.min_steps:
         return f"only {obs.sequence_steps:.0f} request-steps in the window (need {tuning.min_steps:.0f})"
-    if not obs.applied.config.off and obs.drafts < tuning.min_drafts and obs.drafts > 0:
+    if (not obs.applied.config.off and 0 < obs.drafts < tuning.min_drafts
+            and remembered_drafts < tuning.min_drafts):
         return f"only {obs.drafts:.0f} drafts in the window (need {tuning.min_drafts:.0f})"
     return None
 

@@ -29,7 +29,9 @@ step, which the fit then splits with the drafter terms pinned by the other K mea
 drafter's per-token work and the target's compute both grow with the batch, so a rollout taken on such a
 split may still lose under a doubted fit (`doubted_loss`), and `settling_probe_for` measures the K that
 narrows it. A rollout to speculation off on a plain step no window measured waits for K = 0 there
-(`plain_probe_for`), where the drafter's first pass is a small share of that step. vLLM's own series
+(`plain_probe_for`), where the drafter's first pass is a small share of that step. An engine whose schedule
+drafts nothing at today's batch sizes and whose acceptance was never measured drafts there for a window
+(`acceptance_probe_for`): without an acceptance nothing can be predicted. vLLM's own series
 are probed only where the window runs one K across its batch sizes (their pooled step time mixes the
 K of every batch size). Off unless the tuning input's `probeInPlace` is set (operator configuration
 `tuning.policy`).
@@ -60,6 +62,10 @@ MIN_SEPARATION = 0.10  # the fits' predicted step times at the probed K differ b
 SETTLE_SEPARATION = 0.04  # ... (a probe at a large batch, or one a rollout waits on) ...
 NOISE_SEPARATION = 3.0  # ... and by this many times the measured window-to-window noise
 MEASURED_WEIGHT = 0.5  # a cell holding half a window of steps has measured its K there
+# An engine that never measured its acceptance is stuck where it is (probe.acceptance_probe_for): its one window
+# drafting K=1 is priced with every draft rejected, and a K=1 step on a compute-bound engine verifies twice the
+# tokens of a K = 0 one -- the bench's cpu-small EAGLE-3 at batch 32: -35% at worst, +47% found (speculation off).
+MAX_BLIND_LOSS = 0.5
 MIN_HOLD_SECONDS = 1800.0  # a probe's hold whatever rejectHoldSeconds says (0 must not mean every window)
 PROBE_MEMORY_SECONDS = 6 * 3600.0  # a probe's record outlives its hold while its cell may still shape the fit
 # A schedule's K = 0 window measures the plain step where the drafter's pass(es) in it cost at most this share
@@ -104,8 +110,9 @@ class Probe:
     doubted_gain: float  # ... and gain
     doubt: float  # the factor on the doubted terms of that fit
     doubted: Doubt = DRAFTER  # which terms
-    # a probe no doubted fit asked for (plain_probe_for) says why it runs instead; its doubted_best and
-    # doubted_gain are then the rollout it holds and today's fit's gain for it, at doubt 1
+    # a probe no doubted fit asked for says why it runs instead: for plain_probe_for its doubted_best and
+    # doubted_gain are the rollout it holds and today's fit's gain for it, at doubt 1; for
+    # acceptance_probe_for, the probe's own config at no gain (nothing can be predicted yet)
     why: str | None = None
 
     def describe(self) -> str:
@@ -157,7 +164,7 @@ def doubted_loss(model: Model, tuning: TuningInput, current: DraftConfig, candid
     token, a fit that splits them wrongly sees speculation off winning where it loses."""
     top = tuning.max_batch_size
     sizes = {max(1, min(int(size), top)) for size, _ in distribution}
-    probed_here = [entry for entry in st.probed if sizes & set(entry.batch_sizes)]
+    probed_here = [entry for entry in st.probed if sizes & set(entry.batch_sizes) and not entry.acceptance]
     if not any(measured_k(model.cost, b, entry.config.dense(top)[b]) for entry in probed_here
                for b in sizes & set(entry.batch_sizes)):
         return None  # no probe here, or its cell has faded from the fit: the prior alone is in doubt again
@@ -330,6 +337,54 @@ def plain_probe_for(model: Model, tuning: TuningInput, current: DraftConfig, ref
     return Probe(config, k, here.sizes, loss, DraftConfig.from_dense(refused), refused_gain, 1.0, DRAFTER, why)
 
 
+def acceptance_probe_for(cost: CostModel, tuning: TuningInput, current: DraftConfig, distribution: Distribution,
+                         st: PolicyState, now: float, *, one_k: bool = False) -> Probe | None:
+    """The probe an engine waits on that has never had its acceptance measured because its schedule drafts
+    nothing at today's batch sizes: the cheapest K that drafts, there, in place, for a window.
+
+    An engine started under a load above its first schedule's crossover runs that schedule's K = 0 range:
+    a model drafter still runs its first pass in every step, a window holds a few drafts or none, and with
+    no acceptance known nothing can be predicted -- so nothing changed, however much speculation off (or
+    drafting) would gain. One window of K drafting measures the acceptance; after it the engine goes back to
+    the config the probe replaced and the optimiser decides from there. Priced at acceptance 0 (every draft
+    rejected), the worst the window can do, and bounded by MAX_BLIND_LOSS: staying costs more, window after
+    window."""
+    top = tuning.max_batch_size
+    if tuning.in_place_max_k is None or current.off or current.adaptive or not distribution:
+        return None
+    k = max(1, tuning.k_min)
+    if k > tuning.in_place_max_k:
+        return None
+    current_dense = list(current.dense(top))
+    # the batch sizes today's schedule drafts nothing at (a dip below its K = 0 range drafts a few: the
+    # caller has found them too few)
+    sizes = tuple(sorted({b for b in (max(1, min(int(size), top)) for size, _ in distribution)
+                          if current_dense[b] == 0}))
+    if not sizes:
+        return None
+    if one_k:  # vLLM's pooled series: the window runs one K across all of today's batch sizes (`_here`)
+        sizes = tuple(sorted({max(1, min(int(size), top)) for size, _ in distribution}))
+    dense = _probe_dense(tuning, current_dense, k, 0, sizes[0], sizes[-1])
+    if dense is None or _held(st, dense, top, now):
+        return None
+    theta = cost.multipliers()
+    config_k = max(max(dense), max(current_dense)) if cost.drafts_startup_k() else None
+
+    def tokens_per_second(ks: Sequence[int]) -> float:
+        # acceptance 0: one token a request-step whatever the K, so only the steps' times differ
+        return sum(f * size / cost.step_time(size, ks[min(max(1, int(size)), top)], theta, True, config_k)
+                   for size, f in distribution)
+
+    before = tokens_per_second(current_dense)
+    loss = tokens_per_second(dense) / before - 1 if before > 0 else -1.0
+    if loss < -MAX_BLIND_LOSS:
+        return None
+    config = DraftConfig.from_dense(dense)
+    why = (f"no acceptance has been measured and today's schedule drafts nothing at these batch sizes, so nothing "
+           f"can be predicted; K={k} there measures it (priced with every draft rejected)")
+    return Probe(config, k, sizes, loss, config, 0.0, 1.0, DRAFTER, why)
+
+
 def _plain_measured(cost: CostModel, batch_size: int) -> bool:
     """Cells of plain decode steps ("B:0", pooled with speculation off) or of a schedule's K = 0 within
     SUPPORT_FACTOR of `batch_size` hold half a window of steps. A pooled cell (vLLM's series) counts at its
@@ -418,10 +473,13 @@ def _held(st: PolicyState, dense: Sequence[int], max_batch_size: int, now: float
     return False
 
 
-def remember(st: PolicyState, probe: Probe, current: DraftConfig, tuning: TuningInput, now: float) -> None:
+def remember(st: PolicyState, probe: Probe, current: DraftConfig, tuning: TuningInput, now: float, *,
+             acceptance: bool = False) -> None:
     """Not the same probe again within the hold, whatever its cell's memory does meanwhile; the record
-    stays for PROBE_MEMORY_SECONDS more (the `doubted` guard); and the config it replaced, to go back to."""
+    stays for PROBE_MEMORY_SECONDS more (the `doubted` guard, which a probe of the `acceptance` does not
+    start); and the config it replaced, to go back to."""
     hold = max(tuning.reject_hold_seconds, MIN_HOLD_SECONDS)
     st.probed = [entry for entry in st.probed if entry.until + PROBE_MEMORY_SECONDS > now] + [
-        ProbeRecord(config=probe.config, until=now + hold, batch_sizes=list(probe.batch_sizes))]
+        ProbeRecord(config=probe.config, until=now + hold, batch_sizes=list(probe.batch_sizes),
+                    acceptance=acceptance)]
     st.probe_from = current

@@ -52,6 +52,8 @@ class Rejection(_State):
     config: DraftConfig
     until: float
     batch_sizes: list[int] = Field(default_factory=list, alias="batchSizes")
+    # measured the acceptance (probe.acceptance_probe_for), not a split of the step the prior was doubted on
+    acceptance: bool = False
 
 
 class ProbeRecord(_State):
@@ -60,6 +62,8 @@ class ProbeRecord(_State):
     config: DraftConfig
     until: float
     batch_sizes: list[int] = Field(default_factory=list, alias="batchSizes")
+    # measured the acceptance (probe.acceptance_probe_for), not a split of the step the prior was doubted on
+    acceptance: bool = False
 
 
 class SpeculationSwitch(_State):
