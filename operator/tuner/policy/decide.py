@@ -181,8 +181,8 @@ def _decide_on_valid(obs: Observation, tuning: TuningInput, st: PolicyState, now
     if short_of_samples:
         # short of drafts, not of steps: measure the acceptance where nothing drafts (its cost is priced on the
         # windows before this one)
-        moving = bool(guards.load_moving_guard(previous_window, obs))
-        measuring = _measure_acceptance(obs, tuning, st, now, signals, moving) \
+        on_a_ramp = bool(guards.load_moving_guard(previous_window, obs))
+        measuring = _measure_acceptance(obs, tuning, st, now, signals, on_a_ramp) \
             if obs.sequence_steps >= tuning.min_steps else None
         return measuring or _keep(short_of_samples, guards.INSUFFICIENT_SAMPLES, signals)
     cost, fresh, memory = _learn(obs, tuning, st)
