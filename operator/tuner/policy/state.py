@@ -52,8 +52,6 @@ class Rejection(_State):
     config: DraftConfig
     until: float
     batch_sizes: list[int] = Field(default_factory=list, alias="batchSizes")
-    # measured the acceptance (probe.acceptance_probe_for), not a split of the step the prior was doubted on
-    acceptance: bool = False
 
 
 class ProbeRecord(_State):
