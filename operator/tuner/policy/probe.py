@@ -356,14 +356,14 @@ def acceptance_probe_for(cost: CostModel, tuning: TuningInput, current: DraftCon
     if k > tuning.in_place_max_k:
         return None
     current_dense = list(current.dense(top))
+    today = tuple(sorted({max(1, min(int(size), top)) for size, _ in distribution}))
     # the batch sizes today's schedule drafts nothing at (a dip below its K = 0 range drafts a few: the
     # caller has found them too few)
-    sizes = tuple(sorted({b for b in (max(1, min(int(size), top)) for size, _ in distribution)
-                          if current_dense[b] == 0}))
+    sizes = tuple(b for b in today if current_dense[b] == 0)
     if not sizes:
         return None
     if one_k:  # vLLM's pooled series: the window runs one K across all of today's batch sizes (`_here`)
-        sizes = tuple(sorted({max(1, min(int(size), top)) for size, _ in distribution}))
+        sizes = today
     dense = _probe_dense(tuning, current_dense, k, 0, sizes[0], sizes[-1])
     if dense is None or _held(st, dense, top, now):
         return None
