@@ -73,6 +73,8 @@ class VllmMetrics:
         self.waiting = gauge(vm.NUM_REQUESTS_WAITING.name, "Number of requests waiting to be processed.")
         self.kv_cache_usage = gauge(vm.KV_CACHE_USAGE_PERC.name, "KV-cache usage. 1 means 100 percent usage.")
         self.prompt_tokens = counter(vm.PROMPT_TOKENS.name, "Number of prefill tokens processed.")
+        # no prefix cache here: every prompt token is computed, and this stays 0 as vLLM's does without hits
+        self.prompt_tokens_cached = counter(vm.PROMPT_TOKENS_CACHED.name, "Number of cached prompt tokens.")
         self.generation_tokens = counter(vm.GENERATION_TOKENS.name, "Number of generation tokens processed.")
         success = Counter(vm.REQUEST_SUCCESS.name, "Count of successfully processed requests.",
                           [*LABELS, "finished_reason"], registry=registry)

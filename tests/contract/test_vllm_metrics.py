@@ -57,3 +57,18 @@ def test_counters_get_total_suffix_and_histograms_buckets():
     assert vllm_metrics.TIME_TO_FIRST_TOKEN.bucket == "vllm:time_to_first_token_seconds_bucket"
     with pytest.raises(ValueError):
         _ = vllm_metrics.GENERATION_TOKENS.bucket
+
+
+@BY_RELEASE
+def test_prompt_tokens_count_every_prompt_token_and_the_cached_counter_those_a_cache_spared(release):
+    # The tuner's prefill term reads the prompt tokens an engine computed as prompt_tokens - prompt_tokens_cached
+    # (operator/tuner/pure/queries.py): so the first counts every token, prefix-cache hits included, and the
+    # second the cached ones (local hits and KV transfers), as vLLM's PromptTokenStats keeps them.
+    loggers = read_source(vllm_metrics.PROMPT_TOKENS.source, release)
+    assert "self.counter_prompt_tokens[engine_idx].inc(iteration_stats.num_prompt_tokens)" in loggers
+    assert "self.counter_prompt_tokens_cached[engine_idx].inc(pts.cached_tokens)" in loggers
+    assert "pts = iteration_stats.prompt_token_stats" in loggers
+    stats = read_source("vllm/v1/metrics/stats.py", release)
+    assert "return self.prompt_token_stats.total" in stats  # num_prompt_tokens
+    assert "computed + local_cache_hit + external_kv_transfer = total" in stats
+    assert "local_cache_hit + external_kv_transfer = cached_tokens" in stats

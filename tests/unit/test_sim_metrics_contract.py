@@ -111,7 +111,7 @@ def test_the_series_a_tuner_needs_are_exported(exported):
               "vllm:inter_token_latency_seconds", "vllm:request_time_per_output_token_seconds",
               "vllm:time_to_first_token_seconds", "vllm:e2e_request_latency_seconds",
               "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:generation_tokens",
-              "vllm:prompt_tokens"}
+              "vllm:prompt_tokens", "vllm:prompt_tokens_cached"}
     assert needed <= set(exported)
     positions = {s.labels["position"] for s in exported["vllm:spec_decode_num_accepted_tokens_per_pos"].samples
                  if s.name.endswith("_total")}

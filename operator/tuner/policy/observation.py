@@ -21,6 +21,19 @@ from .config import DraftConfig
 # draft counts, step time by batch size and K) or only vLLM's standard series.
 SIGNALS_SPECINFER = "specinfer"
 SIGNALS_VLLM = "vllm"
+# Prompt tokens per generated token beyond this are no workload (a 100,000-token context per 100-token
+# answer is 1,000): a broken counter, and not reported.
+MAX_PROMPT_PER_GENERATED = 1000.0
+
+
+def bounded_prompt_ratio(value: Any) -> float | None:
+    """A prompt ratio read from Prometheus or a stored state: finite, >= 0 and at most
+    MAX_PROMPT_PER_GENERATED, else None."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) and 0 <= number <= MAX_PROMPT_PER_GENERATED else None
 
 
 class ObservationError(ValueError):
@@ -64,6 +77,7 @@ class Observation:
     batch_size_distribution: tuple[tuple[int, float], ...] | None
     per_token_p99_seconds: float | None
     ttft_p99_seconds: float | None
+    prompt_tokens: float | None = None  # prompt tokens prefilled in the window (None: not reported)
 
     @property
     def signals(self) -> str:
@@ -84,6 +98,26 @@ class Observation:
             total = sum(fraction for _, fraction in self.batch_size_distribution)
             return [(size, fraction / total) for size, fraction in self.batch_size_distribution if fraction > 0]
         return [(max(1, round(self.batch_size_mean)), 1.0)]
+
+    @property
+    def prompt_per_generated(self) -> float | None:
+        """Prompt tokens prefilled per token generated in the window (None: not reported, nothing generated, or
+        beyond any workload).
+        In a steady load each finished request is replaced by a new one, so a step that generates n tokens
+        prefills about n times this on average."""
+        if self.prompt_tokens is None or self.generated_tokens <= 0:
+            return None
+        return bounded_prompt_ratio(self.prompt_tokens / self.generated_tokens)
+
+    def expected_tokens_at(self, k: int) -> float:
+        """Tokens a request gains in a step that drafted `k`, by the window's acceptance per position (1 where
+        it measured none)."""
+        gained = 1.0
+        for i in range(min(k, len(self.accepted_per_position))):
+            per_position = self.drafts_per_position
+            drafted = per_position[i] if per_position is not None and i < len(per_position) else self.drafts
+            gained += min(self.accepted_per_position[i] / drafted, 1.0) if drafted > 0 else 0.0
+        return gained
 
 
 def _optional_number(section: dict[str, Any], key: str, path: str) -> float | None:
@@ -169,6 +203,7 @@ def parse_observation(data: dict[str, Any]) -> Observation:
             else tuple((int(size), float(fraction)) for size, fraction in distribution),
             per_token_p99_seconds=_optional_number(latency, "perTokenP99Seconds", "observation.latency"),
             ttft_p99_seconds=_optional_number(latency, "ttftP99Seconds", "observation.latency"),
+            prompt_tokens=_optional_number(steps, "promptTokens", "observation.steps"),
         )
     except (KeyError, TypeError, ValueError) as error:
         if isinstance(error, ObservationError):
@@ -181,6 +216,8 @@ def observation_to_json(obs: Observation) -> dict[str, Any]:
     """The JSON form `parse_observation` reads (docs/tuner.md): what a recorded tick replays."""
     steps: dict[str, Any] = {"count": obs.sequence_steps, "meanSeconds": obs.step_mean_seconds,
                              "generatedTokens": obs.generated_tokens}
+    if obs.prompt_tokens is not None:
+        steps["promptTokens"] = obs.prompt_tokens
     if obs.step_samples is not None:
         steps["byBatchSize"] = [{"batchSize": s.batch_size, "k": s.k, "count": s.count, "meanSeconds": s.mean_seconds}
                                 for s in obs.step_samples]
@@ -227,7 +264,7 @@ def _finite_numbers(obs: Observation) -> list[tuple[str, float]]:
                    (f"steps.byBatchSize[{i}].meanSeconds", sample.mean_seconds)]
     values += [(f"batchSize.distribution[{i}]", f) for i, (_, f) in enumerate(obs.batch_size_distribution or ())]
     for name, value in (("latency.perTokenP99Seconds", obs.per_token_p99_seconds),
-                        ("latency.ttftP99Seconds", obs.ttft_p99_seconds)):
+                        ("latency.ttftP99Seconds", obs.ttft_p99_seconds), ("steps.promptTokens", obs.prompt_tokens)):
         if value is not None:
             values.append((name, value))
     return values

@@ -107,6 +107,11 @@ def _finite(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
+def _count_or_none(value: float | None) -> float | None:
+    """An optional counter's increase: a NaN, infinite or negative one is not reported, not a broken window."""
+    return value if value is not None and math.isfinite(value) and value >= 0 else None
+
+
 def _total(samples: Samples | None) -> float | None:
     if not samples:
         return None
@@ -305,6 +310,7 @@ def _observe(target: Target, series: Mapping[str, Samples], *, labels: LabelMapp
         batch_size_distribution=distribution,
         per_token_p99_seconds=per_token,
         ttft_p99_seconds=ttft,
+        prompt_tokens=_count_or_none(_total(series.get("promptTokens"))),
     ))
     metrics = _metrics_status(accepted=accepted, drafts=drafts, draft_tokens=_total(series.get("draftTokens")),
                               drafts_per_position=drafts_per_position, generated=generated,

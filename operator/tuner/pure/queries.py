@@ -84,6 +84,11 @@ def build_queries(labels: LabelMapping, window_seconds: float) -> list[Query]:
         Query("requestSteps", _increase(f"{itl}_count", labels, w)),
         Query("requestStepSeconds", _increase(f"{itl}_sum", labels, w)),
         Query("generatedTokens", _increase(vm.GENERATION_TOKENS.series, labels, w)),
+        # prompt tokens computed inside decode steps, prefix-cache hits left out: the step cost's prefill term
+        # (policy/cost.py); an engine without the cached counter counts every prompt token
+        Query("promptTokens", f"({_increase(vm.PROMPT_TOKENS.series, labels, w)} - "
+                              f"{_increase(vm.PROMPT_TOKENS_CACHED.series, labels, w)}) "
+                              f"or {_increase(vm.PROMPT_TOKENS.series, labels, w)}", optional=True),
         Query("stepCount", _increase(f"{step}_count", labels, w, si.LABEL_BATCH_SIZE, si.LABEL_K),
               (si.LABEL_BATCH_SIZE, si.LABEL_K), optional=True),
         Query("stepSeconds", _increase(f"{step}_sum", labels, w, si.LABEL_BATCH_SIZE, si.LABEL_K),

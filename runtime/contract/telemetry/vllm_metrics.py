@@ -55,7 +55,9 @@ SPEC_DECODE_NUM_ACCEPTED_TOKENS_PER_POS = VllmMetric("vllm:spec_decode_num_accep
 NUM_REQUESTS_RUNNING = VllmMetric("vllm:num_requests_running", "gauge", _LOGGERS)   # = current batch size
 NUM_REQUESTS_WAITING = VllmMetric("vllm:num_requests_waiting", "gauge", _LOGGERS)
 KV_CACHE_USAGE_PERC = VllmMetric("vllm:kv_cache_usage_perc", "gauge", _LOGGERS)
-PROMPT_TOKENS = VllmMetric("vllm:prompt_tokens", "counter", _LOGGERS)
+PROMPT_TOKENS = VllmMetric("vllm:prompt_tokens", "counter", _LOGGERS)  # every prompt token, cached or not
+# The prompt tokens a prefix-cache hit (or a KV transfer) spared: prompt_tokens minus these were computed.
+PROMPT_TOKENS_CACHED = VllmMetric("vllm:prompt_tokens_cached", "counter", _LOGGERS)
 GENERATION_TOKENS = VllmMetric("vllm:generation_tokens", "counter", _LOGGERS)
 REQUEST_SUCCESS = VllmMetric("vllm:request_success", "counter", _LOGGERS)
 TIME_TO_FIRST_TOKEN = VllmMetric("vllm:time_to_first_token_seconds", "histogram", _LOGGERS)
@@ -77,6 +79,7 @@ ALL_METRICS: tuple[VllmMetric, ...] = (
     NUM_REQUESTS_WAITING,
     KV_CACHE_USAGE_PERC,
     PROMPT_TOKENS,
+    PROMPT_TOKENS_CACHED,
     GENERATION_TOKENS,
     REQUEST_SUCCESS,
     TIME_TO_FIRST_TOKEN,
