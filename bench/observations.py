@@ -54,6 +54,8 @@ def synthetic_observation(
     rollout_in_progress: bool = False,
     per_token_p99_seconds: float | None = None,
     ttft_p99_seconds: float | None = None,
+    prompt_per_generated: float | None = None,
+    prefill_per_token: float = 0.0,
 ) -> Observation:
     """One window's observation. `batch_sizes` maps batch size -> fraction of engine time.
 
@@ -61,6 +63,9 @@ def synthetic_observation(
     `accepted(b, K)`: the chance a request's draft at each position is accepted in a step (default `prefix`);
     with vLLM's adaptive verification a draft it did not verify counts as drafted and rejected
     (vllm/v1/core/sched/scheduler.py), as vLLM's counters and the plugin's count it.
+    `prompt_per_generated`: the load's prompt tokens per generated token, reported as vLLM's prompt-token
+    counter does; each step then also prefills that many per token it generates, at `prefill_per_token`
+    seconds each (vLLM schedules a new request's prefill beside the running decodes). None: not reported.
     """
     total_fraction = sum(batch_sizes.values()) or 1.0
     k_top = num_speculative_tokens
@@ -76,19 +81,18 @@ def synthetic_observation(
         if fraction <= 0 or size <= 0:
             continue
         k = effective_k(size, k_top, schedule)
-        seconds = step_time(size, k)
+        chances = (list(accepted(size, k)) if accepted is not None else list(prefix[:k])) if k > 0 else []
+        step_tokens = 1.0 + sum(chances[:k])
+        seconds = step_time(size, k) + prefill_per_token * (prompt_per_generated or 0.0) * size * step_tokens
         steps = window_seconds * busy_fraction * (fraction / total_fraction) / seconds
         seq_steps = steps * size
         sequence_steps += seq_steps
         busy_sequence_seconds += seq_steps * seconds
-        step_tokens = 1.0
         if k > 0:
-            chances = list(accepted(size, k)) if accepted is not None else list(prefix[:k])
             drafts += seq_steps
             for i in range(k):
                 drafts_per_pos[i] += seq_steps
                 accepted_per_pos[i] += _count(rng, seq_steps, chances[i] if i < len(chances) else 0.0)
-            step_tokens += sum(chances[:k])
         tokens += seq_steps * step_tokens
         samples.append(StepSample(batch_size=float(size), k=k, count=round(steps, 3),
                                   mean_seconds=seconds * _jitter(rng, timing_noise)))
@@ -119,4 +123,5 @@ def synthetic_observation(
         batch_size_distribution=distribution,
         per_token_p99_seconds=per_token_p99_seconds,
         ttft_p99_seconds=ttft_p99_seconds,
+        prompt_tokens=None if prompt_per_generated is None else prompt_per_generated * tokens,
     )

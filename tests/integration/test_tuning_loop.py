@@ -49,12 +49,11 @@ TUNER_CONFIG = {"tuning": {"windowSeconds": WINDOW, "tickSeconds": 1,
                            "policy": {"minSteps": 200, "confirmations": 1, "cooldownSeconds": 15,
                                       "maxStalenessSeconds": 30}}}
 LOW_CONCURRENCY, HEAVY_CONCURRENCY = 2, 20
-# The heavy load's prompts are short: a 128-token prompt adds ~0.1 s to the step that prefills it (cpu-small),
-# ~15% of a K=1 step on average at batch 20, and how often a step prefills follows how promptly the clients
-# send their next request. At nice 10 beside two busy cores (as beside the engine tests; CI run 34 failed so)
-# that share moved K=1's step by up to 6% between windows; the fit, which has no prefill term, put the plain
-# step 25% high and kept K=1, where off gains +15%. docs/tuner.md, "Known limits", says what that means for
-# a real engine.
+# The heavy load's prompts are short, so that this module tests K = 0 at large batch sizes and not the
+# prefill term: a 128-token prompt adds ~0.1 s to the step that prefills it (cpu-small), ~15% of a K=1 step at
+# batch 20, and at nice 10 beside two busy cores (as beside the engine tests) the starved clients move where
+# those steps fall. Before the fit had a prefill term that kept K=1 where off gains +15% (CI run 34); what is
+# left of it is in docs/tuner.md, "Known limits". The low loads send 128-token prompts.
 HEAVY_PROMPT_TOKENS = 8
 
 

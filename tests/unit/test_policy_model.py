@@ -133,11 +133,24 @@ def test_step_cost_cells_written_before_a_term_was_added_are_forgotten():
     cost = CostModel.from_state(None, CPU_PRIOR, "sequential")
     cost.learn(observation(3, batches={1: 1.0}))
     stored = cost.to_state()
-    old = {"cells": {key: (x[:-1], seconds, weight) for key, (x, seconds, weight) in stored["cells"].items()}}
+    # before the speculation term (two terms short): forgotten
+    old = {"cells": {key: (x[:-2], seconds, weight) for key, (x, seconds, weight) in stored["cells"].items()}}
     assert CostModel.from_state(stored, CPU_PRIOR, "sequential").cells
     restored = CostModel.from_state(old, CPU_PRIOR, "sequential")
     assert restored.cells == {}
     assert restored.step_time(1, 3) == pytest.approx(cpu_truth(1, 3), rel=1e-6)  # the prior alone, no crash
+
+
+def test_step_cost_cells_written_before_the_prefill_term_are_kept_with_no_prompt_tokens():
+    cost = CostModel.from_state(None, CPU_PRIOR, "sequential")
+    cost.learn(observation(3, batches={1: 1.0}))
+    stored = cost.to_state()
+    old = {"k0Split": True,
+           "cells": {key: (x[:-1], seconds, weight) for key, (x, seconds, weight) in stored["cells"].items()}}
+    restored = CostModel.from_state(old, CPU_PRIOR, "sequential")
+    assert restored.cells.keys() == cost.cells.keys()
+    assert all(x[-1] == 0.0 and len(x) == len(cost.cells[key][0]) for key, (x, _, _) in restored.cells.items())
+    assert restored.prompt_per_generated == 0.0
 
 
 def _true_model(k_max: int) -> Model:

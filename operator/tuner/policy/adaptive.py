@@ -43,11 +43,13 @@ class AdaptiveStep:
 
 def adaptive_step(model: Model, batch_size: int, k: int, config_k: int | None = None) -> AdaptiveStep:
     """What the rule verifies when `batch_size` requests drafted `k` each (`config_k`: the config's K, which
-    a drafter that drafts its startup K pays), and the step's time with the drafting unchanged."""
+    a drafter that drafts its startup K pays), and the step's time with the drafting unchanged -- and the prompts
+    it prefills, which the rule does not weigh (`Model.prefill_per_token`)."""
     if k <= 0:
         speculative = bool(config_k)  # a schedule's K = 0 step still runs the rule and the drafter's K = 0 work
         plain = model.step_time(batch_size, 0, speculative, config_k if speculative else None)
-        return AdaptiveStep(0.0, 1.0, plain * (ADAPTIVE_COST.step_time_factor if speculative else 1.0))
+        return AdaptiveStep(0.0, 1.0, plain * (ADAPTIVE_COST.step_time_factor if speculative else 1.0)
+                            + model.prefill_per_token * batch_size)
     prefix = list(model.prefix[:k]) + [model.prefix[-1]] * max(0, k - len(model.prefix))
     scores = np.repeat(np.asarray(prefix, dtype=float), batch_size)
     cost = model.cost
@@ -60,4 +62,5 @@ def adaptive_step(model: Model, batch_size: int, k: int, config_k: int | None = 
 
     budget = verification_budget(scores, batch_size, seconds)
     gained = batch_size + float(np.sum(np.sort(scores)[::-1][:budget]))
-    return AdaptiveStep(budget / batch_size, gained / batch_size, float(seconds(np.array([budget]))[0]))
+    return AdaptiveStep(budget / batch_size, gained / batch_size,
+                        float(seconds(np.array([budget]))[0]) + model.prefill_per_token * gained)

@@ -2,7 +2,7 @@
 
 The model is the prior's roofline split into terms -- memory-bound floor, compute above the
 floor (with the knee at five places), KV reads per request, draft passes, drafted tokens, a
-speculative step's K-independent bookkeeping -- each
+speculative step's K-independent bookkeeping, and the prompts prefilled within decode steps -- each
 scaled by a non-negative multiplier theta fitted to the data (PRIOR_THETA reproduces the prior).
 Residuals are relative, and the prior's level is first rescaled to the data, so one prior
 strength suits any hardware. Only the configured K values are ever observed; the prior keeps
@@ -25,23 +25,29 @@ from specinfer.runtime.methods.drafting import NO_WORK, DraftWork, step_work
 from specinfer.runtime.methods.schedule import effective_k
 
 from .inputs import CostPrior
+from .observation import bounded_prompt_ratio
 
 if TYPE_CHECKING:
     from .observation import Observation
 
 KNEE_SHIFTS = (4.0, 2.0, 1.0, 0.5, 0.25)  # compute slope x this: the knee earlier, as believed, later
-TERMS = 5 + len(KNEE_SHIFTS)
+TERMS = 6 + len(KNEE_SHIFTS)
 # Where `terms` puts the drafter's terms: draft passes, drafted tokens, a speculative step's bookkeeping.
-DRAFTER_TERMS = (TERMS - 3, TERMS - 2, TERMS - 1)
+DRAFTER_TERMS = (TERMS - 4, TERMS - 3, TERMS - 2)
 PER_SEQUENCE_TERMS = (1 + len(KNEE_SHIFTS),)  # KV reads per request (and on a CPU engine its own overhead)
-PRIOR_THETA = np.array([1.0, *(1.0 if s == 1.0 else 0.0 for s in KNEE_SHIFTS), 1.0, 1.0, 1.0, 1.0])
-MIN_THETA = np.array([0.05, *(0.0 if s != 1.0 else 0.05 for s in KNEE_SHIFTS), 0.05, 0.05, 0.05, 0.05])
+# The prompts prefilled in a decode step (vLLM schedules a new request's prefill beside the running decodes).
+# Per token generated it does not depend on K, but per step it grows with the tokens a step generates, so
+# left out of the fit it was learnt as decode and bent the slope in K (docs/tuner.md, "Prefill").
+PREFILL_TERM = TERMS - 1
+PRIOR_THETA = np.array([1.0, *(1.0 if s == 1.0 else 0.0 for s in KNEE_SHIFTS), 1.0, 1.0, 1.0, 1.0, 1.0])
+MIN_THETA = np.array([0.05, *(0.0 if s != 1.0 else 0.05 for s in KNEE_SHIFTS), 0.05, 0.05, 0.05, 0.05, 0.05])
 SAMPLE_CAP = 200.0  # steps beyond this in one cell and window add no more confidence
 CELL_MEMORY = 3.0  # a re-observed cell moves by at least 1/4 towards the new window's mean
 MAX_CELL_WEIGHT = 10.0  # windows of evidence one cell can hold
 MIN_CELL_WEIGHT = 0.05
 MAX_CELLS = 64  # keeps the state a few kB (the loop stores it in status)
 K0_SPLIT_KEY = "k0Split"  # cells keyed "B:0" are plain decode only ("B:0s": a schedule's K = 0 step)
+PROMPT_MEMORY = 0.5  # a window's prompt tokens per generated token moves the remembered one half way
 
 
 def draft_passes(k: int, cost_shape: CostShape, speculative: bool = False) -> int:
@@ -67,7 +73,8 @@ def draft_work(prior: CostPrior, k: int, cost_shape: CostShape, speculative: boo
 
 
 def terms(prior: CostPrior, batch_size: float, k: int, cost_shape: CostShape, speculative: bool = False,
-          config_k: int | None = None, verified_tokens: float | None = None) -> np.ndarray:
+          config_k: int | None = None, verified_tokens: float | None = None,
+          prompt_tokens: float = 0.0) -> np.ndarray:
     """The prior's step time split into the terms the fit scales (at PRIOR_THETA they sum to it).
 
     The compute-above-the-floor term comes three times, with the knee earlier, where the prior
@@ -75,7 +82,8 @@ def terms(prior: CostPrior, batch_size: float, k: int, cost_shape: CostShape, sp
     `speculative`: the engine runs a speculative config, so a K = 0 step (a schedule's) still runs
     what the drafter runs then (`draft_work`); without one, K = 0 is a plain decode step. `config_k`:
     the config's K, for a drafter that drafts its startup K. `verified_tokens`: tokens through the target
-    when not B*(K+1) (adaptive verification verifies fewer, policy/adaptive.py).
+    when not B*(K+1) (adaptive verification verifies fewer, policy/adaptive.py). `prompt_tokens`: prompt tokens
+    the step prefills (0: a decode step alone, what every prediction prices; `Model.speed` adds the prefill).
     """
     tokens = batch_size * (k + 1) if verified_tokens is None else verified_tokens
     p = prior.knee_sharpness
@@ -89,6 +97,7 @@ def terms(prior: CostPrior, batch_size: float, k: int, cost_shape: CostShape, sp
         prior.draft_pass * work.passes,
         prior.draft_token * batch_size * work.tokens,  # tokens through the drafter
         speculation_overhead(prior, batch_size) if k > 0 else 0.0,
+        prior.prefill_seconds * prompt_tokens,
     ])
 
 
@@ -103,7 +112,17 @@ def step_times_over_tokens(prior: CostPrior, theta: np.ndarray, batch_size: floa
     excess = (prior.floor**p + (prior.compute_per_token * shifts * counts) ** p) ** (1.0 / p) - prior.floor
     rows = np.tile(base, (len(counts), 1))
     rows[:, 1:1 + len(KNEE_SHIFTS)] = excess
-    return np.asarray(rows @ theta, dtype=float)
+    return np.asarray(rows[:, :PREFILL_TERM] @ theta[:PREFILL_TERM], dtype=float)  # decode steps: no prompts
+
+
+
+
+def seconds_of(x: np.ndarray, theta: np.ndarray) -> float:
+    """x @ theta. A step with no prompts prefilled is priced over the decode terms alone, the sum it was
+    before the prefill term existed, to the last digit (a longer dot product may round differently)."""
+    if x[PREFILL_TERM] == 0:
+        return float(x[:PREFILL_TERM] @ theta[:PREFILL_TERM])
+    return float(x @ theta)
 
 
 def speculation_overhead(prior: CostPrior, batch_size: float) -> float:
@@ -130,16 +149,26 @@ class CostModel:
     prior: CostPrior
     cost_shape: CostShape
     cells: dict[str, list[Any]]  # key -> [term vector, mean seconds, weight]
+    prompt_per_generated: float = 0.0  # the workload's prompt tokens per generated token, as last measured
 
     @staticmethod
-    def from_state(data: dict[str, Any] | None, prior: CostPrior, cost_shape: CostShape) -> CostModel:
+    def from_state(data: dict[str, Any] | None, prior: CostPrior, cost_shape: CostShape,
+                   prompt_per_generated: float = 0.0) -> CostModel:
+        """The model a stored state holds; `prompt_per_generated`: the remembered prompt ratio (kept beside the
+        cost state, PolicyState.prompt_per_generated)."""
         cells = (data or {}).get("cells") or {}
+        if not isinstance(cells, dict):
+            cells = {}
         # A cell written before a term was added has a shorter vector: it is forgotten (relearnt in
         # a window) rather than fitted against the wrong terms. So is a K = 0 cell written before a
         # schedule's K = 0 steps had cells of their own: it may hold such steps priced as plain decode.
+        # A cell written before the prefill term is kept with no prompt tokens: what it was fitted as.
         split = bool((data or {}).get(K0_SPLIT_KEY))
-        return CostModel(prior, cost_shape, {k: [list(x), float(s), float(w)] for k, (x, s, w) in cells.items()
-                                           if len(x) == TERMS and (split or not k.endswith(":0"))})
+        padded = {key: ([*x, 0.0] if len(x) == PREFILL_TERM else list(x), seconds, weight)
+                  for key, (x, seconds, weight) in cells.items()}
+        return CostModel(prior, cost_shape, {k: [x, float(s), float(w)] for k, (x, s, w) in padded.items()
+                                           if len(x) == TERMS and (split or not k.endswith(":0"))},
+                         bounded_prompt_ratio(prompt_per_generated) or 0.0)
 
     def to_state(self) -> dict[str, Any]:
         return {K0_SPLIT_KEY: True,
@@ -157,9 +186,12 @@ class CostModel:
         worth = min(count, SAMPLE_CAP) / SAMPLE_CAP
         deviation = None
         if key in self.cells:
-            _, old_seconds, old_weight = self.cells[key]
+            old_x, old_seconds, old_weight = self.cells[key]
             share = worth / (worth + min(old_weight, CELL_MEMORY))
-            self.cells[key] = [list(map(float, x)), old_seconds + share * (seconds - old_seconds),
+            new_x = list(map(float, x))
+            # the prompts prefilled move with the window's load: the cell's mean holds them in the same blend
+            new_x[PREFILL_TERM] = old_x[PREFILL_TERM] + share * (new_x[PREFILL_TERM] - old_x[PREFILL_TERM])
+            self.cells[key] = [new_x, old_seconds + share * (seconds - old_seconds),
                                min(old_weight + worth, MAX_CELL_WEIGHT)]
             # The remembered mean carries noise too: scale so the sample estimates one window's variance.
             remembered = min(old_weight, CELL_MEMORY)
@@ -202,34 +234,45 @@ class CostModel:
         shares = []
         for batch_size in (1, 4, 16, 64, 256):
             for k in (0, 1, 3, 7):
-                x = terms(self.prior, batch_size, k, self.cost_shape)
-                shares.append((x / float(x @ PRIOR_THETA)) ** 2)
-        return np.asarray(np.maximum(np.mean(shares, axis=0), 1e-3), dtype=float)
+                x = terms(self.prior, batch_size, k, self.cost_shape)[:PREFILL_TERM]
+                shares.append((x / float(x @ PRIOR_THETA[:PREFILL_TERM])) ** 2)
+        weights = np.maximum(np.mean(shares, axis=0), 1e-3)
+        # The grid prices decode steps alone. Prefill is held as firmly as the prior's most weighty term: the
+        # cells give it little leverage of its own (per step it grows with the tokens generated, much as the
+        # compute does), so where one K is measured the prior's cost per prompt token decides its share.
+        return np.asarray([*weights, float(np.max(weights))], dtype=float)
 
-    def _prior_scale(self, xtx: np.ndarray, xty: np.ndarray) -> float:
+    @staticmethod
+    def _prior_scale(xtx: np.ndarray, xty: np.ndarray, prior_theta: np.ndarray) -> float:
         """The one factor that best fits the prior's level to the data (least squares)."""
-        predicted_sq = float(PRIOR_THETA @ xtx @ PRIOR_THETA)
-        scale = float(PRIOR_THETA @ xty) / predicted_sq if predicted_sq > 0 else 1.0
+        predicted_sq = float(prior_theta @ xtx @ prior_theta)
+        scale = float(prior_theta @ xty) / predicted_sq if predicted_sq > 0 else 1.0
         return min(max(scale, 0.1), 10.0)
 
-    def _system(self) -> tuple[np.ndarray, np.ndarray, float]:
-        """The ridge's normal equations a @ theta = b, and the prior's scale."""
+    def _system(self) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
+        """The ridge's normal equations a @ theta = b over the terms the cells hold, the prior's scale, and
+        the ridge of every term. Without prompts reported no cell holds the prefill term: it rests at the
+        prior and the others are solved as they were before it existed."""
+        xtx, xty = self._normal_equations()
+        fitted = TERMS if np.any(xtx[PREFILL_TERM]) else PREFILL_TERM
+        xtx, xty, prior_theta = xtx[:fitted, :fitted], xty[:fitted], PRIOR_THETA[:fitted]
         # The prior's level is often off (another GPU, another model size): rescale it to the data
         # first (least squares on one factor), then let the ridge hold only the prior's *shape*.
-        xtx, xty = self._normal_equations()
-        scale = self._prior_scale(xtx, xty)
-        ridge = self.prior.strength * np.diag(self._term_weights()) / scale**2
-        return xtx + ridge, xty + ridge @ (scale * PRIOR_THETA), scale
+        scale = self._prior_scale(xtx, xty, prior_theta)
+        ridge = self.prior.strength * self._term_weights() / scale**2
+        held = np.diag(ridge[:fitted])
+        return xtx + held, xty + held @ (scale * prior_theta), scale, ridge
 
     def multipliers(self) -> np.ndarray:
         """theta: the posterior mode of the terms' multipliers (ridge towards PRIOR_THETA)."""
-        a, b, scale = self._system()
-        lower = MIN_THETA * scale
+        a, b, scale, _ = self._system()
+        fitted = len(b)
+        lower = MIN_THETA[:fitted] * scale
         # Multipliers cannot be negative (a cost term never saves time): solve, pin the terms that
         # fall below their floor, and solve again for the rest (a small active-set loop).
-        pinned = np.zeros(TERMS, dtype=bool)
+        pinned = np.zeros(fitted, dtype=bool)
         theta = lower.copy()
-        for _ in range(TERMS):
+        for _ in range(fitted):
             free = ~pinned
             rhs = b[free] - a[np.ix_(free, pinned)] @ lower[pinned]
             theta[free] = np.linalg.solve(a[np.ix_(free, free)], rhs)
@@ -238,14 +281,16 @@ class CostModel:
             if not below.any():
                 break
             pinned |= below
-        return np.maximum(theta, lower)
+        return np.concatenate([np.maximum(theta, lower), scale * PRIOR_THETA[fitted:]])
 
     def relative_spread(self, direction: np.ndarray) -> float:
         """Standard deviation of direction @ theta per unit of window noise: the ridge's posterior
         (a^-1 times the relative variance of one window's step time). Large where no data constrains
         the terms that `direction` weighs (batch sizes or K never observed), small near the data."""
-        a, _, _ = self._system()
-        variance = float(direction @ np.linalg.solve(a, direction))
+        a, _, _, ridge = self._system()
+        fitted = len(a)
+        variance = float(direction[:fitted] @ np.linalg.solve(a, direction[:fitted]))
+        variance += float(np.sum(direction[fitted:] ** 2 / ridge[fitted:]))  # terms no cell holds: the ridge alone
         return math.sqrt(max(variance, 0.0))
 
     def table(self, max_batch_size: int, k_max: int, theta: np.ndarray, speculative: bool = False,
@@ -273,7 +318,7 @@ class CostModel:
     def step_time(self, batch_size: float, k: int, theta: np.ndarray | None = None, speculative: bool = False,
                   config_k: int | None = None) -> float:
         multipliers = self.multipliers() if theta is None else theta
-        return float(terms(self.prior, batch_size, k, self.cost_shape, speculative, config_k) @ multipliers)
+        return seconds_of(terms(self.prior, batch_size, k, self.cost_shape, speculative, config_k), multipliers)
 
     def drafts_startup_k(self) -> bool:
         """The drafter drafts its startup K every step: a step's cost depends on the config's K too (a
@@ -296,12 +341,21 @@ class CostModel:
 
         config_k = obs.applied.config.num_speculative_tokens
         speculative = config_k > 0
+        measured = obs.prompt_per_generated
+        if measured is not None:
+            self.prompt_per_generated += (PROMPT_MEMORY if self.prompt_per_generated > 0 else 1.0) * (
+                measured - self.prompt_per_generated)
+        # a window without the prompt counter (a failed query) still prefilled: at the remembered ratio
+        prompts = measured if measured is not None else self.prompt_per_generated
         # a drafter that drafts its startup K: the same (B, K) costs more under a larger startup K
         width = f"@{max(config_k, self.prior.startup_k or 0)}" if self.drafts_startup_k() and speculative else ""
         if obs.step_samples:
             for sample in obs.step_samples:
                 if sample.count > 0 and sample.mean_seconds > 0:
-                    x = terms(self.prior, sample.batch_size, sample.k, self.cost_shape, speculative, config_k)
+                    # the window's prompts spread over its steps as the tokens they generate
+                    prefilled = prompts * sample.batch_size * obs.expected_tokens_at(sample.k)
+                    x = terms(self.prior, sample.batch_size, sample.k, self.cost_shape, speculative, config_k,
+                              prompt_tokens=prefilled)
                     # a schedule's K = 0 step is another cell than a plain decode step
                     suffix = "s" if sample.k == 0 and speculative else ""
                     add(f"{round(sample.batch_size)}:{sample.k}{suffix}{width}", x, sample.mean_seconds,
@@ -325,11 +379,14 @@ class CostModel:
         theta = self.multipliers()
         applied = obs.applied.config
         speculative = applied.num_speculative_tokens > 0
+        measured = obs.prompt_per_generated
+        prompts = measured if measured is not None else self.prompt_per_generated
         mix = []
         for size, fraction in obs.batch_distribution():
-            x = terms(self.prior, size, effective_k(size, applied.num_speculative_tokens, applied.schedule),
-                      self.cost_shape, speculative, applied.num_speculative_tokens)
-            mix.append((size * fraction / float(x @ theta), x))
+            k = effective_k(size, applied.num_speculative_tokens, applied.schedule)
+            x = terms(self.prior, size, k, self.cost_shape, speculative, applied.num_speculative_tokens,
+                      prompt_tokens=prompts * size * obs.expected_tokens_at(k))
+            mix.append((size * fraction / seconds_of(x, theta), x))
         total = sum(w for w, _ in mix)
         mean_x = np.zeros(TERMS)
         for weight, x in mix:

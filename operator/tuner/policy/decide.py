@@ -147,7 +147,7 @@ def _forget_another_drafter(st: PolicyState, tuning: TuningInput) -> None:
 def _learn(obs: Observation, tuning: TuningInput,
            st: PolicyState) -> tuple[CostModel, AcceptanceEstimate | None, AcceptanceEstimate | None]:
     _forget_another_drafter(st, tuning)
-    cost = CostModel.from_state(st.cost, tuning.cost_prior, tuning.cost_shape)
+    cost = CostModel.from_state(st.cost, tuning.cost_prior, tuning.cost_shape, st.prompt_per_generated)
     if obs.applied.config.adaptive:
         # Nothing is learnt while vLLM verifies adaptively: it counts a draft it did not verify as rejected
         # (vllm/v1/core/sched/scheduler.py, num_rejected = drafts - accepted), so the acceptance reads low, and
@@ -167,6 +167,7 @@ def _learn(obs: Observation, tuning: TuningInput,
         fresh = None
     memory = blend(st.acceptance, fresh, ACCEPTANCE_FORGET)
     st.cost = cost.to_state()
+    st.prompt_per_generated = float(f"{cost.prompt_per_generated:.6g}")
     st.acceptance = memory
     return cost, fresh, memory
 
@@ -612,7 +613,7 @@ def _measure_acceptance(obs: Observation, tuning: TuningInput, st: PolicyState, 
         return _back_from_probe(tuning, st, now, current, common)
     if moving or not _may_probe(obs, tuning, signals):
         return None
-    cost = CostModel.from_state(st.cost, tuning.cost_prior, tuning.cost_shape)
+    cost = CostModel.from_state(st.cost, tuning.cost_prior, tuning.cost_shape, st.prompt_per_generated)
     probe = acceptance_probe_for(cost, tuning, current, obs.batch_distribution(), st, now,
                                  one_k=signals != "specinfer")
     if probe is None or not in_place(current, probe.config, tuning.in_place_max_k, exact=tuning.drafts_startup_k()):
@@ -699,5 +700,6 @@ def _model_summary(model: Model, tuning: TuningInput, obs: Observation, dense: l
         step_cost_multipliers=[round(float(t), 3) for t in model.theta],
         predicted_speed=round(sequence_speed(model, dense, distribution), 3),
         measured_speed=round(obs.measured_speed, 3),
+        prefill_seconds_per_generated_token=float(f"{model.prefill_per_token:.4g}"),
         speedup_vs_no_speculation=round(goodput(model, dense, distribution) / off, 4) if off > 0 else 1.0,
     )

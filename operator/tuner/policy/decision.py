@@ -48,6 +48,7 @@ class ModelSummary(_Out):
     measured_speed: float
     # predicted goodput of the applied config over that of no speculation, at the observed batch sizes
     speedup_vs_no_speculation: float
+    prefill_seconds_per_generated_token: float = 0.0  # the fitted prefill per token generated (cost.py, "Prefill")
 
 
 class Decision(_Out):

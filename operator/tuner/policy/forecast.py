@@ -99,7 +99,7 @@ def model_of(state: PolicyState, tuning: TuningInput) -> Model | None:
     """The model a stored state holds (None: no acceptance learnt yet), as the policy builds it to decide."""
     if state.acceptance is None or state.method != tuning.method:
         return None
-    cost = CostModel.from_state(state.cost, tuning.cost_prior, tuning.cost_shape)
+    cost = CostModel.from_state(state.cost, tuning.cost_prior, tuning.cost_shape, state.prompt_per_generated)
     return Model(extrapolated_prefix(state.acceptance, tuning.k_max), cost, cost.multipliers(),
                  tuning.schedule_step_factor, always_scheduled=tuning.in_place_max_k is not None,
                  measured_positions=measured_positions(state.acceptance))

@@ -18,13 +18,20 @@ from specinfer.runtime.methods.schedule import compress
 from .acceptance import expected_tokens
 from .adaptive import adaptive_step
 from .config import AdaptiveDense
-from .cost import CostModel, terms
+from .cost import PREFILL_TERM, CostModel, terms
 from .inputs import TuningInput
 
 TABLE_BATCH = 1024  # step times up to this batch size are computed once per decision, vectorised
 MAX_RANGES = 8  # a schedule a person can read (the API allows 32); merging costs a fraction of a percent
 KEEP_TOLERANCE = 0.01  # within 1% of the best, a batch size keeps its current K (no churn from noise)
 Distribution = Sequence[tuple[int, float]]
+
+
+def prefill_per_token(cost: CostModel, theta: np.ndarray) -> float:
+    """Seconds of prefill per generated token: the fitted prefill term at the load's prompt tokens per generated
+    token. The same for every K, so at one batch size it ranks no K above another, but every step the engine
+    serves holds it, and a gain left without it on both sides is overstated."""
+    return float(theta[PREFILL_TERM]) * cost.prior.prefill_seconds * cost.prompt_per_generated
 
 
 @dataclass(frozen=True)
@@ -56,12 +63,19 @@ class Model:
         table: np.ndarray = self._tables[name]
         return table
 
+    @property
+    def prefill_per_token(self) -> float:
+        """Seconds the engine spends prefilling prompts per token it generates (`prefill_per_token`)."""
+        return prefill_per_token(self.cost, self.theta)
+
     def speed(self, batch_size: float, k: int, speculative: bool = False, config_k: int | None = None) -> float:
-        """Tokens per second for one running request."""
+        """Tokens per second for one running request: a step of `batch_size` requests gains `expected` tokens
+        each and prefills the prompts of the requests that replace those finishing."""
         if "expected" not in self._tables:
             self._tables["expected"] = [expected_tokens(self.prefix, j) for j in range(len(self.prefix) + 1)]
         expected = self._tables["expected"][k] if k <= len(self.prefix) else expected_tokens(self.prefix, k)
-        return expected / self.step_time(batch_size, k, speculative, config_k)
+        prefill = self.prefill_per_token * batch_size * expected
+        return expected / (self.step_time(batch_size, k, speculative, config_k) + prefill)
 
 
 def _clamp(size: float, max_batch_size: int) -> int:
@@ -203,7 +217,8 @@ def per_size_best(model: Model, candidates: Sequence[int], current: Sequence[int
         model._tables["expected"] = [expected_tokens(model.prefix, j) for j in range(top + 1)]
     expected = np.asarray([model._tables["expected"][k] for k in ks])
     startup = config_k if config_k is not None and model.cost.drafts_startup_k() else None
-    speeds = expected[None, :] / model.times(True, startup)[1 : size + 1, ks]
+    prefill = model.prefill_per_token * np.arange(1, size + 1, dtype=float)[:, None] * expected[None, :]
+    speeds = expected[None, :] / (model.times(True, startup)[1 : size + 1, ks] + prefill)  # as Model.speed
     best = speeds.argmax(axis=1)  # ks ascend: a tie goes to the lower K
     index = {k: i for i, k in enumerate(ks)}
     in_force = np.array([index.get(current[b], -1) if b < len(current) else -1 for b in range(1, size + 1)])
@@ -306,7 +321,11 @@ def goodput_sensitivity(model: Model, dense: Sequence[int], distribution: Distri
     out = np.zeros(len(model.theta))
     if total <= 0:
         return out
+    prompts = model.cost.prompt_per_generated
     for weight, size, k in parts:
-        out += ((weight / total) * terms(model.cost.prior, size, k, model.cost.cost_shape, speculative, config_k)
-                / model.step_time(size, k, speculative, config_k))
+        gained = expected_tokens(model.prefix, k)  # the step's prompts prefilled, as `Model.speed` prices them
+        step = terms(model.cost.prior, size, k, model.cost.cost_shape, speculative, config_k,
+                     prompt_tokens=prompts * size * gained)
+        out += (weight / total) * step / (model.step_time(size, k, speculative, config_k)
+                                          + model.prefill_per_token * size * gained)
     return out

@@ -22,7 +22,16 @@ import numpy as np
 
 from .acceptance import expected_tokens
 from .cost import DRAFTER_TERMS, KNEE_SHIFTS, TERMS
-from .goodput import KEEP_TOLERANCE, MAX_RANGES, Distribution, Model, is_speculative, limit_ranges, one_k_over
+from .goodput import (
+    KEEP_TOLERANCE,
+    MAX_RANGES,
+    Distribution,
+    Model,
+    is_speculative,
+    limit_ranges,
+    one_k_over,
+    prefill_per_token,
+)
 from .inputs import TuningInput
 from .support import measured_sizes
 
@@ -115,9 +124,11 @@ def unvisited_sizes(distribution: Distribution, max_batch_size: int) -> list[int
 
 
 def _speeds(model: Model, size: int, ks: Sequence[int], theta: np.ndarray) -> np.ndarray:
-    """Per-request speed E_K / T(b, K) for b in 0..size and each K of `ks` (row 0 unused), speculating."""
+    """Per-request speed E_K / (T(b, K) + prefill) for b in 0..size and each K of `ks` (row 0 unused), speculating
+    (goodput.Model.speed)."""
     times = model.cost.table(size, max(ks), theta, speculative=True)[:, list(ks)]
     expected = np.array([expected_tokens(model.prefix, k) for k in ks])
+    times += prefill_per_token(model.cost, theta) * np.arange(size + 1, dtype=float)[:, None] * expected[None, :]
     times[0] = 1.0
     return np.asarray(expected[None, :] / times, dtype=float)
 

@@ -54,10 +54,18 @@ class CostPrior(_Input):
     draft_token: float = Field(default=6e-6, ge=0, alias="draftTokenSeconds")
     speculation_step: float = Field(default=0.0, ge=0, alias="speculationStepSeconds")
     speculation_per_sequence: float = Field(default=0.0, ge=0, alias="speculationPerSequenceSeconds")
+    # A prompt token prefilled in a decode step (vLLM's chunked prefill); None: computePerTokenSeconds, as
+    # it runs through the same forward pass as a verified token.
+    prefill_per_token: float | None = Field(default=None, ge=0, alias="prefillPerTokenSeconds")
     drafted_k: DraftedK = Field(default="scheduled", alias="draftedK")
     zero_step: ZeroStep = Field(default="first_pass", alias="zeroStep")
     startup_k: int | None = Field(default=None, ge=1, alias="startupK")
     strength: float = Field(default=0.05, gt=0)  # weight of the prior against the data (per term, relative)
+
+    @property
+    def prefill_seconds(self) -> float:
+        """Seconds a step spends per prompt token it prefills."""
+        return self.compute_per_token if self.prefill_per_token is None else self.prefill_per_token
 
 
 class Slo(_Input):

@@ -49,7 +49,7 @@ from specinfer.runtime.methods.schedule import effective_k
 
 from .config import DraftConfig
 from .cost import DRAFTER_TERMS, PER_SEQUENCE_TERMS, TERMS, CostModel
-from .goodput import KEEP_TOLERANCE, Distribution, Model, goodput, is_speculative
+from .goodput import KEEP_TOLERANCE, Distribution, Model, goodput, is_speculative, prefill_per_token
 from .inputs import TuningInput
 from .state import PolicyState, ProbeRecord
 from .support import SUPPORT_FACTOR, cell_span, plain_decode
@@ -138,7 +138,7 @@ def doubted(cost: CostModel, factor: float, doubt: Doubt = DRAFTER) -> CostModel
     scale = np.ones(TERMS)
     scale[list(doubt.terms)] = factor
     cells = {key: [list(np.asarray(x) * scale), seconds, weight] for key, (x, seconds, weight) in cost.cells.items()}
-    return CostModel(prior, cost.cost_shape, cells)
+    return CostModel(prior, cost.cost_shape, cells, cost.prompt_per_generated)
 
 
 def doubted_model(model: Model, factor: float, doubt: Doubt = DRAFTER) -> Model:
@@ -370,10 +370,12 @@ def acceptance_probe_for(cost: CostModel, tuning: TuningInput, current: DraftCon
     theta = cost.multipliers()
     config_k = max(max(dense), max(current_dense)) if cost.drafts_startup_k() else None
 
+    prefill = prefill_per_token(cost, theta)
+
     def tokens_per_second(ks: Sequence[int]) -> float:
         # acceptance 0: one token a request-step whatever the K, so only the steps' times differ
-        return sum(f * size / cost.step_time(size, ks[min(max(1, int(size)), top)], theta, True, config_k)
-                   for size, f in distribution)
+        return sum(f * size / (cost.step_time(size, ks[min(max(1, int(size)), top)], theta, True, config_k)
+                               + prefill * size) for size, f in distribution)
 
     before = tokens_per_second(current_dense)
     loss = tokens_per_second(dense) / before - 1 if before > 0 else -1.0

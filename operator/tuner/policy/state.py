@@ -86,6 +86,9 @@ class PolicyState(_State):
     version: int = STATE_VERSION
     method: str | None = None
     cost: dict[str, dict[str, CostCell] | bool] | None = None  # {"cells": {...}, "k0Split": true} (cost.py)
+    # the load's prompt tokens per generated token, as the step cost remembers it (cost.py, the prefill term);
+    # beside `cost`, not in it, so that a release before it reads the state
+    prompt_per_generated: float = 0.0
     acceptance: AcceptanceEstimate | None = None
     changes: list[float] = Field(default_factory=list)  # times rollouts were issued (restart budget)
     last_change_at: float | None = None  # the last rollout (cooldown); in-place changes have no cooldown

@@ -107,9 +107,11 @@ def verify(obs: Observation, tuning: TuningInput, st: PolicyState, model: Model,
     busy = obs.sequence_steps * obs.step_mean_seconds
     pending.measured_tokens += obs.generated_tokens
     # The model as it was when deciding, the one the calibration belongs to: learning from the new
-    # config since then must not move the baseline.
-    then = Model(pending.prefix, model.cost, np.asarray(pending.theta), model.schedule_factor,
-                 always_scheduled=model.always_scheduled) if pending.theta else model
+    # config since then must not move the baseline. A change pending from before the prefill term has no
+    # multiplier for it: today's.
+    theta = [*pending.theta, *model.theta[len(pending.theta):]] if pending.theta else []
+    then = Model(pending.prefix, model.cost, np.asarray(theta), model.schedule_factor,
+                 always_scheduled=model.always_scheduled) if theta else model
     pending.expected_tokens += busy * sequence_speed(then, previous_dense, distribution) * pending.calibration
     pending.windows += 1
     realised = pending.measured_tokens / pending.expected_tokens - 1 if pending.expected_tokens > 0 else 0.0

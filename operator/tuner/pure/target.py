@@ -248,7 +248,8 @@ def simulator_cost_prior(preset: str, method: str) -> CostPrior:
                      kv_per_sequence=preset_model.kv_per_seq_s, knee_sharpness=preset_model.knee_sharpness,
                      draft_pass=draft_pass * scale, draft_token=per_token * scale,
                      speculation_step=preset_model.speculation_step_s,
-                     speculation_per_sequence=preset_model.speculation_per_seq_s)
+                     speculation_per_sequence=preset_model.speculation_per_seq_s,
+                     prefill_per_token=preset_model.prefill_per_token_s)
 
 
 def spec_config(spec: SpeculativeInferenceSpec) -> DraftConfig:
