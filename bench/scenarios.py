@@ -120,6 +120,10 @@ class Scenario:
     reload_seconds: float | None = None  # a pod's model reload; None: the preset's (the policy is told it)
     accelerator: str | None = None  # spec.hardware.accelerator; None: the spec's default
     mtp_modules: int | None = None  # spec.speculation.mtpModules: the checkpoint's MTP modules (None: unstated)
+    # The load's prompt tokens per generated token: each step also prefills the prompts of the requests that
+    # replace those finishing (vLLM schedules them beside the decodes), at the preset's prefill cost per token.
+    prompt_per_generated: float = 0.0
+    prompts_reported: bool = True  # vllm:prompt_tokens_total reaches the tuner (else the window has no count)
 
     @property
     def minutes(self) -> float:
@@ -216,6 +220,12 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              "(x4 every 15 minutes), then back to 16", tuple(
                  Phase(f"c={c}", 15, "chat", c) for c in (4, 16, 64, 256, 512, 16)),
              replicas=4, update_strategy="Replace", max_batch_size=256, per_token_slo=0.080),
+    Scenario("rag-ramp", "EAGLE-3 on retrieval-augmented chat: 1,024-token contexts for 256-token answers, so each "
+             "step also prefills 4 prompt tokens per token it generates; concurrency doubling 1 -> 64 every 10 "
+             "minutes", _ramp(), prompt_per_generated=4.0),
+    Scenario("rag-ramp-blind", "rag-ramp where the prompt counter never reaches the tuner (a scrape that drops "
+             "vllm:prompt_tokens_total): the fit learns the prefill as decode", _ramp(), prompt_per_generated=4.0,
+             prompts_reported=False),
     Scenario("heavy-head", "EAGLE-3 whose head costs 6x what the step-cost prior says (an unoptimised head kernel; "
              "the real CPU engine's tiny head: ~3x), chat at 2 then 16 concurrent: the starting K=3 serves 0.84x "
              "of K=1, which a fit of one measured K cannot see",
@@ -345,11 +355,15 @@ class Engine:
         running = self.config if config is None else config
         seconds = self.step_time(batch_size, k, running)
         if k <= 0:
-            return Served(seconds * (ADAPTIVE_COST.step_time_factor if running.adaptive else 1.0), ())
-        prefix = tuple(profile.prefix_probs(k))
-        if not running.adaptive:
-            return Served(seconds, prefix)
-        return _adaptive_step(self, batch_size, k, running, prefix)
+            served = Served(seconds * (ADAPTIVE_COST.step_time_factor if running.adaptive else 1.0), ())
+        elif not running.adaptive:
+            served = Served(seconds, tuple(profile.prefix_probs(k)))
+        else:
+            served = _adaptive_step(self, batch_size, k, running, tuple(profile.prefix_probs(k)))
+        if self.scenario.prompt_per_generated <= 0:
+            return served
+        prompts = self.scenario.prompt_per_generated * batch_size * served.tokens  # prefilled in this step
+        return Served(served.seconds + self.scenario.costs.prefill_per_token_s * prompts, served.accepted)
 
     def in_place(self, config: DraftConfig) -> bool:
         """The engines take `config` without a restart: they run a drafter now (the pods were started
@@ -602,6 +616,9 @@ def _observe(scenario: Scenario, engine: Engine, profile: AcceptanceProfile, mix
         step_time=lambda b, k: engine.serve(b, k, profile).seconds,
         accepted=lambda b, k: engine.serve(b, k, profile).accepted,
         adaptive_verification=engine.config.adaptive, signals=signals, rng=rng, timing_noise=scenario.timing_noise,
+        # the prompts are in step_time already; reported as vLLM's counter reports them
+        prompt_per_generated=scenario.prompt_per_generated if scenario.prompts_reported and
+        scenario.prompt_per_generated > 0 else None,
         busy_fraction=busy / window, per_token_p99_seconds=p99 * math.exp(rng.gauss(0, 0.05)),
         # a published schedule not every engine runs yet holds the tuner like a rollout (tuner/in_force.py)
         rollout_in_progress=engine.changing,

@@ -96,6 +96,8 @@ def tuning_input(scenario: Scenario, *, exact_prior: bool = False, in_place: boo
     exact = operator_tuning_input(scenario_spec(scenario))
     prior = exact.cost_prior.model_copy(update={name: getattr(exact.cost_prior, name) * factor
                                                 for name, factor in PRIOR_ERROR.items() if not exact_prior})
+    if not exact_prior:  # prefill priced as a GPU resource's prior prices it: at the compute per token
+        prior = prior.model_copy(update={"prefill_per_token": None})
     # a reload other than the preset's: what the operator configuration's tuning.policy.restartSeconds says
     reload = {} if scenario.reload_seconds is None else {"restart_seconds": scenario.reload_seconds}
     return exact.model_copy(update={"cost_prior": prior, "schedule_step_factor": scenario.schedule_step_factor,

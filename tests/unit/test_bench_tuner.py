@@ -5,12 +5,13 @@ every change out, as before in-place retuning."""
 from __future__ import annotations
 
 import json
+import random
 from dataclasses import replace
 
 import pytest
 from click.testing import CliRunner
 
-from specinfer.bench.scenarios import IN_PLACE_DELAY_SECONDS, SCENARIOS, Engine, run
+from specinfer.bench.scenarios import IN_PLACE_DELAY_SECONDS, SCENARIOS, Engine, _observe, profile_of, run
 from specinfer.bench.tuner import ADAPTIVE, PolicyController, envelope_of, tuner_command, tuning_input
 from specinfer.operator.tuner.policy import OFF, DraftConfig
 
@@ -108,3 +109,23 @@ def test_no_in_place_reproduces_the_rollout_only_behaviour():
         best = max(paying, key=lambda name: results[name]["goodput"])
         assert oracle in paying and check["referenceName"] == best
         assert check["reference"] == pytest.approx(results[best]["goodput"] / results["per-phase oracle"]["goodput"])
+
+
+def test_long_prompts_are_prefilled_inside_the_steps_and_reported_unless_the_counter_is_dropped():
+    rag, blind = SCENARIOS["rag-ramp"], SCENARIOS["rag-ramp-blind"]
+    plain = replace(rag, prompt_per_generated=0.0)
+    profile = profile_of(rag, rag.phases[0])
+    with_prompts, without = Engine(rag, K3).serve(8, 3, profile), Engine(plain, K3).serve(8, 3, profile)
+    assert with_prompts.accepted == without.accepted
+    # 4 prompt tokens per generated token: 8 requests gaining E tokens each prefill 32 E prompt tokens
+    prefill = rag.costs.prefill_per_token_s * 4.0 * 8 * without.tokens
+    assert with_prompts.seconds == pytest.approx(without.seconds + prefill)
+    for scenario, reported in ((rag, True), (blind, False)):
+        engine = Engine(scenario, K3)
+        obs = _observe(scenario, engine, profile, {8: 30.0}, [[8.0]], 60.0, random.Random(1), "specinfer",
+                       0.02, 30.0)
+        if reported:
+            assert obs.prompt_per_generated == pytest.approx(4.0)
+            assert obs.step_samples[0].mean_seconds == pytest.approx(with_prompts.seconds, rel=0.1)  # 2% noise
+        else:
+            assert obs.prompt_tokens is None

@@ -33,7 +33,7 @@ class AdaptiveStep:
 
     verified: float  # drafts verified per request (mean)
     tokens: float    # tokens a request gains (mean, the bonus token included)
-    seconds: float   # the step's time
+    seconds: float   # the step's time, the prompts it prefills included
 
     @property
     def speed(self) -> float:
