@@ -344,8 +344,22 @@ class Engine:
                                speculative=running.num_speculative_tokens > 0,
                                drafting=self.scenario.drafting,
                                startup_k=startup or None, verified_tokens=verified_tokens)
-        scheduled = running.schedule or (self.envelope is not None and not running.off)
-        return seconds * (self.scenario.schedule_step_factor if scheduled else 1.0)
+        return seconds * self.step_factor(running)
+
+    def step_factor(self, config: DraftConfig) -> float:
+        """What a configured schedule adds to every step (PIECEWISE graphs), an engine retuned in place running
+        one whenever it drafts."""
+        scheduled = config.schedule or (self.envelope is not None and not config.off)
+        return self.scenario.schedule_step_factor if scheduled else 1.0
+
+    def prefill_seconds(self, batch_size: int, tokens: float, config: DraftConfig) -> float:
+        """The prompts a step of `batch_size` requests gaining `tokens` each prefills: those of the requests that
+        replace the finishing ones, at the preset's cost per token. The schedule's slowdown is every step's, its
+        prefill included, as the policy models it (cost.learn)."""
+        if self.scenario.prompt_per_generated <= 0:
+            return 0.0
+        prompts = self.scenario.prompt_per_generated * batch_size * tokens
+        return self.scenario.costs.prefill_per_token_s * prompts * self.step_factor(config)
 
     def serve(self, batch_size: int, k: int, profile: AcceptanceProfile, config: DraftConfig | None = None) -> Served:
         """One step of `batch_size` requests at K under `config` (default: the one in force): its time, and
@@ -362,8 +376,7 @@ class Engine:
             served = _adaptive_step(self, batch_size, k, running, tuple(profile.prefix_probs(k)))
         if self.scenario.prompt_per_generated <= 0:
             return served
-        prompts = self.scenario.prompt_per_generated * batch_size * served.tokens  # prefilled in this step
-        return Served(served.seconds + self.scenario.costs.prefill_per_token_s * prompts, served.accepted)
+        return Served(served.seconds + self.prefill_seconds(batch_size, served.tokens, running), served.accepted)
 
     def in_place(self, config: DraftConfig) -> bool:
         """The engines take `config` without a restart: they run a drafter now (the pods were started

@@ -138,7 +138,8 @@ def oracle_config(scenario: Scenario, minute: int, engine: Engine, *, keep_draft
     def served(config: DraftConfig) -> float:
         """Tokens per second at the phase's loads, each an equal share of its time."""
         ks = config.dense(scenario.max_batch_size)
-        return sum(b * profile.expected_tokens(ks[b]) / probe.step_time(b, ks[b], config) for b in loads)
+        return sum(b * (tokens := profile.expected_tokens(ks[b]))
+                   / (probe.step_time(b, ks[b], config) + probe.prefill_seconds(b, tokens, config)) for b in loads)
 
     def per_batch_size(top: int) -> DraftConfig:
         """The best K at each batch size under a config whose largest K is `top`. Within a schedule K = 0

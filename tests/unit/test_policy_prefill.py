@@ -10,16 +10,19 @@ terms and extrapolated them wrongly (docs/tuner.md, "Prefill"). Each test runs w
 from __future__ import annotations
 
 import dataclasses
-import math
 
+import numpy as np
 import pytest
 
 from specinfer.bench.observations import synthetic_observation
 from specinfer.operator.tuner.policy import PolicyState, TuningInput, decide, parse_observation
 from specinfer.operator.tuner.policy.acceptance import expected_tokens
+from specinfer.operator.tuner.policy.config import DraftConfig
 from specinfer.operator.tuner.policy.cost import PREFILL_TERM, CostModel
-from specinfer.operator.tuner.policy.goodput import Model
+from specinfer.operator.tuner.policy.goodput import Model, sequence_speed
 from specinfer.operator.tuner.policy.observation import observation_to_json
+from specinfer.operator.tuner.policy.state import PendingChange
+from specinfer.operator.tuner.policy.verification import verify
 from specinfer.operator.tuner.pure.target import simulator_cost_prior
 from specinfer.runtime.methods.cost_presets import cost_model
 
@@ -95,8 +98,8 @@ def crossover(gains_at) -> int:
 def test_the_crossover_is_not_pulled_early_by_long_prompts(prior_errors):
     truth = crossover(lambda b: true_gains(b, RAG))
     assert truth == 11
-    reported = crossover(lambda b: gains(learnt(RAG, reported=True, prior_errors=prior_errors), b))
-    control = crossover(lambda b: gains(learnt(RAG, reported=False, prior_errors=prior_errors), b))
+    fit, blind = (learnt(RAG, reported=reported, prior_errors=prior_errors) for reported in (True, False))
+    reported, control = crossover(lambda b: gains(fit, b)), crossover(lambda b: gains(blind, b))
     assert abs(reported - truth) <= 3
     assert control <= truth - 3  # without the prompts it stops drafting where drafting pays
 
@@ -118,7 +121,8 @@ def test_with_one_k_measured_the_prefill_prior_decides_the_split():
     # The limit, as docs/tuner.md says: one K measured, prefill per step grows with the batch as the KV reads do,
     # so the prior's cost per prompt token decides how much of the step is prefill. 1.875x too dear (the
     # default on cpu-small) put the crossover at 17 where it is 11.
-    assert crossover(lambda b: gains(learnt(RAG, reported=True, prefill_error=1.875), b)) == 17
+    cost = learnt(RAG, reported=True, prefill_error=1.875)
+    assert crossover(lambda b: gains(cost, b)) == 17
 
 
 def test_predicted_speed_includes_the_prefill_the_engine_serves():
@@ -152,8 +156,8 @@ def test_the_remembered_prompt_ratio_survives_the_state_and_an_older_release_rea
     _, state = decide(window(1000.0, RAG), tuning, None, 1000.0)
     stored = state.to_json()
     assert stored["prompt_per_generated"] == pytest.approx(RAG)
-    # beside the cost state, whose shape a release before the term validates (cells and the K = 0 split only)
-    assert set(stored["cost"]) == {"cells", "k0Split"}
+    # beside the cost state, whose shape a release before the term validates: cells, and flags
+    assert all(isinstance(value, dict if key == "cells" else bool) for key, value in stored["cost"].items())
     restored = PolicyState.from_json(stored)
     cost = CostModel.from_state(restored.cost, tuning.cost_prior, "sequential", restored.prompt_per_generated)
     assert cost.prompt_per_generated == pytest.approx(RAG)
@@ -161,50 +165,59 @@ def test_the_remembered_prompt_ratio_survives_the_state_and_an_older_release_rea
     assert later.prompt_per_generated == pytest.approx((RAG + 0.5) / 2)  # half way to each window's
 
 
-@pytest.mark.parametrize("hostile", [-1.0, float("nan"), float("inf"), 1e300, "x", None])
-def test_a_hostile_prompt_ratio_is_not_remembered(hostile):
+@pytest.mark.parametrize("hostile", [-1.0, float("nan"), float("inf"), 1e300, "x", None, [4.0]])
+def test_a_hostile_stored_prompt_ratio_is_forgotten_and_only_it(hostile):
+    stored = PolicyState(method="eagle3", confirmations=2).to_json()
+    restored = PolicyState.from_json({**stored, "prompt_per_generated": hostile})
+    assert restored.prompt_per_generated == 0.0
+    assert restored.method == "eagle3" and restored.confirmations == 2  # not a fresh state
     cost = CostModel.from_state({"cells": {}}, simulator_cost_prior("cpu-small", "eagle3"), "sequential", hostile)
     assert cost.prompt_per_generated == 0.0
 
 
-def test_a_broken_prompt_counter_is_not_reported():
-    # 1e300 prompt tokens over a window's generated tokens is no workload: left out, not learnt (a ratio in the
-    # cells that large made every multiplier NaN and every prediction 0)
-    obs = dataclasses.replace(window(1000.0, RAG), prompt_tokens=1e300)
-    assert obs.prompt_per_generated is None
-    cost = CostModel.from_state(None, simulator_cost_prior("cpu-small", "eagle3"), "sequential")
-    cost.learn(obs)
-    assert cost.prompt_per_generated == 0.0
-    assert all(math.isfinite(t) for t in cost.multipliers())
-    assert dataclasses.replace(window(1000.0, RAG), generated_tokens=0.0).prompt_per_generated is None
+def test_cells_stored_before_the_term_are_forgotten_once_prompts_are_reported():
+    # Their steps held prefill their vectors did not price: kept while no prompts are reported (what they were
+    # fitted as), forgotten by the first window that reports some.
+    prior = simulator_cost_prior("cpu-small", "eagle3")
+    cost = CostModel.from_state(None, prior, "sequential")
+    cost.learn(dataclasses.replace(window(1000.0, RAG, 8), prompt_tokens=None))
+    old = {"k0Split": True, "cells": {key: (x[:-1], s, w) for key, (x, s, w) in cost.to_state()["cells"].items()}}
+    restored = CostModel.from_state(old, prior, "sequential")
+    assert restored.cells.keys() == cost.cells.keys() == {"8:2"}
+    restored.learn(dataclasses.replace(window(1030.0, RAG, 4), prompt_tokens=None))
+    assert set(restored.cells) == {"8:2", "4:2"}
+    assert not restored.to_state()["prefillPriced"]  # the next tick's model still knows it
+    restored = CostModel.from_state(restored.to_state(), prior, "sequential")  # as each tick reads the state
+    restored.learn(window(1060.0, RAG, 2))
+    assert set(restored.cells) == {"2:2"}
+    assert restored.to_state()["prefillPriced"]
 
 
-def test_a_cell_holds_the_prompts_of_the_windows_its_mean_holds():
-    # The load's prompts change between windows at the same batch size (RAG, then chat): the cell's remembered
-    # step is a blend of both, and so are the prompts it is fitted with. Taking the newest window's prompts
-    # for the blended step put the decode step 50-90% off.
-    for first, then in ((RAG, 0.5), (0.5, RAG)):
-        cost = CostModel.from_state(None, simulator_cost_prior("cpu-small", "eagle3"), "sequential")
-        for index, prompts in enumerate((first, first, first, then)):
-            for batch_size in (2, 4, 8):
-                cost.learn(window(1000.0 + 30 * index, prompts, batch_size))
-        theta = cost.multipliers()
-        for batch_size in (2, 4, 8, 16):
-            assert cost.step_time(batch_size, 2, theta, True) == pytest.approx(drafting_step(batch_size, 2), rel=0.01)
-
-
-def test_a_window_without_the_prompt_counter_still_prefilled():
-    # The optional query failed for one window after prompts were seen: its steps still hold the prefill of the
-    # remembered ratio, not decode alone
-    with_counter = learnt(RAG, reported=True)
-    missing = CostModel.from_state(None, with_counter.prior, "sequential")
-    for index in range(3):
-        for batch_size in (2, 4, 8):
-            obs = window(1000.0 + 30 * index, RAG, batch_size)
-            missing.learn(obs if index == 0 else dataclasses.replace(obs, prompt_tokens=None))
-    assert missing.prompt_per_generated == pytest.approx(RAG)
-    for batch_size in (8, 16, 40):
-        assert gains(missing, batch_size) == pytest.approx(true_gains(batch_size, RAG), abs=0.005)
+def test_a_change_pending_from_before_the_term_is_verified_against_the_model_that_decided_it():
+    # A release before the term stored a theta of the decode terms alone and calibrated against a model with no
+    # prefill: its baseline is that model's, not one with today's prefill multiplier added (which counted the
+    # prefill twice and could confirm a losing change). A change pending from this release stores the decode
+    # terms where a release before reads all its terms, and the prefill multiplier beside them.
+    tuning = TuningInput(method="eagle3", k_min=1, k_max=4, max_batch_size=64, confirmations=3,
+                         cost_prior=simulator_cost_prior("cpu-small", "eagle3"))
+    cost = learnt(RAG, reported=True)
+    model = Model(PREFIX, cost, cost.multipliers())
+    assert model.prefill_per_token > 0
+    decode = [float(t) for t in model.theta[:PREFILL_TERM]]
+    obs = window(1100.0, RAG)  # K=2 applied, as the pending change asks
+    baselines = {}
+    for prefill_theta in (0.0, float(model.theta[PREFILL_TERM])):
+        st = PolicyState(pending=PendingChange(at=1000.0, config=DraftConfig(num_speculative_tokens=2),
+                                               previous=DraftConfig(num_speculative_tokens=1), predicted_gain=0.05,
+                                               calibration=1.0, prefix=list(PREFIX), theta=decode,
+                                               prefill_theta=prefill_theta, batch_mean=4.0))
+        verify(obs, tuning, st, model, obs.batch_distribution(), 1100.0, "specinfer", None)
+        baselines[prefill_theta] = st.pending.expected_tokens
+    busy = obs.sequence_steps * obs.step_mean_seconds
+    without = Model(PREFIX, cost, np.asarray([*decode, 0.0]))
+    one_k = DraftConfig(num_speculative_tokens=1).dense(64)
+    assert baselines[0.0] == pytest.approx(busy * sequence_speed(without, one_k, obs.batch_distribution()))
+    assert baselines[float(model.theta[PREFILL_TERM])] < 0.8 * baselines[0.0]  # prefill a large share here
 
 
 def test_the_prompt_count_travels_in_the_observation_json():

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -47,6 +47,7 @@ MAX_CELL_WEIGHT = 10.0  # windows of evidence one cell can hold
 MIN_CELL_WEIGHT = 0.05
 MAX_CELLS = 64  # keeps the state a few kB (the loop stores it in status)
 K0_SPLIT_KEY = "k0Split"  # cells keyed "B:0" are plain decode only ("B:0s": a schedule's K = 0 step)
+PRICED_KEY = "prefillPriced"  # every cell's prefill entry was written knowing the prompts (or that none were reported)
 PROMPT_MEMORY = 0.5  # a window's prompt tokens per generated token moves the remembered one half way
 
 
@@ -150,6 +151,8 @@ class CostModel:
     cost_shape: CostShape
     cells: dict[str, list[Any]]  # key -> [term vector, mean seconds, weight]
     prompt_per_generated: float = 0.0  # the workload's prompt tokens per generated token, as last measured
+    # cells stored before the prefill term: their steps may hold prefill their vectors do not price
+    unpriced: set[str] = field(default_factory=set)
 
     @staticmethod
     def from_state(data: dict[str, Any] | None, prior: CostPrior, cost_shape: CostShape,
@@ -162,16 +165,18 @@ class CostModel:
         # A cell written before a term was added has a shorter vector: it is forgotten (relearnt in
         # a window) rather than fitted against the wrong terms. So is a K = 0 cell written before a
         # schedule's K = 0 steps had cells of their own: it may hold such steps priced as plain decode.
-        # A cell written before the prefill term is kept with no prompt tokens: what it was fitted as.
+        # A cell written before the prefill term is kept, pricing no prompts, until a window reports some:
+        # its step may hold prefill its vector does not price, and it is forgotten then (`learn`).
         split = bool((data or {}).get(K0_SPLIT_KEY))
         padded = {key: ([*x, 0.0] if len(x) == PREFILL_TERM else list(x), seconds, weight)
                   for key, (x, seconds, weight) in cells.items()}
-        return CostModel(prior, cost_shape, {k: [x, float(s), float(w)] for k, (x, s, w) in padded.items()
-                                           if len(x) == TERMS and (split or not k.endswith(":0"))},
-                         bounded_prompt_ratio(prompt_per_generated) or 0.0)
+        kept = {k: [x, float(s), float(w)] for k, (x, s, w) in padded.items()
+                if len(x) == TERMS and (split or not k.endswith(":0"))}
+        unpriced = set() if (data or {}).get(PRICED_KEY) else set(kept)
+        return CostModel(prior, cost_shape, kept, bounded_prompt_ratio(prompt_per_generated) or 0.0, unpriced)
 
     def to_state(self) -> dict[str, Any]:
-        return {K0_SPLIT_KEY: True,
+        return {K0_SPLIT_KEY: True, PRICED_KEY: not self.unpriced,
                 "cells": {key: ([float(f"{v:.6g}") for v in x], float(f"{seconds:.6g}"), round(weight, 4))
                           for key, (x, seconds, weight) in self.cells.items()}}
 
@@ -342,6 +347,10 @@ class CostModel:
         config_k = obs.applied.config.num_speculative_tokens
         speculative = config_k > 0
         measured = obs.prompt_per_generated
+        if measured and self.unpriced:  # prompts reported: the cells stored before the term may hold them
+            for key in self.unpriced:
+                self.cells.pop(key, None)
+            self.unpriced.clear()
         if measured is not None:
             self.prompt_per_generated += (PROMPT_MEMORY if self.prompt_per_generated > 0 else 1.0) * (
                 measured - self.prompt_per_generated)

@@ -28,7 +28,7 @@ from .acceptance import (
     measured_positions,
 )
 from .config import OFF, AdaptiveDense, DraftConfig, differs_at
-from .cost import CostModel
+from .cost import PREFILL_TERM, CostModel
 from .decision import (
     DEGRADED_COLLAPSE,
     Decision,
@@ -51,6 +51,7 @@ from .goodput import (
     goodput,
     is_speculative,
     limit_ranges,
+    prefill_per_token,
     reach_note,
     sequence_speed,
 )
@@ -160,7 +161,9 @@ def _learn(obs: Observation, tuning: TuningInput,
     update_noise(st, cost.learn(obs, slowdown))
     theta = cost.multipliers()
     # only read while drafting, when a schedule's K = 0 steps still run the drafter's first pass
-    fresh = estimate_from(obs, lambda size, k: cost.step_time(size, k, theta, speculative=True))
+    prefill = prefill_per_token(cost, theta)
+    fresh = estimate_from(obs, lambda size, k: cost.step_time(size, k, theta, speculative=True)
+                          + prefill * size * obs.expected_tokens_at(k))
     if fresh is not None and obs.drafts < tuning.min_drafts:
         # a window short of drafts is used for its steps (guards.samples_guard): blended, its few drafts
         # would still halve the memory's weight, and a run of such windows would forget the acceptance
@@ -585,7 +588,8 @@ def _issue_change(obs: Observation, tuning: TuningInput, st: PolicyState, now: f
     # Nothing to verify when the change leaves the K of today's batch sizes alone (look-ahead).
     st.pending = PendingChange(at=now, config=best, previous=current, predicted_gain=candidate.gain,
                                calibration=calibration, prefix=[float(p) for p in model.prefix],
-                               theta=[float(t) for t in model.theta],
+                               theta=[float(t) for t in model.theta[:PREFILL_TERM]],
+                               prefill_theta=float(model.theta[PREFILL_TERM]),
                                batch_mean=obs.batch_size_mean,
                                in_place=path == "inPlace") if changes_here else None
     st.collapsed_at = None

@@ -22,7 +22,7 @@ import numpy as np
 
 from .acceptance import extrapolated_prefix, measured_positions
 from .config import DraftConfig
-from .cost import DRAFTER_TERMS, PER_SEQUENCE_TERMS, TERMS, CostModel
+from .cost import DRAFTER_TERMS, PER_SEQUENCE_TERMS, PREFILL_TERM, TERMS, CostModel
 from .goodput import Distribution, Model, goodput_contributions
 from .hedge import COMPUTE_TERMS, DOUBT
 from .inputs import TuningInput, tuning_from_json
@@ -38,7 +38,7 @@ from .verification import model_noise
 # tokens per request-second at batch 63, one group of terms doubted at a time 15.7-74.3, and the real CPU engine
 # served 14.8-15.7 over six windows of one schedule beside other work (CI, 2026-12-05). Only dearer: the
 # engine has not been seen faster than the fit where unmeasured
-ABOVE_FLOOR_TERMS = tuple(range(1, TERMS))
+ABOVE_FLOOR_TERMS = tuple(range(1, PREFILL_TERM))  # the decode terms: the prefill is fitted where it runs
 # The doubted versions of a fit: which terms, by how much
 DOUBTS: tuple[tuple[tuple[int, ...], float], ...] = (
     *((terms, factor) for terms in (COMPUTE_TERMS, DRAFTER_TERMS, PER_SEQUENCE_TERMS) for factor in (DOUBT, 1 / DOUBT)),

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .acceptance import AcceptanceEstimate
 from .config import DraftConfig
+from .observation import bounded_prompt_ratio
 
 STATE_VERSION = 1
 RESTART_WINDOW_SECONDS = 3600.0
@@ -39,7 +40,9 @@ class PendingChange(_State):
     calibration: float  # measured / modelled speed of the previous config when the change was decided
     in_place: bool = False  # applied without a restart: so is its rollback
     prefix: list[float] = Field(default_factory=list)  # the model as it was then: acceptance ...
-    theta: list[float] = Field(default_factory=list)  # ... and step-cost multipliers
+    theta: list[float] = Field(default_factory=list)  # ... and step-cost multipliers (the decode terms) ...
+    # ... and the prefill term's, apart: a release before the term reads `theta` as all its terms
+    prefill_theta: float = 0.0
     batch_mean: float = 0.0  # load when deciding: verification needs comparable load
     measured_tokens: float = 0.0
     expected_tokens: float = 0.0  # what the previous config would have produced in the same busy time
@@ -87,8 +90,15 @@ class PolicyState(_State):
     method: str | None = None
     cost: dict[str, dict[str, CostCell] | bool] | None = None  # {"cells": {...}, "k0Split": true} (cost.py)
     # the load's prompt tokens per generated token, as the step cost remembers it (cost.py, the prefill term);
-    # beside `cost`, not in it, so that a release before it reads the state
+    # beside `cost`, not in it, so that a release before it reads the state (and forgets the cells, longer
+    # than it knows: relearnt within a few windows)
     prompt_per_generated: float = 0.0
+
+    @field_validator("prompt_per_generated", mode="before")
+    @classmethod
+    def _a_ratio_or_none(cls, value: Any) -> float:
+        """A stored ratio that is no ratio is forgotten, not the whole state with it."""
+        return bounded_prompt_ratio(value) or 0.0
     acceptance: AcceptanceEstimate | None = None
     changes: list[float] = Field(default_factory=list)  # times rollouts were issued (restart budget)
     last_change_at: float | None = None  # the last rollout (cooldown); in-place changes have no cooldown

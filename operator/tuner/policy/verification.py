@@ -16,7 +16,7 @@ import numpy as np
 
 from . import guards
 from .config import DraftConfig, differs_at
-from .cost import CELL_MEMORY
+from .cost import CELL_MEMORY, PREFILL_TERM
 from .decision import Decision, ModelSummary, Signals
 from .goodput import Distribution, Model, sequence_speed
 from .inputs import TuningInput
@@ -107,9 +107,9 @@ def verify(obs: Observation, tuning: TuningInput, st: PolicyState, model: Model,
     busy = obs.sequence_steps * obs.step_mean_seconds
     pending.measured_tokens += obs.generated_tokens
     # The model as it was when deciding, the one the calibration belongs to: learning from the new
-    # config since then must not move the baseline. A change pending from before the prefill term has no
-    # multiplier for it: today's.
-    theta = [*pending.theta, *model.theta[len(pending.theta):]] if pending.theta else []
+    # config since then must not move the baseline. A change pending from before the prefill term was decided
+    # and calibrated by a model without it: no prefill.
+    theta = [*pending.theta, pending.prefill_theta] if len(pending.theta) == PREFILL_TERM else []
     then = Model(pending.prefix, model.cost, np.asarray(theta), model.schedule_factor,
                  always_scheduled=model.always_scheduled) if theta else model
     pending.expected_tokens += busy * sequence_speed(then, previous_dense, distribution) * pending.calibration
