@@ -284,16 +284,17 @@ def setup(cluster, prometheus, tmp_path_factory, engine_env, tiny_models):
             print(f"--- operator log tail ---\n{operator_log}")
 
 
-def verification_verdict(ticks: Path, name: str, until: float) -> tuple[float, float, bool]:
-    """The last verification of a change decided by `until`, from the operator's tick records:
-    (realised gain, the threshold verification judged it against, whether it rolled the change back).
+def verification_verdicts(ticks: Path, name: str, until: float) -> dict[float, tuple[float, float, bool]]:
+    """Every verification of a change decided by `until`, from the operator's tick records, by the time the
+    change was decided: (realised gain, the threshold verification judged it against, whether it rolled the
+    change back). A change accepted may be followed in the same tick by the next change (its own pending).
 
     The threshold is the error verification.py states for a realised gain: a change is rolled back when
     it realised less than -(rollbackTolerance + margin), margin = 2 sigma sqrt(1/windows + w/(2 - w)),
     sigma the step times' measured window-to-window noise after that window, `windows` the windows
     verified, w the calibration's smoothing weight. The verdict's tick is replayed through the pure
     policy (the operator's own code) to read sigma and the windows exactly as it judged."""
-    verdicts = []
+    verdicts: dict[float, tuple[float, float, bool]] = {}
     for record in read_records(ticks, name):
         before = record["state"] or {}
         if not before.get("pending") or float(record["now"]) > until + 1:
@@ -302,16 +303,17 @@ def verification_verdict(ticks: Path, name: str, until: float) -> tuple[float, f
         assert (decision["action"], decision.get("config")) == (record["decision"]["action"],
                                                                record["decision"].get("config")), record["now"]
         rolled_back = decision["action"] == "rollback" or "rolling back" in decision["reason"]
-        if after.get("pending") is not None or not (rolled_back or after.get("realised_gain") != before.get(
-                "realised_gain")):
+        judged = before["pending"]
+        still = after.get("pending") is not None and after["pending"]["at"] == judged["at"]
+        if still or not (rolled_back or after.get("realised_gain") != before.get("realised_gain")):
             continue  # still verifying, or the change was dropped unjudged (the load moved, never applied)
         sigma = measured_noise(PolicyState.from_json(after))
-        windows = before["pending"]["windows"] + 1
+        windows = judged["windows"] + 1
         margin = 2 * sigma * math.sqrt(1 / windows + CALIBRATION_WEIGHT / (2 - CALIBRATION_WEIGHT))
-        verdicts.append((float(after["realised_gain"]), -(record["tuning"]["rollbackTolerance"] + margin),
-                         rolled_back))
+        verdicts[float(judged["at"])] = (float(after["realised_gain"]),
+                                         -(record["tuning"]["rollbackTolerance"] + margin), rolled_back)
     assert verdicts, f"no verification of a change in {ticks} for {name}"
-    return verdicts[-1]
+    return verdicts
 
 
 def decisions(resource: dict) -> str:
@@ -565,13 +567,21 @@ def test_the_tuner_changes_the_draft_length_in_place_and_verifies_the_gain(setup
     # change at batch 1 realised -17.9% to +1.9% over runs (two engines with one config differ by up to
     # 20%), so the realised gain is not held to the prediction; what must hold is the verdict: kept
     # when the realised gain is within the stated error of no loss, rolled back (in place) when below it,
-    # and status shows the figure the verification judged.
+    # and status shows the figure the verification judged. A change accepted may be followed in the same
+    # tick by the next (seen in CI, 2026-12-06: speculation off, +4.8% predicted at batch 1 on these shared
+    # cores, rolled back at -9.2%): status then shows the last verification's figure.
     checked = tuning(story["checked"])
-    realised, threshold, rolled_back = verification_verdict(
-        setup.ticks, "crossover", parse_rfc3339(checked["lastDecision"]["time"]) or time.time())
+    verdicts = verification_verdicts(setup.ticks, "crossover",
+                                     parse_rfc3339(checked["lastDecision"]["time"]) or time.time())
+    decided = parse_rfc3339(story["decision"]["time"])
+    assert decided is not None, story["decision"]
+    ours = [at for at in verdicts if abs(at - decided) <= 1.0]
+    assert len(ours) == 1, (decided, verdicts, decisions(story["checked"]))
+    realised, threshold, rolled_back = verdicts[ours[0]]
     print(f"realised {realised:+.1%} against a predicted {story['decision']['predictedGain']:+.1%}; rolled back "
-          f"below {threshold:+.1%}: {'rolled back' if rolled_back else 'kept'}")
-    assert checked["realisedGain"] == pytest.approx(realised, abs=1e-4)
+          f"below {threshold:+.1%}: {'rolled back' if rolled_back else 'kept'}"
+          f"{'' if len(verdicts) == 1 else f'; then {len(verdicts) - 1} more change(s) verified'}")
+    assert checked["realisedGain"] == pytest.approx(verdicts[max(verdicts)][0], abs=1e-4)
     assert math.isfinite(realised) and -1 < realised and threshold < 0
     assert rolled_back == (realised < threshold), (realised, threshold, rolled_back)
     assert checked["lastDecision"]["action"] in ("keep", "rollback")
