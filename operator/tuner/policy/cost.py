@@ -354,8 +354,7 @@ class CostModel:
         if measured is not None:
             self.prompt_per_generated += (PROMPT_MEMORY if self.prompt_per_generated > 0 else 1.0) * (
                 measured - self.prompt_per_generated)
-        # a window without the prompt counter (a failed query) still prefilled: at the remembered ratio
-        prompts = measured if measured is not None else self.prompt_per_generated
+        prompts = self._window_prompts(obs)
         # a drafter that drafts its startup K: the same (B, K) costs more under a larger startup K
         width = f"@{max(config_k, self.prior.startup_k or 0)}" if self.drafts_startup_k() and speculative else ""
         if obs.step_samples:
@@ -375,6 +374,12 @@ class CostModel:
         total = sum(weight for _, weight in deviations)
         return sum(value * weight for value, weight in deviations) / total if total > 0 else None
 
+    def _window_prompts(self, obs: Observation) -> float:
+        """The window's prompt tokens per generated token; a window without the counter (a failed query) still
+        prefilled: at the remembered ratio."""
+        measured = obs.prompt_per_generated
+        return measured if measured is not None else self.prompt_per_generated
+
     @staticmethod
     def pooled_key(obs: Observation) -> str:
         applied = obs.applied.config
@@ -388,8 +393,7 @@ class CostModel:
         theta = self.multipliers()
         applied = obs.applied.config
         speculative = applied.num_speculative_tokens > 0
-        measured = obs.prompt_per_generated
-        prompts = measured if measured is not None else self.prompt_per_generated
+        prompts = self._window_prompts(obs)
         mix = []
         for size, fraction in obs.batch_distribution():
             k = effective_k(size, applied.num_speculative_tokens, applied.schedule)

@@ -68,14 +68,22 @@ class Model:
         """Seconds the engine spends prefilling prompts per token it generates (`prefill_per_token`)."""
         return prefill_per_token(self.cost, self.theta)
 
-    def speed(self, batch_size: float, k: int, speculative: bool = False, config_k: int | None = None) -> float:
-        """Tokens per second for one running request: a step of `batch_size` requests gains `expected` tokens
-        each and prefills the prompts of the requests that replace those finishing."""
+    def expected(self, k: int) -> float:
+        """Tokens a request gains in a step that drafted `k` (cached per decision)."""
         if "expected" not in self._tables:
             self._tables["expected"] = [expected_tokens(self.prefix, j) for j in range(len(self.prefix) + 1)]
-        expected = self._tables["expected"][k] if k <= len(self.prefix) else expected_tokens(self.prefix, k)
-        prefill = self.prefill_per_token * batch_size * expected
-        return expected / (self.step_time(batch_size, k, speculative, config_k) + prefill)
+        return float(self._tables["expected"][k]) if k <= len(self.prefix) else expected_tokens(self.prefix, k)
+
+    def served_step_time(self, batch_size: float, k: int, speculative: bool = False,
+                         config_k: int | None = None) -> float:
+        """A step as the engine serves it and a window measures it: the decode (`step_time`) and the prompts of
+        the requests that replace those finishing, `expected(k)` tokens gained by each of `batch_size`."""
+        prefill = self.prefill_per_token * batch_size * self.expected(k)
+        return self.step_time(batch_size, k, speculative, config_k) + prefill
+
+    def speed(self, batch_size: float, k: int, speculative: bool = False, config_k: int | None = None) -> float:
+        """Tokens per second for one running request."""
+        return self.expected(k) / self.served_step_time(batch_size, k, speculative, config_k)
 
 
 def _clamp(size: float, max_batch_size: int) -> int:
@@ -213,9 +221,7 @@ def per_size_best(model: Model, candidates: Sequence[int], current: Sequence[int
             now = current[b] if b < len(current) else None
             dense.append(now if now in speeds and speeds[now] >= speeds[best] * (1 - KEEP_TOLERANCE) else best)
         return dense
-    if "expected" not in model._tables:
-        model._tables["expected"] = [expected_tokens(model.prefix, j) for j in range(top + 1)]
-    expected = np.asarray([model._tables["expected"][k] for k in ks])
+    expected = np.asarray([model.expected(k) for k in ks])
     startup = config_k if config_k is not None and model.cost.drafts_startup_k() else None
     prefill = model.prefill_per_token * np.arange(1, size + 1, dtype=float)[:, None] * expected[None, :]
     speeds = expected[None, :] / (model.times(True, startup)[1 : size + 1, ks] + prefill)  # as Model.speed
@@ -323,9 +329,7 @@ def goodput_sensitivity(model: Model, dense: Sequence[int], distribution: Distri
         return out
     prompts = model.cost.prompt_per_generated
     for weight, size, k in parts:
-        gained = expected_tokens(model.prefix, k)  # the step's prompts prefilled, as `Model.speed` prices them
         step = terms(model.cost.prior, size, k, model.cost.cost_shape, speculative, config_k,
-                     prompt_tokens=prompts * size * gained)
-        out += (weight / total) * step / (model.step_time(size, k, speculative, config_k)
-                                          + model.prefill_per_token * size * gained)
+                     prompt_tokens=prompts * size * model.expected(k))  # the step's prompts, as served
+        out += (weight / total) * step / model.served_step_time(size, k, speculative, config_k)
     return out

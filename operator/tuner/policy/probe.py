@@ -47,7 +47,6 @@ import numpy as np
 
 from specinfer.runtime.methods.schedule import effective_k
 
-from .acceptance import expected_tokens
 from .config import DraftConfig
 from .cost import DRAFTER_TERMS, PER_SEQUENCE_TERMS, TERMS, CostModel
 from .goodput import KEEP_TOLERANCE, Distribution, Model, goodput, is_speculative, prefill_per_token
@@ -128,12 +127,6 @@ class Probe:
         return (f"probing K={self.k} at {where} in place for a window: with {self.doubted.what} {dearer} "
                 f"than the step-cost prior says, {self.doubted_best.describe()} {verdict}, "
                 f"and K={self.k} is not measured there; predicted {self.predicted_loss:+.1%} while it runs")
-
-
-def _measured_step(model: Model, batch_size: int, k: int) -> float:
-    """A step of K at `batch_size` as a window measures it: the decode and the prompts it prefills."""
-    prefill = model.prefill_per_token * batch_size * expected_tokens(model.prefix, k)
-    return model.step_time(batch_size, k, True) + prefill
 
 
 def doubted(cost: CostModel, factor: float, doubt: Doubt = DRAFTER) -> CostModel:
@@ -451,7 +444,7 @@ def _first_telling(here: _Here, other: Model, order: Sequence[int], separation: 
         if dense is None or dense == here.current_dense or _held(here.st, dense, tuning.max_batch_size, here.now):
             continue
         loss = goodput(model, dense, here.distribution) / here.before - 1
-        apart = max(abs(_measured_step(other, b, k) / _measured_step(model, b, k) - 1) for b in sizes)
+        apart = max(abs(other.served_step_time(b, k, True) / model.served_step_time(b, k, True) - 1) for b in sizes)
         if loss >= -max_loss and apart >= separation:
             return DraftConfig.from_dense(dense), k, loss
     return None
