@@ -40,6 +40,7 @@ from .decision import (
     in_place,
     path_of,
 )
+from .envelope import EnvelopeChoice, choose_envelope
 from .goodput import (
     KEEP_TOLERANCE,
     MAX_RANGES,
@@ -271,6 +272,7 @@ class _Candidate:
     held_by: str | None
     guard: str
     note: str  # what the reason adds: the look-ahead's figures, the prior's part of the gain
+    hedged: bool = False  # an envelope taken for the risk it removes, not for today's gain (envelope.py)
 
     @property
     def config(self) -> DraftConfig:
@@ -303,13 +305,26 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
     live = hedge.dense(current_dense, distribution, one_k_where_observed=one_k) if hedge is not None else None
     # in place every K up to the envelope is reached and only speculation off is a rollout -- unless the
     # drafter drafts its startup K, where a smaller largest K drafts less on every step and is a rollout too
+    envelopes: list[EnvelopeChoice] = []
+
+    def pick_envelope(options: list[list[int]]) -> list[int]:
+        """The largest K for the load to come as well as today's (envelope.py); remembered for the decision."""
+        envelopes.append(choose_envelope(model, tuning, options, distribution))
+        return envelopes[0].chosen
+
+    pick = pick_envelope if tuning.drafts_startup_k() else None
     if live is None or tuning.k_max > (tuning.in_place_max_k or 0) or tuning.drafts_startup_k():
-        fit_best = best_dense(model, tuning, current_dense, distribution, one_k_where_observed=one_k)
+        fit_best = best_dense(model, tuning, current_dense, distribution, one_k_where_observed=one_k,
+                              pick_envelope=pick)
     else:
         fit_best = [0] * (top + 1) if tuning.allow_disable else live
-    best_ks = _best_of(model, tuning, current, fit_best, live, distribution)
-    best_ks = adaptive_instead(model, tuning, current, best_ks, distribution)
+    hedged_top = max(envelopes[0].chosen[1:]) if envelopes and envelopes[0].hedged else None
+    best_ks = _best_of(model, tuning, current, fit_best, live, distribution, hedged_top)
+    best_ks = adaptive_instead(model, tuning, current, best_ks, distribution, max_k=hedged_top)
     best = DraftConfig.from_dense(best_ks)
+    # the envelope drafts less than today's best one: what it gave up, and the risk it avoids
+    hedged = envelopes[0] if envelopes and envelopes[0].hedged and is_speculative(best_ks) \
+        and max(best_ks[1:]) == max(envelopes[0].chosen[1:]) else None
     gain = _gain(model, best_ks, current_dense, distribution)
     ahead_sizes = anticipated_sizes(distribution, top, LOOKAHEAD)
     cover = coverage_gain(model, best_ks, current_dense, ahead_sizes)
@@ -358,10 +373,11 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
         return probe
     if best.same_as(current, top):
         st.confirmations = 0
-        return Decision(action="keep", reason=f"{current.describe()} is already the best config", **common)
+        return Decision(action="keep", reason=f"{current.describe()} is already the best config"
+                        + (hedged.describe() if hedged else ""), **common)
 
     slo = guards.slo_violated(obs, tuning)
-    first = _consider(obs, tuning, st, now, model, distribution, best_ks, gain, slo, ramp, hedge)
+    first = _consider(obs, tuning, st, now, model, distribution, best_ks, gain, slo, ramp, hedge, hedged)
     probe = measuring_plain(first)
     if probe is not None:
         return probe
@@ -424,14 +440,17 @@ def _gain(model: Model, dense: Sequence[int], current: Sequence[int], distributi
 
 
 def _best_of(model: Model, tuning: TuningInput, current: DraftConfig, fit_best: list[int], live: list[int] | None,
-             distribution: Distribution) -> list[int]:
+             distribution: Distribution, hedged_top: int | None = None) -> list[int]:
     """The best config: the in-place schedule, unless a rollout (speculation off, a K above the engine's
     maximum, a smaller largest K for a drafter that drafts its startup K) beats it by more than KEEP_TOLERANCE
-    at today's batch sizes."""
+    at today's batch sizes -- or is the envelope chosen for the load to come (`hedged_top`, envelope.py), which
+    its own bar judges."""
     if live is None:
         return fit_best
     if in_place(current, DraftConfig.from_dense(fit_best), tuning.in_place_max_k, exact=tuning.drafts_startup_k()):
         return live
+    if hedged_top is not None and is_speculative(fit_best) and max(fit_best[1:]) == hedged_top:
+        return fit_best
     if goodput(model, fit_best, distribution) > goodput(model, live, distribution) * (1 + KEEP_TOLERANCE):
         return fit_best
     return live
@@ -439,13 +458,15 @@ def _best_of(model: Model, tuning: TuningInput, current: DraftConfig, fit_best: 
 
 def _consider(obs: Observation, tuning: TuningInput, st: PolicyState, now: float, model: Model,
               distribution: Distribution, dense: list[int], gain: float, slo: bool, ramp: Ramp | None,
-              hedge: Hedge | None) -> _Verdict:
-    """`dense` weighed against its bar, then every guard but the confirmations."""
+              hedge: Hedge | None, envelope: EnvelopeChoice | None = None) -> _Verdict:
+    """`dense` weighed against its bar, then every guard but the confirmations (`envelope`: the envelope
+    choice `dense` drafts at, where it drafts less than today's best)."""
     current = obs.applied.config
     config = DraftConfig.from_dense(dense)
     rollout = not in_place(current, config, tuning.in_place_max_k, exact=tuning.drafts_startup_k())
     if rollout:
-        candidate = _weigh_rollout(obs, tuning, st, now, model, distribution, dense, gain, slo, hedge is None)
+        candidate = _weigh_rollout(obs, tuning, st, now, model, distribution, dense, gain, slo, hedge is None,
+                                   envelope)
     else:
         assert hedge is not None or tuning.in_place_max_k is not None
         candidate = _weigh_in_place(obs, tuning, st, model, distribution, dense, gain, slo, hedge)
@@ -461,8 +482,9 @@ def _consider(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
         (guards.RECENTLY_REJECTED, guards.rejected_guard(st, candidate.dense, tuning.max_batch_size, now)),
         (guards.REVERSAL, guards.reversal_guard(st, current, candidate.config, obs.batch_size_mean,
                                                 tuning.reject_hold_seconds, now)),
+        # (a hedged envelope loses at today's batch sizes by design: the doubt is about today's gain)
         (guards.DOUBTED, doubted_loss(model, tuning, current, candidate.dense, distribution, st, now)
-         if rollout else None),
+         if rollout and not candidate.hedged else None),
         # A change in place restarts nothing: no cooldown, no restart budget (its settling window and
         # the verification that follows still apply).
         (guards.COOLDOWN, guards.cooldown_guard(st, tuning, now) if rollout else None),
@@ -476,10 +498,11 @@ def _consider(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
 
 def _weigh_rollout(obs: Observation, tuning: TuningInput, st: PolicyState, now: float, model: Model,
                    distribution: Distribution, best_dense_ks: list[int], gain: float, slo: bool,
-                   may_look_ahead: bool) -> _Candidate:
+                   may_look_ahead: bool, envelope: EnvelopeChoice | None = None) -> _Candidate:
     """The bar a rollout must clear -- hysteresis, the model's noise, the payback over the time the load
     has stayed where it wins (restart.py) -- on the part of the gain the measurements support
-    (support.py); held there, the look-ahead may still program the batch sizes to come (lookahead.py)."""
+    (support.py); held there, an envelope that drafts less for the load to come may clear it on the risk it
+    removes (envelope.py), and the look-ahead may still program the batch sizes to come (lookahead.py)."""
     current_dense = obs.applied.config.dense(tuning.max_batch_size)
     noise = model_noise(st)
     pay = payback(model, current_dense, best_dense_ks, distribution, tuning, st.loads, now, obs.window_seconds,
@@ -495,14 +518,26 @@ def _weigh_rollout(obs: Observation, tuning: TuningInput, st: PolicyState, now: 
     support = supported_gain(model, current_dense, best_dense_ks, distribution, tuning.max_batch_size)
     held_by = below_bar(support.gain)
     if held_by is None:
+        pick = (lambda options: choose_envelope(model, tuning, options, distribution).chosen) \
+            if tuning.drafts_startup_k() else None
         reach = "" if isinstance(best_dense_ks, AdaptiveDense) else reach_note(
-            model, tuning, current_dense, distribution, best_dense_ks, one_k_where_observed=obs.signals != "specinfer")
+            model, tuning, current_dense, distribution, best_dense_ks, one_k_where_observed=obs.signals != "specinfer",
+            pick_envelope=pick)
         return _Candidate(best_dense_ks, gain, support.gain - max(floor, pay.needed()), None, guards.BELOW_THRESHOLD,
                           f"; {pay.describe(support.gain)}" + (f"; {support.describe()}" if support.unmeasured else "")
-                          + reach)
+                          + reach + (envelope.describe() if envelope is not None else ""))
     unmeasured = bool(support.unmeasured and below_bar(gain) is None)
     held = _Candidate(best_dense_ks, gain, 0.0, f"{held_by} where measured; {support.describe()}" if unmeasured
                       else held_by, guards.UNMEASURED if unmeasured else guards.BELOW_THRESHOLD, "")
+    if envelope is not None and envelope.risk is not None:
+        # Drafting less on every step: what it removes is the risk of the load to come, which the restart now must
+        # repay over paybackSeconds as a gain would (a rollout at the peak would cost far more).
+        removed = envelope.risk.reduction(current_dense, best_dense_ks)
+        needed = floor + pay.cost_seconds / tuning.payback_seconds
+        if removed >= needed:
+            return _Candidate(best_dense_ks, gain, removed - needed, None, guards.BELOW_THRESHOLD,
+                              f"{envelope.describe()}; that risk is worth {removed:+.1%} of today's goodput over "
+                              f"{tuning.payback_seconds / 60:.0f} min (needed {needed:.1%})", hedged=True)
     if not may_look_ahead:
         return held
     # Not enough at today's batch sizes, but a restart is cheapest before the load rises: program

@@ -7,7 +7,7 @@ every batch size up to maxBatchSize, compressed into vLLM's Dynamic SD ranges (`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -141,14 +141,16 @@ def sequence_speed(model: Model, dense: Sequence[int], distribution: Distributio
 
 
 def best_dense(model: Model, tuning: TuningInput, current: Sequence[int], distribution: Distribution, *,
-               one_k_where_observed: bool = False) -> list[int]:
+               one_k_where_observed: bool = False,
+               pick_envelope: Callable[[list[list[int]]], list[int]] | None = None) -> list[int]:
     """The best K at each batch size within the method's and the spec's bounds.
 
     With schedules allowed every batch size picks its own K; otherwise one K for all, chosen on
     the observed batch-size distribution. K = 0 is a candidate only when allowDisable is set; a
     schedule's K = 0 still pays the drafter's first pass, so a schedule must also beat speculation
     off on the observed distribution. `one_k_where_observed` runs one K across today's batch sizes
-    (vLLM's series only: see `one_k_over`).
+    (vLLM's series only: see `one_k_over`). A drafter that drafts its startup K has one schedule per
+    largest K: `pick_envelope` chooses among them (envelope.py), else the best on the distribution.
     """
     size = tuning.max_batch_size
     if not tuning.allow_schedule:
@@ -156,13 +158,19 @@ def best_dense(model: Model, tuning: TuningInput, current: Sequence[int], distri
     candidates = within_reach(model, tuning.allowed_ks(), current)
     if model.cost.drafts_startup_k():
         # every step drafts the config's largest K: one schedule per largest K, each priced at it
-        options = [per_size_best(model, [k for k in candidates if k <= top], current, size, config_k=top)
-                   for top in candidates if top > 0]
-        dense = max(options, key=lambda option: goodput(model, option, distribution))
+        # (one K across today's batch sizes within each envelope: a larger one there would be another envelope)
+        options = []
+        for top in (k for k in candidates if k > 0):
+            within = [k for k in candidates if k <= top]
+            option = per_size_best(model, within, current, size, config_k=top)
+            options.append(one_k_over(model, within, option, current, distribution) if one_k_where_observed
+                           else option)
+        dense = pick_envelope(options) if pick_envelope is not None else \
+            max(options, key=lambda option: goodput(model, option, distribution))
     else:
         dense = per_size_best(model, candidates, current, size)
-    if one_k_where_observed:
-        dense = one_k_over(model, candidates, dense, current, distribution)
+        if one_k_where_observed:
+            dense = one_k_over(model, candidates, dense, current, distribution)
     dense = limit_ranges(model, dense, MAX_RANGES)
     if model.schedule_factor != 1.0 and is_schedule(dense):
         # A schedule slows every step here (PIECEWISE graphs): it must beat the best single K by that much.
@@ -192,12 +200,13 @@ def within_reach(model: Model, ks: Sequence[int], current: Sequence[int]) -> lis
 
 
 def reach_note(model: Model, tuning: TuningInput, current: Sequence[int], distribution: Distribution,
-               chosen: Sequence[int], *, one_k_where_observed: bool = False) -> str:
+               chosen: Sequence[int], *, one_k_where_observed: bool = False,
+               pick_envelope: Callable[[list[list[int]]], list[int]] | None = None) -> str:
     """What `within_reach` held back from the rollout to `chosen`, for its decision ("" when nothing)."""
     if model.measured_positions is None or within_reach(model, tuning.allowed_ks(), current) == tuning.allowed_ks():
         return ""
     free = best_dense(replace(model, measured_positions=None), tuning, current, distribution,
-                      one_k_where_observed=one_k_where_observed)
+                      one_k_where_observed=one_k_where_observed, pick_envelope=pick_envelope)
     top = max(free[1:], default=0)
     if top <= max(chosen[1:], default=0):
         return ""

@@ -133,14 +133,28 @@ def _speeds(model: Model, size: int, ks: Sequence[int], theta: np.ndarray) -> np
     return np.asarray(expected[None, :] / times, dtype=float)
 
 
+def doubted_thetas(theta: np.ndarray) -> list[np.ndarray]:
+    """The fit's multipliers with the compute above the floor, then the drafter's terms, DOUBT times dearer
+    and cheaper."""
+    out = []
+    for terms, factor in ((COMPUTE_TERMS, DOUBT), (COMPUTE_TERMS, 1 / DOUBT), (DRAFTER_TERMS, DOUBT),
+                          (DRAFTER_TERMS, 1 / DOUBT)):
+        scale = np.ones(TERMS)
+        scale[list(terms)] = factor
+        out.append(np.array(theta, dtype=float) * scale)
+    return out
+
+
+def doubted_models(model: Model) -> list[Model]:
+    """`model` under each of `doubted_thetas` (the acceptance and the cells as they are)."""
+    return [Model(model.prefix, model.cost, theta, model.schedule_factor, always_scheduled=model.always_scheduled,
+                  measured_positions=model.measured_positions) for theta in doubted_thetas(model.theta)]
+
+
 def _worst_regret(model: Model, size: int, ks: Sequence[int]) -> np.ndarray:
     """For each (b, K): the largest share of the best speed K gives up under the fit or a doubted fit."""
     worst = np.zeros((size + 1, len(ks)))
-    for terms, factor in ((COMPUTE_TERMS, DOUBT), (COMPUTE_TERMS, 1 / DOUBT), (DRAFTER_TERMS, DOUBT),
-                          (DRAFTER_TERMS, 1 / DOUBT), ((), 1.0)):
-        theta = np.array(model.theta, dtype=float)
-        scale = np.ones(TERMS)
-        scale[list(terms)] = factor
-        speeds = _speeds(model, size, ks, theta * scale)
+    for theta in [*doubted_thetas(model.theta), np.array(model.theta, dtype=float)]:
+        speeds = _speeds(model, size, ks, theta)
         worst = np.maximum(worst, 1.0 - speeds / np.maximum(speeds.max(axis=1, keepdims=True), 1e-12))
     return worst

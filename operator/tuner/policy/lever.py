@@ -64,10 +64,10 @@ def coarse(distribution: Sequence[tuple[float, float]], points: int = ADAPTIVE_P
 
 
 def adaptive_instead(model: Model, tuning: TuningInput, current: DraftConfig, best: list[int],
-                     distribution: Sequence[tuple[float, float]]) -> list[int]:
+                     distribution: Sequence[tuple[float, float]], *, max_k: int | None = None) -> list[int]:
     """The best config with the lever considered: adaptive verification at its best static K where it beats
     `best` at today's load by more than KEEP_TOLERANCE; with it on now, staying unless `best` (without it)
-    beats it so."""
+    beats it so. `max_k`: the largest K it may draft (an envelope chosen for the load to come, envelope.py)."""
     top = tuning.max_batch_size
     points = coarse(distribution)
     if current.adaptive:
@@ -75,7 +75,9 @@ def adaptive_instead(model: Model, tuning: TuningInput, current: DraftConfig, be
         return best if goodput(model, best, points) > goodput(model, stay, points) * (1 + KEEP_TOLERANCE) else stay
     if not tuning.allow_adaptive_verification:
         return best
-    ks = [k for k in within_reach(model, tuning.allowed_ks(), current.dense(top)) if k > 0]
+    ks = [k for k in within_reach(model, tuning.allowed_ks(), current.dense(top)) if 0 < k <= (max_k or k)]
+    if not ks:
+        return best
     k = adaptive_best_k(model, ks, points, top)
     candidate = AdaptiveDense([0] + [k] * top)
     better = goodput(model, candidate, points) > goodput(model, best, points) * (1 + KEEP_TOLERANCE)
