@@ -13,11 +13,11 @@ from __future__ import annotations
 import pytest
 
 from specinfer.bench.observations import synthetic_observation
-from specinfer.operator.tuner.policy import CostPrior, TuningInput, decide
+from specinfer.operator.tuner.policy import CostPrior, PolicyState, TuningInput, decide
 from specinfer.operator.tuner.policy.config import AdaptiveDense, DraftConfig
 from specinfer.operator.tuner.policy.cost import CostModel
-from specinfer.operator.tuner.policy.envelope import choose_envelope
-from specinfer.operator.tuner.policy.goodput import Model, best_dense, goodput
+from specinfer.operator.tuner.policy.envelope import EnvelopeRisk, choose_envelope
+from specinfer.operator.tuner.policy.goodput import Model, best_dense
 from specinfer.operator.tuner.policy.lever import adaptive_instead
 
 pytestmark = pytest.mark.unit
@@ -223,9 +223,72 @@ def test_a_hedged_change_losing_more_than_predicted_is_rolled_back():
     assert after[-1].action == "rollback", [d.reason for d in after]
 
 
-def test_goodput_of_the_hedge_over_a_quiet_half_hour_and_a_peak():
-    """What the choice is for, in the world's own figures: K=1 gives up a quiet half hour's 15% and keeps a
-    peak half hour's 17%, which dwarfs it (tokens per replica)."""
-    quiet = goodput(model(), [0] + [3] * TOP, QUIET) - goodput(model(), [0] + [1] * TOP, QUIET)
-    peak = served(1, TOP) - served(3, TOP)
-    assert 5 * quiet < peak
+def test_one_k_for_every_batch_size_is_hedged_too():
+    """Without schedules each single K is an envelope, and the same choice applies."""
+    tuned = tuning(**REPLACE, allow_schedule=False)
+    seen: list[list[int]] = []
+
+    def pick(choices: list[list[int]]) -> list[int]:
+        seen.extend(choices)
+        return choose_envelope(model(), tuned, choices, QUIET).chosen
+
+    dense = best_dense(model(), tuned, [0] + [4] * TOP, QUIET, pick_envelope=pick)
+    assert [envelope_of(option) for option in seen] == [1, 2, 3, 4]
+    assert dense == [0] + [1] * TOP
+
+
+def test_adaptive_verification_on_above_the_hedged_envelope_is_not_kept():
+    """An engine running adaptive verification at K=3: the hedged best (K=1) is weighed, not staying."""
+    tuned = tuning(**REPLACE, allow_adaptive_verification=True)
+    current = DraftConfig(num_speculative_tokens=3, adaptive_verification=True)
+    best = [0] + [1] * TOP
+    assert adaptive_instead(model(), tuned, current, best, QUIET, max_k=1) == best
+    stays = adaptive_instead(model(), tuned, current, best, QUIET)
+    assert isinstance(stays, AdaptiveDense) and envelope_of(stays) == 3  # without the cap it stays
+
+
+def test_the_hedge_needs_two_futures():
+    """Today's largest batch size within sqrt(2) of maxBatchSize: one future, the best today."""
+    tuned = tuning(**REPLACE)
+    near, below = [(182, 1.0)], [(180, 1.0)]  # 182 * 1.414 > 256 > 180 * 1.414
+    assert choose_envelope(model(), tuned, options(tuned), near).risk is None
+    assert choose_envelope(model(), tuned, options(tuned), below).risk is not None
+
+
+def test_the_peak_regret_is_capped_by_undoing_it():
+    """Over a long enough horizon a wrong envelope is undone at the peak rather than kept through it: the regret
+    is the rollout there plus the shortfall until it lands."""
+    tuned = tuning(**REPLACE, payback_seconds=1e6)
+    choice = choose_envelope(model(), tuned, options(tuned), QUIET)
+    risk = choice.risk
+    assert risk is not None
+    shortfall = risk.shortfall_at_peak(choice.best_today)
+    undo = risk.undo_seconds(choice.best_today) + shortfall * 360.0  # onset: 240 s x (2 + 1) / 2
+    assert risk.regret(choice.best_today) == pytest.approx(risk.best_at_peak * undo)
+
+
+def test_closed_loop_surge_rolls_out_todays_best_envelope():
+    decisions, _ = run(tuning(**SURGE), 4, 12)
+    change = decisions[-1]
+    assert change.is_change and change.path == "rollout", [d.reason for d in decisions]
+    assert envelope_of(change.config.dense(TOP)) == 3 and "drafts at most" not in change.reason, change.reason
+
+
+def test_where_the_risk_does_not_repay_the_rollout_todays_best_envelope_is_weighed(monkeypatch):
+    """The hedged envelope's bar refuses it: the best envelope for today goes by the usual bar, rather than
+    holding K=4, which is worse in both futures (K=3's +2% waits for its payback: 24 minutes of this load)."""
+    monkeypatch.setattr(EnvelopeRisk, "reduction", lambda self, current, candidate: 0.0)
+    decisions, _ = run(tuning(**REPLACE), 4, 80)
+    change = decisions[-1]
+    assert change.is_change and change.path == "rollout", [d.reason for d in decisions]
+    assert envelope_of(change.config.dense(TOP)) == 3, change.reason
+
+
+def test_the_pending_hedge_carries_the_loss_it_was_taken_with():
+    decisions, state = run(tuning(**REPLACE), 4, 12)
+    change = decisions[-1]
+    assert state.pending is not None and change.predicted_gain < 0
+    assert state.pending.tolerated_loss == pytest.approx(-change.predicted_gain, abs=1e-4)
+    legacy = state.to_json()
+    legacy["pending"].pop("tolerated_loss", None)
+    assert PolicyState.from_json(legacy).pending.tolerated_loss == 0.0  # a state from before: no loss tolerated

@@ -305,12 +305,13 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
     live = hedge.dense(current_dense, distribution, one_k_where_observed=one_k) if hedge is not None else None
     # in place every K up to the envelope is reached and only speculation off is a rollout -- unless the
     # drafter drafts its startup K, where a smaller largest K drafts less on every step and is a rollout too
-    envelopes: list[EnvelopeChoice] = []
+    envelope: EnvelopeChoice | None = None
 
     def pick_envelope(options: list[list[int]]) -> list[int]:
-        """The largest K for the load to come as well as today's (envelope.py); remembered for the decision."""
-        envelopes.append(choose_envelope(model, tuning, options, distribution))
-        return envelopes[0].chosen
+        """The largest K for the load to come as well as today's (envelope.py); kept for the decision."""
+        nonlocal envelope
+        envelope = choose_envelope(model, tuning, options, distribution)
+        return envelope.chosen
 
     pick = pick_envelope if tuning.drafts_startup_k() else None
     if live is None or tuning.k_max > (tuning.in_place_max_k or 0) or tuning.drafts_startup_k():
@@ -318,13 +319,15 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
                               pick_envelope=pick)
     else:
         fit_best = [0] * (top + 1) if tuning.allow_disable else live
-    hedged_top = max(envelopes[0].chosen[1:]) if envelopes and envelopes[0].hedged else None
+    # the best drafts less than today's best envelope (unless best_dense replaced the pick: off, a single K)
+    hedged_top = max(fit_best[1:]) if envelope is not None and envelope.hedged and is_speculative(fit_best) \
+        and max(fit_best[1:]) == max(envelope.chosen[1:]) else None
     best_ks = _best_of(model, tuning, current, fit_best, live, distribution, hedged_top)
     best_ks = adaptive_instead(model, tuning, current, best_ks, distribution, max_k=hedged_top)
     best = DraftConfig.from_dense(best_ks)
-    # the envelope drafts less than today's best one: what it gave up, and the risk it avoids
-    hedged = envelopes[0] if envelopes and envelopes[0].hedged and is_speculative(best_ks) \
-        and max(best_ks[1:]) == max(envelopes[0].chosen[1:]) else None
+    # what the hedged envelope gave up, and the risk it avoids (for the decision, and its own bar)
+    hedged = envelope if hedged_top is not None and is_speculative(best_ks) and max(best_ks[1:]) == hedged_top \
+        else None
     gain = _gain(model, best_ks, current_dense, distribution)
     ahead_sizes = anticipated_sizes(distribution, top, LOOKAHEAD)
     cover = coverage_gain(model, best_ks, current_dense, ahead_sizes)
@@ -383,7 +386,13 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
         return probe
     chosen: _Verdict | None = first if first.refused is None else None
     fallback: _Verdict | None = None
-    if first.refused is not None and first.rollout and live is not None and live != current_dense:
+    if first.refused is not None and hedged is not None and hedged.best_today != current_dense:
+        # the risk the hedged envelope removes does not repay its rollout: today's best envelope, by the usual bar
+        today = hedged.best_today
+        fallback = _consider(obs, tuning, st, now, model, distribution, today,
+                             _gain(model, today, current_dense, distribution), slo, ramp, hedge)
+        chosen = fallback if fallback.refused is None else None
+    if chosen is None and first.refused is not None and first.rollout and live is not None and live != current_dense:
         # Never hold the worse config because the best one is refused: the best change in place instead.
         fallback = _consider(obs, tuning, st, now, model, distribution, live,
                              _gain(model, live, current_dense, distribution), slo, ramp, hedge)
@@ -531,7 +540,9 @@ def _weigh_rollout(obs: Observation, tuning: TuningInput, st: PolicyState, now: 
                       else held_by, guards.UNMEASURED if unmeasured else guards.BELOW_THRESHOLD, "")
     if envelope is not None and envelope.risk is not None:
         # Drafting less on every step: what it removes is the risk of the load to come, which the restart now must
-        # repay over paybackSeconds as a gain would (a rollout at the peak would cost far more).
+        # repay over paybackSeconds as a gain would (a rollout at the peak would cost far more). Both futures last
+        # paybackSeconds, so the restart is spread over that, not over how long today's load has lasted; the floor
+        # (hysteresis and the model's noise) keeps a close call from rolling out.
         removed = envelope.risk.reduction(current_dense, best_dense_ks)
         needed = floor + pay.cost_seconds / tuning.payback_seconds
         if removed >= needed:
@@ -626,6 +637,7 @@ def _issue_change(obs: Observation, tuning: TuningInput, st: PolicyState, now: f
                                theta=[float(t) for t in model.theta[:PREFILL_TERM]],
                                prefill_theta=float(model.theta[PREFILL_TERM]),
                                batch_mean=obs.batch_size_mean,
+                               tolerated_loss=max(0.0, -candidate.gain) if candidate.hedged else 0.0,
                                in_place=path == "inPlace") if changes_here else None
     st.collapsed_at = None
     st.collapsed_config = None

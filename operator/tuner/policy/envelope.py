@@ -97,8 +97,9 @@ class EnvelopeChoice:
         risk = self.risk
         chosen, best = max(self.chosen[1:]), max(self.best_today[1:])
         more = risk.best_today / max(goodput(risk.model, self.chosen, risk.distribution), 1e-12) - 1
+        doubted = " (at worst: the peak is unmeasured)" if len(risk.peak_models) > 1 else ""
         return (f"; drafts at most K={chosen}: K={best} serves {more:.1%} more at today's batch sizes, but drafted "
-                f"on every step it may lose {risk.shortfall_at_peak(self.best_today):.1%} at batch size "
+                f"on every step it may lose {risk.shortfall_at_peak(self.best_today):.1%}{doubted} at batch size "
                 f"{risk.tuning.max_batch_size}, where a rollout costs {risk.undo_seconds(self.best_today):.0f}s of "
                 "the fleet's goodput")
 
@@ -115,7 +116,8 @@ def choose_envelope(model: Model, tuning: TuningInput, options: Sequence[list[in
     if (len(options) < 2 or largest_today * 2 ** 0.5 >= top or best_at_peak <= 0 or today[best_index] <= 0
             or restart_cost_seconds(model, best_today, [(top, 1.0)], tuning) <= 0):
         return EnvelopeChoice(best_today, best_today, None)
-    # no window measured maxBatchSize: the peak is also judged by the doubted fits
+    # No window measured maxBatchSize: the peak is also judged by the doubted fits. (Cells fade over hours, so a
+    # peak measured yesterday may be judged doubted again; where the doubt alone decides, that is a rollout a day.)
     doubt = not measured_sizes(model.cost, [top])
     risk = EnvelopeRisk(model, tuning, distribution, options, today[best_index], best_at_peak,
                         [model, *doubted_models(model)] if doubt else [model])

@@ -154,7 +154,12 @@ def best_dense(model: Model, tuning: TuningInput, current: Sequence[int], distri
     """
     size = tuning.max_batch_size
     if not tuning.allow_schedule:
-        return [0] + [_best_single_k(model, tuning, current, distribution)] * size
+        single = [0] + [_best_single_k(model, tuning, current, distribution)] * size
+        if pick_envelope is None or not model.cost.drafts_startup_k() or not is_speculative(single):
+            return single
+        # each single K is an envelope: the pick weighs them (speculation off, when best, is no envelope)
+        singles = [[0] + [k] * size for k in within_reach(model, tuning.allowed_ks(), current) if k > 0]
+        return pick_envelope(singles) if len(singles) > 1 else single
     candidates = within_reach(model, tuning.allowed_ks(), current)
     if model.cost.drafts_startup_k():
         # every step drafts the config's largest K: one schedule per largest K, each priced at it

@@ -72,10 +72,13 @@ def adaptive_instead(model: Model, tuning: TuningInput, current: DraftConfig, be
     points = coarse(distribution)
     if current.adaptive:
         stay = current.dense(top)
+        if max_k is not None and max(stay[1:], default=0) > max_k:
+            return best  # drafting above the envelope chosen for the load to come: its own bar judges the change
         return best if goodput(model, best, points) > goodput(model, stay, points) * (1 + KEEP_TOLERANCE) else stay
     if not tuning.allow_adaptive_verification:
         return best
-    ks = [k for k in within_reach(model, tuning.allowed_ks(), current.dense(top)) if 0 < k <= (max_k or k)]
+    reach = within_reach(model, tuning.allowed_ks(), current.dense(top))
+    ks = [k for k in reach if k > 0 and (max_k is None or k <= max_k)]
     if not ks:
         return best
     k = adaptive_best_k(model, ks, points, top)

@@ -44,6 +44,9 @@ class PendingChange(_State):
     # ... and the prefill term's, apart: a release before the term reads `theta` as all its terms
     prefill_theta: float = 0.0
     batch_mean: float = 0.0  # load when deciding: verification needs comparable load
+    # a loss today the change was taken with (an envelope chosen for the load to come, envelope.py): verification
+    # rolls it back only for losing more
+    tolerated_loss: float = 0.0
     measured_tokens: float = 0.0
     expected_tokens: float = 0.0  # what the previous config would have produced in the same busy time
     windows: int = 0

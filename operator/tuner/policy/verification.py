@@ -125,9 +125,9 @@ def verify(obs: Observation, tuning: TuningInput, st: PolicyState, model: Model,
                         realised_gain=round(realised, 4), model=summary)
     st.pending = None
     st.realised_gain = realised
-    # A change may be predicted to lose here (an envelope that drafts less for the load to come, envelope.py):
-    # it is rolled back only for losing more than that.
-    if realised >= min(0.0, pending.predicted_gain) - (tuning.rollback_tolerance + margin):
+    # A change taken with a loss here (an envelope that drafts less for the load to come) is rolled back only for
+    # losing more than that.
+    if realised >= -pending.tolerated_loss - (tuning.rollback_tolerance + margin):
         return None  # accepted; carry on optimising from here
     held = None if pending.in_place else guards.budget_guard(st, tuning, now, reserve=0)
     reason = (f"{pending.config.describe()} realised {realised:+.1%} against a predicted "
