@@ -292,3 +292,34 @@ def test_the_pending_hedge_carries_the_loss_it_was_taken_with():
     legacy = state.to_json()
     legacy["pending"].pop("tolerated_loss", None)
     assert PolicyState.from_json(legacy).pending.tolerated_loss == 0.0  # a state from before: no loss tolerated
+
+
+def test_a_rollout_between_envelopes_must_remove_enough_of_the_worse_futures_regret(monkeypatch):
+    """From K=1, K=2 serves more today and a rollout would go on that gain alone; where two futures are weighed it
+    must also remove enough of the worse future's regret, so a close call between envelopes does not roll out each
+    way as the fit moves."""
+    cheap = PRIOR.model_copy(update={"draft_pass": 5e-5, "draft_token": 1e-6})
+    world = CostModel.from_state(None, cheap, "sequential")
+
+    def quiet(now: float):
+        return synthetic_observation(time=now, window_seconds=120.0, method="draftModel", num_speculative_tokens=1,
+                                     schedule=None, applied_since=0.0, batch_sizes=dict(QUIET), prefix=PREFIX,
+                                     step_time=lambda b, k: world.step_time(b, k, speculative=True, config_k=1))
+
+    def first_change(tuned: TuningInput):
+        state, reasons = None, []
+        for tick in range(60):
+            now = 600.0 + 30.0 * tick
+            decision, state = decide(quiet(now), tuned, state, now)
+            reasons.append(decision.reason)
+            if decision.is_change and decision.path == "rollout":
+                return decision, reasons
+        return None, reasons
+
+    tuned = tuning(**REPLACE, cost_prior=cheap, in_place_max_k=1)
+    change, reasons = first_change(tuned)
+    assert change is not None and envelope_of(change.config.dense(TOP)) == 2, reasons[-1]
+    monkeypatch.setattr(EnvelopeRisk, "reduction", lambda self, current, candidate: 0.001)
+    change, reasons = first_change(tuned)
+    assert change is None, change.reason
+    assert "it removes +0.1% of the worse future's regret" in reasons[-1], reasons[-1]

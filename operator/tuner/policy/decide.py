@@ -325,9 +325,11 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
     best_ks = _best_of(model, tuning, current, fit_best, live, distribution, hedged_top)
     best_ks = adaptive_instead(model, tuning, current, best_ks, distribution, max_k=hedged_top)
     best = DraftConfig.from_dense(best_ks)
-    # what the hedged envelope gave up, and the risk it avoids (for the decision, and its own bar)
-    hedged = envelope if hedged_top is not None and is_speculative(best_ks) and max(best_ks[1:]) == hedged_top \
-        else None
+    # the envelope choice that weighed two futures and that the best drafts at: its bar (`_weigh_rollout`); and,
+    # where it drafts less than today's best, what it gave up
+    weighed = envelope if envelope is not None and envelope.risk is not None and is_speculative(best_ks) \
+        and max(best_ks[1:]) == max(envelope.chosen[1:]) else None
+    hedged = weighed if weighed is not None and weighed.hedged else None
     gain = _gain(model, best_ks, current_dense, distribution)
     ahead_sizes = anticipated_sizes(distribution, top, LOOKAHEAD)
     cover = coverage_gain(model, best_ks, current_dense, ahead_sizes)
@@ -380,7 +382,7 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
                         + (hedged.describe() if hedged else ""), **common)
 
     slo = guards.slo_violated(obs, tuning)
-    first = _consider(obs, tuning, st, now, model, distribution, best_ks, gain, slo, ramp, hedge, hedged)
+    first = _consider(obs, tuning, st, now, model, distribution, best_ks, gain, slo, ramp, hedge, weighed)
     probe = measuring_plain(first)
     if probe is not None:
         return probe
@@ -390,7 +392,8 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
         # the risk the hedged envelope removes does not repay its rollout: today's best envelope, by the usual bar
         today = hedged.best_today
         fallback = _consider(obs, tuning, st, now, model, distribution, today,
-                             _gain(model, today, current_dense, distribution), slo, ramp, hedge)
+                             _gain(model, today, current_dense, distribution), slo, ramp, hedge, hedged,
+                             instead_of_hedge=True)
         chosen = fallback if fallback.refused is None else None
     if chosen is None and first.refused is not None and first.rollout and live is not None and live != current_dense:
         # Never hold the worse config because the best one is refused: the best change in place instead.
@@ -467,7 +470,8 @@ def _best_of(model: Model, tuning: TuningInput, current: DraftConfig, fit_best: 
 
 def _consider(obs: Observation, tuning: TuningInput, st: PolicyState, now: float, model: Model,
               distribution: Distribution, dense: list[int], gain: float, slo: bool, ramp: Ramp | None,
-              hedge: Hedge | None, envelope: EnvelopeChoice | None = None) -> _Verdict:
+              hedge: Hedge | None, envelope: EnvelopeChoice | None = None,
+              instead_of_hedge: bool = False) -> _Verdict:
     """`dense` weighed against its bar, then every guard but the confirmations (`envelope`: the envelope
     choice `dense` drafts at, where it drafts less than today's best)."""
     current = obs.applied.config
@@ -475,7 +479,7 @@ def _consider(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
     rollout = not in_place(current, config, tuning.in_place_max_k, exact=tuning.drafts_startup_k())
     if rollout:
         candidate = _weigh_rollout(obs, tuning, st, now, model, distribution, dense, gain, slo, hedge is None,
-                                   envelope)
+                                   envelope, instead_of_hedge)
     else:
         assert hedge is not None or tuning.in_place_max_k is not None
         candidate = _weigh_in_place(obs, tuning, st, model, distribution, dense, gain, slo, hedge)
@@ -507,7 +511,8 @@ def _consider(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
 
 def _weigh_rollout(obs: Observation, tuning: TuningInput, st: PolicyState, now: float, model: Model,
                    distribution: Distribution, best_dense_ks: list[int], gain: float, slo: bool,
-                   may_look_ahead: bool, envelope: EnvelopeChoice | None = None) -> _Candidate:
+                   may_look_ahead: bool, envelope: EnvelopeChoice | None = None,
+                   instead_of_hedge: bool = False) -> _Candidate:
     """The bar a rollout must clear -- hysteresis, the model's noise, the payback over the time the load
     has stayed where it wins (restart.py) -- on the part of the gain the measurements support
     (support.py); held there, an envelope that drafts less for the load to come may clear it on the risk it
@@ -523,6 +528,20 @@ def _weigh_rollout(obs: Observation, tuning: TuningInput, st: PolicyState, now: 
             return f"predicted gain {value:+.1%} is below the {floor_name} of {floor:.1%}"
         return pay.describe(value) if value < pay.needed() else None
 
+    # Between the largest K of a drafter that drafts its startup K, where two futures are weighed (envelope.py): a
+    # rollout must also remove enough of the worse future's regret, as a gain sustained over paybackSeconds would
+    # repay the restart now -- both futures last that long, not how long today's load has lasted -- and clear the
+    # floor (hysteresis and the model's noise), so that a close call between envelopes does not roll out each way
+    # as the fit moves. Today's best envelope taken instead of a refused hedge need only add no risk.
+    removed = risk_needed = None
+    if envelope is not None and envelope.risk is not None:
+        removed = envelope.risk.reduction(current_dense, best_dense_ks)
+        risk_needed = 0.0 if instead_of_hedge else floor + pay.cost_seconds / tuning.payback_seconds
+        if removed < risk_needed:
+            return _Candidate(best_dense_ks, gain, 0.0, (
+                f"it removes {removed:+.1%} of the worse future's regret (today's goodput over "
+                f"{tuning.payback_seconds / 60:.0f} min), less than the {risk_needed:.1%} a rollout between largest "
+                f"K needs{envelope.describe()}"), guards.BELOW_THRESHOLD, "")
     # A gain at batch sizes never measured does not count until a window has measured them.
     support = supported_gain(model, current_dense, best_dense_ks, distribution, tuning.max_batch_size)
     held_by = below_bar(support.gain)
@@ -534,21 +553,16 @@ def _weigh_rollout(obs: Observation, tuning: TuningInput, st: PolicyState, now: 
             pick_envelope=pick)
         return _Candidate(best_dense_ks, gain, support.gain - max(floor, pay.needed()), None, guards.BELOW_THRESHOLD,
                           f"; {pay.describe(support.gain)}" + (f"; {support.describe()}" if support.unmeasured else "")
-                          + reach + (envelope.describe() if envelope is not None else ""))
+                          + reach + (envelope.describe() if envelope is not None and not instead_of_hedge else ""))
     unmeasured = bool(support.unmeasured and below_bar(gain) is None)
     held = _Candidate(best_dense_ks, gain, 0.0, f"{held_by} where measured; {support.describe()}" if unmeasured
                       else held_by, guards.UNMEASURED if unmeasured else guards.BELOW_THRESHOLD, "")
-    if envelope is not None and envelope.risk is not None:
-        # Drafting less on every step: what it removes is the risk of the load to come, which the restart now must
-        # repay over paybackSeconds as a gain would (a rollout at the peak would cost far more). Both futures last
-        # paybackSeconds, so the restart is spread over that, not over how long today's load has lasted; the floor
-        # (hysteresis and the model's noise) keeps a close call from rolling out.
-        removed = envelope.risk.reduction(current_dense, best_dense_ks)
-        needed = floor + pay.cost_seconds / tuning.payback_seconds
-        if removed >= needed:
-            return _Candidate(best_dense_ks, gain, removed - needed, None, guards.BELOW_THRESHOLD,
-                              f"{envelope.describe()}; that risk is worth {removed:+.1%} of today's goodput over "
-                              f"{tuning.payback_seconds / 60:.0f} min (needed {needed:.1%})", hedged=True)
+    if envelope is not None and envelope.hedged and removed is not None and risk_needed is not None \
+            and not instead_of_hedge:
+        # drafting less on every step for the load to come: it serves less today, and the risk it removes repays it
+        return _Candidate(best_dense_ks, gain, removed - risk_needed, None, guards.BELOW_THRESHOLD,
+                          f"{envelope.describe()}; that risk is worth {removed:+.1%} of today's goodput over "
+                          f"{tuning.payback_seconds / 60:.0f} min (needed {risk_needed:.1%})", hedged=True)
     if not may_look_ahead:
         return held
     # Not enough at today's batch sizes, but a restart is cheapest before the load rises: program
