@@ -82,12 +82,15 @@ def test_under_replace_the_envelope_drafts_least_and_says_what_it_gave_up():
     assert "a rollout costs 240s of the fleet's goodput" in words, words  # 2 replicas x 240 s x half the fleet
 
 
-def test_under_surge_the_best_today_is_kept():
-    """Surge loses nothing while a replica reloads: a wrong envelope costs only until its rollout lands, and a
-    rising load starts that rollout on the ramp."""
+def test_under_surge_undoing_costs_its_onset_and_the_fit_alone_judges_it():
+    """Surge loses nothing while a replica reloads: a wrong envelope costs its shortfall until the rollout lands
+    (360 s for two replicas of 240 s), by the fit alone. The envelope drafts less than today's best, not as
+    little as under Replace."""
     tuned = tuning(**SURGE)
     choice = choose_envelope(model(), tuned, options(tuned), QUIET)
-    assert not choice.hedged and choice.risk is None and envelope_of(choice.chosen) == 3
+    assert choice.risk is not None and len(choice.risk.peak_models) == 1
+    assert envelope_of(choice.best_today) == 3 and envelope_of(choice.chosen) == 2, choice.describe()
+    assert "a rollout costs 0s" in choice.describe() and "at worst" not in choice.describe()
 
 
 def test_where_the_peak_costs_little_the_best_today_is_kept():
@@ -267,11 +270,11 @@ def test_the_peak_regret_is_capped_by_undoing_it():
     assert risk.regret(choice.best_today) == pytest.approx(risk.best_at_peak * undo)
 
 
-def test_closed_loop_surge_rolls_out_todays_best_envelope():
+def test_closed_loop_surge_rolls_out_the_milder_hedge():
     decisions, _ = run(tuning(**SURGE), 4, 12)
     change = decisions[-1]
     assert change.is_change and change.path == "rollout", [d.reason for d in decisions]
-    assert envelope_of(change.config.dense(TOP)) == 3 and "drafts at most" not in change.reason, change.reason
+    assert envelope_of(change.config.dense(TOP)) == 2 and "drafts at most K=2" in change.reason, change.reason
 
 
 def test_where_the_risk_does_not_repay_the_rollout_todays_best_envelope_is_weighed(monkeypatch):

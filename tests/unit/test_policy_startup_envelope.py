@@ -105,6 +105,9 @@ def low_load_window(now: float, started_at: int, measured: list[float]):
 
 
 def first_rollout(started_at: int, measured: list[float], **fields):
+    # an engine whose load is its maxBatchSize: one future, so no hedge against a peak (test_policy_envelope_hedge.py:
+    # at batch 1-2 under a maxBatchSize of 128 it keeps K=1) -- what a rollout reaches is this test's subject
+    fields = {"max_batch_size": 2, **fields}
     state, reasons = None, []
     for tick in range(8):
         now = 600.0 + 30.0 * tick

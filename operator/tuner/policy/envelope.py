@@ -12,13 +12,13 @@ futures of `paybackSeconds` each and takes the envelope whose worse regret is le
 - the load rises to maxBatchSize: an envelope gives up its shortfall there, or -- where that costs less --
   a rollout to the best envelope, priced at that load, and the shortfall until it lands (its onset).
 
-Regrets are tokens (goodput times seconds); where no window measured maxBatchSize, the peak's shortfall is
-the worst over the fit and its doubted versions (hedge.py: a K too high there costs far more than one too
-low). Today's load near maxBatchSize leaves one future: the best today. So does a rollout that costs nothing
-at the peak (Surge: the old pod serves while the new one loads): a wrong envelope then costs only until its
-rollout lands, and a rising load starts that rollout on the ramp (ramp.py). Hedging there too, on the fit
-alone, kept K=1 at batch 1-2 where K=2 serves 12% more per request, against the onset of a peak that may
-never come. An engine whose load never nears its maxBatchSize is told so by a smaller maxBatchSize.
+Regrets are tokens (goodput times seconds), so the peak's larger goodput weighs as it will. Where a rollout at
+the peak costs goodput (Replace) and no window measured maxBatchSize, the peak's shortfall is the worst over the
+fit and its doubted versions (hedge.py: a K too high there costs far more than one too low). Under Surge the old
+pod serves while the new one loads: undoing costs the shortfall until the rollout lands, judged by the fit
+alone (with the doubted fits too it gave up mtp-limit's quiet 12% for an onset's worst case). Today's load
+near maxBatchSize leaves one future: the best today. An engine whose load never nears its maxBatchSize is told
+so by a smaller maxBatchSize (vLLM's max_num_seqs).
 """
 
 from __future__ import annotations
@@ -113,12 +113,12 @@ def choose_envelope(model: Model, tuning: TuningInput, options: Sequence[list[in
     best_today = list(options[best_index])
     best_at_peak = max(goodput(model, option, [(top, 1.0)]) for option in options)
     largest_today = max(size for size, _ in distribution)
-    if (len(options) < 2 or largest_today * 2 ** 0.5 >= top or best_at_peak <= 0 or today[best_index] <= 0
-            or restart_cost_seconds(model, best_today, [(top, 1.0)], tuning) <= 0):
+    if len(options) < 2 or largest_today * 2 ** 0.5 >= top or best_at_peak <= 0 or today[best_index] <= 0:
         return EnvelopeChoice(best_today, best_today, None)
-    # No window measured maxBatchSize: the peak is also judged by the doubted fits. (Cells fade over hours, so a
-    # peak measured yesterday may be judged doubted again; where the doubt alone decides, that is a rollout a day.)
-    doubt = not measured_sizes(model.cost, [top])
+    # Where undoing costs goodput and no window measured maxBatchSize, the peak is also judged by the doubted fits.
+    # (Cells fade over hours, so a peak measured yesterday may be judged doubted again; where the doubt alone
+    # decides, that is a rollout a day.)
+    doubt = not measured_sizes(model.cost, [top]) and restart_cost_seconds(model, best_today, [(top, 1.0)], tuning) > 0
     risk = EnvelopeRisk(model, tuning, distribution, options, today[best_index], best_at_peak,
                         [model, *doubted_models(model)] if doubt else [model])
     regrets = [risk.regret(option) for option in options]
