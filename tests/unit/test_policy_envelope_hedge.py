@@ -90,7 +90,7 @@ def test_under_surge_undoing_costs_its_onset_and_the_fit_alone_judges_it():
     choice = choose_envelope(model(), tuned, options(tuned), QUIET)
     assert choice.risk is not None and len(choice.risk.peak_models) == 1
     assert envelope_of(choice.best_today) == 3 and envelope_of(choice.chosen) == 2, choice.describe()
-    assert "a rollout costs 0s" in choice.describe() and "at worst" not in choice.describe()
+    assert "a rollout takes 360s on average to land" in choice.describe() and "at worst" not in choice.describe()
 
 
 def test_where_the_peak_costs_little_the_best_today_is_kept():
@@ -326,3 +326,26 @@ def test_a_rollout_between_envelopes_must_remove_enough_of_the_worse_futures_reg
     change, reasons = first_change(tuned)
     assert change is None, change.reason
     assert "it removes +0.1% of the worse future's regret" in reasons[-1], reasons[-1]
+
+
+def test_a_change_at_the_same_largest_k_is_not_held_by_the_risk_bar(monkeypatch):
+    """Every change rolls out (no in-place envelope): a schedule that verifies 1 where K=2 serves more today keeps
+    the largest K, so the envelope does not change and today's gain decides, as before the hedge -- even where the
+    worse future's regret (the peak's, which both share) is all there is."""
+    monkeypatch.setattr(EnvelopeRisk, "reduction", lambda self, current, candidate: 0.0)
+    tuned = tuning(**SURGE, in_place_max_k=None)
+    schedule = ((1, 8, 2), (9, TOP, 1))
+    state, reasons, change = None, [], None
+    for tick in range(40):
+        now = 600.0 + 30.0 * tick
+        obs = synthetic_observation(time=now, window_seconds=120.0, method="draftModel", num_speculative_tokens=2,
+                                    schedule=schedule, applied_since=0.0, batch_sizes={8: 0.5, 9: 0.5}, prefix=PREFIX,
+                                    step_time=lambda b, k: WORLD.step_time(b, k, speculative=True, config_k=2))
+        decision, state = decide(obs, tuned, state, now)
+        reasons.append(decision.reason)
+        if decision.is_change:
+            change = decision
+            break
+    assert not any("a rollout between largest K needs" in reason for reason in reasons), reasons[-1]
+    assert change is not None and change.path == "rollout", reasons[-1]
+    assert change.config.dense(TOP)[9] == 2 and max(change.config.dense(TOP)[1:]) == 2, change.reason

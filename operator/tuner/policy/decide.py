@@ -323,12 +323,16 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
     hedged_top = max(fit_best[1:]) if envelope is not None and envelope.hedged and is_speculative(fit_best) \
         and max(fit_best[1:]) == max(envelope.chosen[1:]) else None
     best_ks = _best_of(model, tuning, current, fit_best, live, distribution, hedged_top)
-    best_ks = adaptive_instead(model, tuning, current, best_ks, distribution, max_k=hedged_top)
+    # where two futures were weighed, adaptive verification drafts within the envelope they chose
+    weighed_top = max(envelope.chosen[1:]) if envelope is not None and envelope.risk is not None else None
+    best_ks = adaptive_instead(model, tuning, current, best_ks, distribution, max_k=weighed_top)
     best = DraftConfig.from_dense(best_ks)
-    # the envelope choice that weighed two futures and that the best drafts at: its bar (`_weigh_rollout`); and,
-    # where it drafts less than today's best, what it gave up
+    # the envelope choice that weighed two futures, where the best moves to it from another largest K: its bar
+    # (`_weigh_rollout`); and, where it drafts less than today's best, what it gave up
     weighed = envelope if envelope is not None and envelope.risk is not None and is_speculative(best_ks) \
         and max(best_ks[1:]) == max(envelope.chosen[1:]) else None
+    # (from speculation off, or at the same largest K -- a schedule, adaptive verification -- no envelope changes)
+    moving = weighed if is_speculative(current_dense) and max(current_dense[1:]) != max(best_ks[1:]) else None
     hedged = weighed if weighed is not None and weighed.hedged else None
     gain = _gain(model, best_ks, current_dense, distribution)
     ahead_sizes = anticipated_sizes(distribution, top, LOOKAHEAD)
@@ -382,14 +386,15 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
                         + (hedged.describe() if hedged else ""), **common)
 
     slo = guards.slo_violated(obs, tuning)
-    first = _consider(obs, tuning, st, now, model, distribution, best_ks, gain, slo, ramp, hedge, weighed)
+    first = _consider(obs, tuning, st, now, model, distribution, best_ks, gain, slo, ramp, hedge, moving)
     probe = measuring_plain(first)
     if probe is not None:
         return probe
     chosen: _Verdict | None = first if first.refused is None else None
     fallback: _Verdict | None = None
     if first.refused is not None and hedged is not None and hedged.best_today != current_dense:
-        # the risk the hedged envelope removes does not repay its rollout: today's best envelope, by the usual bar
+        # the hedged envelope is refused (its bar, or a guard): today's best envelope, by the usual bar, if it adds no
+        # risk
         today = hedged.best_today
         fallback = _consider(obs, tuning, st, now, model, distribution, today,
                              _gain(model, today, current_dense, distribution), slo, ramp, hedge, hedged,
@@ -472,8 +477,9 @@ def _consider(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
               distribution: Distribution, dense: list[int], gain: float, slo: bool, ramp: Ramp | None,
               hedge: Hedge | None, envelope: EnvelopeChoice | None = None,
               instead_of_hedge: bool = False) -> _Verdict:
-    """`dense` weighed against its bar, then every guard but the confirmations (`envelope`: the envelope
-    choice `dense` drafts at, where it drafts less than today's best)."""
+    """`dense` weighed against its bar, then every guard but the confirmations (`envelope`: the envelope choice
+    that weighed two futures, where `dense` moves to its largest K from another one; `instead_of_hedge`: `dense`
+    is today's best envelope, weighed because the hedged one was refused)."""
     current = obs.applied.config
     config = DraftConfig.from_dense(dense)
     rollout = not in_place(current, config, tuning.in_place_max_k, exact=tuning.drafts_startup_k())
@@ -513,10 +519,11 @@ def _weigh_rollout(obs: Observation, tuning: TuningInput, st: PolicyState, now: 
                    distribution: Distribution, best_dense_ks: list[int], gain: float, slo: bool,
                    may_look_ahead: bool, envelope: EnvelopeChoice | None = None,
                    instead_of_hedge: bool = False) -> _Candidate:
-    """The bar a rollout must clear -- hysteresis, the model's noise, the payback over the time the load
-    has stayed where it wins (restart.py) -- on the part of the gain the measurements support
-    (support.py); held there, an envelope that drafts less for the load to come may clear it on the risk it
-    removes (envelope.py), and the look-ahead may still program the batch sizes to come (lookahead.py)."""
+    """The bar a rollout must clear -- between two largest K where two futures are weighed, first the regret it
+    removes (envelope.py); then hysteresis, the model's noise, the payback over the time the load has stayed
+    where it wins (restart.py) -- on the part of the gain the measurements support (support.py); held there, an
+    envelope that drafts less for the load to come may clear it on the risk it removes alone, and the look-ahead
+    may still program the batch sizes to come (lookahead.py)."""
     current_dense = obs.applied.config.dense(tuning.max_batch_size)
     noise = model_noise(st)
     pay = payback(model, current_dense, best_dense_ks, distribution, tuning, st.loads, now, obs.window_seconds,
@@ -531,8 +538,9 @@ def _weigh_rollout(obs: Observation, tuning: TuningInput, st: PolicyState, now: 
     # Between the largest K of a drafter that drafts its startup K, where two futures are weighed (envelope.py): a
     # rollout must also remove enough of the worse future's regret, as a gain sustained over paybackSeconds would
     # repay the restart now -- both futures last that long, not how long today's load has lasted -- and clear the
-    # floor (hysteresis and the model's noise), so that a close call between envelopes does not roll out each way
-    # as the fit moves. Today's best envelope taken instead of a refused hedge need only add no risk.
+    # floor (the hysteresis and the model's noise, or the noise alone while the SLO is violated), so that a close
+    # call between envelopes does not roll out each way as the fit moves. Today's best envelope taken instead of a
+    # refused hedge need only add no risk.
     removed = risk_needed = None
     if envelope is not None and envelope.risk is not None:
         removed = envelope.risk.reduction(current_dense, best_dense_ks)

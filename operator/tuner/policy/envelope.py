@@ -13,12 +13,12 @@ futures of `paybackSeconds` each and takes the envelope whose worse regret is le
   a rollout to the best envelope, priced at that load, and the shortfall until it lands (its onset).
 
 Regrets are tokens (goodput times seconds), so the peak's larger goodput weighs as it will. Where a rollout at
-the peak costs goodput (Replace) and no window measured maxBatchSize, the peak's shortfall is the worst over the
-fit and its doubted versions (hedge.py: a K too high there costs far more than one too low). Under Surge the old
-pod serves while the new one loads: undoing costs the shortfall until the rollout lands, judged by the fit
-alone (with the doubted fits too it gave up mtp-limit's quiet 12% for an onset's worst case). Today's load
-near maxBatchSize leaves one future: the best today. An engine whose load never nears its maxBatchSize is told
-so by a smaller maxBatchSize (vLLM's max_num_seqs).
+the peak costs goodput (Replace, or any share of a reloading replica lost) and no window measured maxBatchSize,
+the peak's shortfall is the worst over the fit and its doubted versions (hedge.py: a K too high there costs far
+more than one too low). Under Surge the old pod serves while the new one loads: undoing costs the shortfall
+until the rollout lands, judged by the fit alone (with the doubted fits too it gave up mtp-limit's quiet 12% for
+an onset's worst case). Today's load near maxBatchSize leaves one future: the best today. An engine whose load
+never nears its maxBatchSize is told so by a smaller maxBatchSize (vLLM's max_num_seqs).
 """
 
 from __future__ import annotations
@@ -98,10 +98,12 @@ class EnvelopeChoice:
         chosen, best = max(self.chosen[1:]), max(self.best_today[1:])
         more = risk.best_today / max(goodput(risk.model, self.chosen, risk.distribution), 1e-12) - 1
         doubted = " (at worst: the peak is unmeasured)" if len(risk.peak_models) > 1 else ""
+        undo = risk.undo_seconds(self.best_today)
+        undoing = (f"a rollout costs {undo:.0f}s of the fleet's goodput" if undo > 0 else
+                   f"a rollout takes {onset_seconds(risk.tuning):.0f}s on average to land")
         return (f"; drafts at most K={chosen}: K={best} serves {more:.1%} more at today's batch sizes, but drafted "
                 f"on every step it may lose {risk.shortfall_at_peak(self.best_today):.1%}{doubted} at batch size "
-                f"{risk.tuning.max_batch_size}, where a rollout costs {risk.undo_seconds(self.best_today):.0f}s of "
-                "the fleet's goodput")
+                f"{risk.tuning.max_batch_size}, where {undoing}")
 
 
 def choose_envelope(model: Model, tuning: TuningInput, options: Sequence[list[int]],

@@ -178,8 +178,10 @@ def best_dense(model: Model, tuning: TuningInput, current: Sequence[int], distri
             dense = one_k_over(model, candidates, dense, current, distribution)
     dense = limit_ranges(model, dense, MAX_RANGES)
     if model.schedule_factor != 1.0 and is_schedule(dense):
-        # A schedule slows every step here (PIECEWISE graphs): it must beat the best single K by that much.
-        single = [0] + [_best_single_k(model, tuning, current, distribution)] * size
+        # A schedule slows every step here (PIECEWISE graphs): it must beat the best single K by that much (within
+        # the envelope picked, where one was).
+        picked = max(dense[1:]) if pick_envelope is not None and model.cost.drafts_startup_k() else None
+        single = [0] + [_best_single_k(model, tuning, current, distribution, max_k=picked)] * size
         if goodput(model, single, distribution) >= goodput(model, dense, distribution):
             dense = single
     if 0 in candidates and is_speculative(dense):
@@ -248,11 +250,13 @@ def per_size_best(model: Model, candidates: Sequence[int], current: Sequence[int
     return [0, *(ks[i] for i in chosen)]
 
 
-def _best_single_k(model: Model, tuning: TuningInput, current: Sequence[int], distribution: Distribution) -> int:
-    """The one K for every batch size with the best goodput on `distribution` (the current K when within 1%)."""
+def _best_single_k(model: Model, tuning: TuningInput, current: Sequence[int], distribution: Distribution, *,
+                   max_k: int | None = None) -> int:
+    """The one K for every batch size with the best goodput on `distribution` (the current K when within 1%;
+    none above `max_k`)."""
     size = tuning.max_batch_size
     scored = {k: goodput(model, [0] + [k] * size, distribution)
-              for k in within_reach(model, tuning.allowed_ks(), current)}
+              for k in within_reach(model, tuning.allowed_ks(), current) if max_k is None or k <= max_k}
     best = max(scored, key=lambda k: (scored[k], -k))
     current_k = current[1] if len(current) > 1 and not is_schedule(current) else None
     if current_k in scored and scored[current_k] >= scored[best] * (1 - KEEP_TOLERANCE):
