@@ -17,8 +17,9 @@ the peak costs goodput (Replace, or any share of a reloading replica lost) and n
 the peak's shortfall is the worst over the fit and its doubted versions (hedge.py: a K too high there costs far
 more than one too low). Under Surge the old pod serves while the new one loads: undoing costs the shortfall
 until the rollout lands, judged by the fit alone (with the doubted fits too it gave up mtp-limit's quiet 12% for
-an onset's worst case). Today's load near maxBatchSize leaves one future: the best today. An engine whose load
-never nears its maxBatchSize is told so by a smaller maxBatchSize (vLLM's max_num_seqs).
+an onset's worst case). Today's load near maxBatchSize leaves one future: the best today. maxBatchSize (the
+engine's max_num_seqs) is the peak hedged against: an engine whose load never nears it is best told a smaller
+one.
 """
 
 from __future__ import annotations
