@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from .goodput import Distribution, Model, goodput
 from .hedge import doubted_models
@@ -52,11 +53,15 @@ class EnvelopeRisk:
     def peak_load(self) -> Distribution:
         return [(self.tuning.max_batch_size, 1.0)]
 
+    @cached_property
+    def _best_at_peak_by_fit(self) -> list[float]:
+        """The best option's goodput at maxBatchSize under each of the peak's fits (computed once per decision)."""
+        return [max(goodput(model, option, self.peak_load) for option in self.options) for model in self.peak_models]
+
     def shortfall_at_peak(self, dense: Sequence[int]) -> float:
         """The largest share of the best option's goodput at maxBatchSize `dense` gives up, over the peak's fits."""
         worst = 0.0
-        for model in self.peak_models:
-            best = max(goodput(model, option, self.peak_load) for option in self.options)
+        for model, best in zip(self.peak_models, self._best_at_peak_by_fit, strict=True):
             if best > 0:
                 worst = max(worst, 1 - goodput(model, dense, self.peak_load) / best)
         return worst
