@@ -178,6 +178,24 @@ def run(tuned: TuningInput, started_at: int, ticks: int):
     return decisions, state
 
 
+def after_rollout(tuned: TuningInput, decisions, state, slower: float = 1.0):
+    """The new engine's windows after `decisions`' last (a rollout to K=1): K=1 drafted on every step, each step
+    `slower` times the world's; stops at a rollback."""
+    change, after = decisions[-1], []
+    since = 600.0 + 30.0 * len(decisions) + 180.0
+    for tick in range(1, 12):
+        now = since + 120.0 + 30.0 * tick
+        obs = synthetic_observation(time=now, window_seconds=120.0, method="draftModel", num_speculative_tokens=1,
+                                    schedule=change.config.schedule, applied_since=since, batch_sizes=dict(QUIET),
+                                    prefix=PREFIX,
+                                    step_time=lambda b, k: slower * WORLD.step_time(b, k, speculative=True, config_k=1))
+        decision, state = decide(obs, tuned, state, now)
+        after.append(decision)
+        if decision.action == "rollback":
+            break
+    return after, state
+
+
 def test_closed_loop_replace_rolls_out_the_hedged_envelope_and_keeps_it():
     """From K=4 at a quiet load: the rollout goes to K=1, though K=3 serves more today, and says why. Its
     windows then serve what it predicted -- less than K=4 did -- and verification keeps it."""
@@ -188,16 +206,7 @@ def test_closed_loop_replace_rolls_out_the_hedged_envelope_and_keeps_it():
     assert envelope_of(change.config.dense(TOP)) == 1, change.reason
     assert "drafts at most K=1" in change.reason and "that risk is worth" in change.reason, change.reason
     assert change.predicted_gain < 0  # it serves less today: the hedge is not taken for today's gain
-    # the new engine's windows: K=1 drafted on every step
-    after = []
-    for tick in range(1, 12):
-        now = 600.0 + 30.0 * (len(decisions) + tick) + 300.0
-        obs = synthetic_observation(time=now, window_seconds=120.0, method="draftModel", num_speculative_tokens=1,
-                                    schedule=change.config.schedule, applied_since=now - 30.0 * tick - 120.0,
-                                    batch_sizes=dict(QUIET), prefix=PREFIX,
-                                    step_time=lambda b, k: WORLD.step_time(b, k, speculative=True, config_k=1))
-        decision, state = decide(obs, tuned, state, now)
-        after.append(decision)
+    after, state = after_rollout(tuned, decisions, state)
     assert not any(d.action == "rollback" for d in after), [d.reason for d in after]
     assert not any(d.is_change and d.path == "rollout" for d in after), [d.reason for d in after]
     # verified: it realised a loss today, near the one predicted, and was kept
@@ -212,17 +221,7 @@ def test_a_hedged_change_losing_more_than_predicted_is_rolled_back():
     decisions, state = run(tuned, 4, 12)
     change = decisions[-1]
     assert change.is_change and envelope_of(change.config.dense(TOP)) == 1
-    after = []
-    for tick in range(1, 12):
-        now = 600.0 + 30.0 * (len(decisions) + tick) + 300.0
-        obs = synthetic_observation(time=now, window_seconds=120.0, method="draftModel", num_speculative_tokens=1,
-                                    schedule=change.config.schedule, applied_since=now - 30.0 * tick - 120.0,
-                                    batch_sizes=dict(QUIET), prefix=PREFIX,
-                                    step_time=lambda b, k: 1.4 * WORLD.step_time(b, k, speculative=True, config_k=1))
-        decision, state = decide(obs, tuned, state, now)
-        after.append(decision)
-        if decision.action == "rollback":
-            break
+    after, _ = after_rollout(tuned, decisions, state, slower=1.4)
     assert after[-1].action == "rollback", [d.reason for d in after]
 
 
