@@ -185,6 +185,26 @@ def test_with_vllms_series_a_rollout_on_a_ramp_waits_whatever_it_wins():
             assert moved.is_change and wins_from(20, k5, moved.config), moved.reason
 
 
+def test_with_vllms_series_speculation_back_on_is_not_held_by_a_falling_load():
+    """From speculation off no window mixes K: speculation back on where it beats off at every batch size down to 1
+    does not depend on the mix with vLLM's series either (the bench's draft-model-peak under Surge waited seven
+    minutes of its ramp down, at +3% to +35%, before the rollout was even decided)."""
+    off = DraftConfig(num_speculative_tokens=0)
+    surge = tuning(in_place_max_k=None, confirmations=1, downtime_fraction=0.0)
+    learning = surge.model_copy(update={"min_gain": 100.0})  # learns, changes nothing
+    for signals in ("vllm", "specinfer"):
+        state, now = PolicyState(loads=[(t, 200.0) for t in range(0, 600, 30)]), 600.0
+        for batches, config in (({190: .3, 200: .4, 210: .3}, K3), ({190: .3, 200: .4, 210: .3}, K3),
+                                ({70: .3, 80: .4, 90: .3}, off), ({70: .3, 80: .4, 90: .3}, off)):
+            now += 30
+            _, state = decide(window(now, batches, config, signals=signals), learning, state, now)
+        now += 30
+        falling = window(now, {30: .3, 40: .4, 50: .3}, off, signals=signals)
+        assert guards.load_moving_guard((80.0, now - 30), falling) is not None
+        back_on, _ = decide(falling, surge, state, now)
+        assert back_on.action == "reenable", (signals, back_on.reason)
+
+
 def test_a_ramp_reads_its_direction_and_both_windows():
     from specinfer.operator.tuner.policy.ramp import Ramp
     model = Model(PREFIX, WORLD, WORLD.multipliers(), always_scheduled=True)

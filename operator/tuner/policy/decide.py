@@ -491,9 +491,10 @@ def _consider(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
         candidate = _weigh_in_place(obs, tuning, st, model, distribution, dense, gain, slo, hedge)
     # a choice of the load mix decided on a moving load would price neither load; a change in place follows the
     # load, and so does one that wins wherever the ramp goes (ramp.py) -- not with vLLM's pooled series, whose
-    # window runs one K across today's batch sizes: a choice of the mix whatever it wins
+    # window runs one K across today's batch sizes: a choice of the mix whatever it wins. From speculation off no
+    # window mixes K, so there speculation back on wins wherever the ramp goes with either series.
     mix_bound = ramp is not None and (rollout or not tuning.allow_schedule) and not (
-        obs.signals == "specinfer" and ramp.followed_by(model, obs.applied.config.dense(tuning.max_batch_size),
+        (obs.signals == "specinfer" or current.off) and ramp.followed_by(model, obs.applied.config.dense(tuning.max_batch_size),
                                                         candidate.dense, distribution, tuning.max_batch_size))
     checks = [
         (guards.LOAD_MOVING, ramp.why if mix_bound and ramp is not None else None),

@@ -6,7 +6,8 @@ one load. A change that wins at every batch size the window saw and at every one
 towards does not depend on the mix, or on where the ramp stops: on a falling load, speculation back on where
 it beats off at every batch size from the window's largest down to 1; on a rising one, drafting less where
 that wins from the window's smallest up to maxBatchSize. Such a change is judged like one on a load at rest
-(its payback still counts how long the load has been where it wins). Waiting costs most exactly there: the
+(its payback still counts how long the load has been where it wins). With vLLM's pooled series only speculation
+back on qualifies (a window at speculation off runs no K to mix). Waiting costs most exactly there: the
 peak's end is a ramp down, and off at low load serves a fraction of what speculation does (mtp-slow-peak:
 six minutes of a falling load at the old config before the rollout was even decided).
 """
