@@ -195,7 +195,7 @@ def _decide_on_valid(obs: Observation, tuning: TuningInput, st: PolicyState, now
     switched = st.switched
     if (switched is not None and switched.settled_mean is None and obs.applied.config.off != switched.speculative
             and (obs.time - obs.applied.since <= 2 * obs.window_seconds + DRAIN_LIMIT_SECONDS
-                 or switched.batch_mean <= 0)):
+                 or switched.batch_mean <= 0) and switched.moved_it(obs.batch_size_mean)):
         # the switched config's first windows past the holds (a replaced engine's drain may hold them): what the
         # switch did to the batch mean, not a new load -- for a switch decided on a ramp, which recorded no load
         # of its own, whenever that window comes
@@ -667,7 +667,7 @@ def _issue_change(obs: Observation, tuning: TuningInput, st: PolicyState, now: f
     st.record_change(now, in_place=path == "inPlace")
     if best.off != current.off:  # speculation switched on or off: a rollout back here waits (reversal_guard)
         st.switched = SpeculationSwitch(speculative=not best.off, batch_mean=0.0 if on_ramp else obs.batch_size_mean,
-                                        at=now)
+                                        at=now, predicted_gain=candidate.gain)
     reason = (f"{current.describe()} -> {best.describe()} ({'in place' if path == 'inPlace' else 'rollout'}): "
               f"predicted goodput {candidate.gain:+.1%} at the observed batch sizes (mean {obs.batch_size_mean:.1f})"
               + candidate.note + ("; p99 latency SLO violated" if slo else "")

@@ -79,6 +79,18 @@ class SpeculationSwitch(_State):
     # the first judged window's under the new config: the switch itself moves the batch mean (an engine
     # faster without drafting empties its batch; closed-loop clients on the same cores fall behind)
     settled_mean: float | None = None
+    predicted_gain: float = 0.0  # the switch's, when deciding (a state from before it: 0)
+
+    def moved_it(self, batch_mean: float) -> bool:
+        """`batch_mean` is within what the switch itself could do to the load it was decided at. By Little's law,
+        with the same arrivals the batch mean moves by the switch's speed ratio (1 + its predicted gain); a window
+        further off than LOAD_SHIFT times that ran at another load, one the load moved to while the rollout
+        rolled (the bench's peak-wrong-prior, seed 8: off decided at batch 164 as the peak ended, its first
+        window at 8 -- where speculation back on was then held for 30 minutes as "this load")."""
+        if self.batch_mean <= 0:
+            return True  # decided on a ramp: the load it settles at is the switch's, whenever that comes
+        reach = LOAD_SHIFT * (1 + abs(self.predicted_gain))
+        return 1 / reach <= batch_mean / self.batch_mean <= reach
 
 
 class Calibration(_State):
