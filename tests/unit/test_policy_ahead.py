@@ -14,6 +14,7 @@ from specinfer.operator.tuner.policy import CostPrior, DraftConfig, PolicyState,
 from specinfer.operator.tuner.policy.cost import CostModel, terms
 from specinfer.operator.tuner.policy.goodput import Model
 from specinfer.operator.tuner.policy.hedge import Hedge, unvisited_sizes
+from specinfer.operator.tuner.policy.state import SpeculationSwitch
 
 pytestmark = pytest.mark.unit
 
@@ -203,6 +204,26 @@ def test_with_vllms_series_speculation_back_on_is_not_held_by_a_falling_load():
         assert guards.load_moving_guard((80.0, now - 30), falling) is not None
         back_on, _ = decide(falling, surge, state, now)
         assert back_on.action == "reenable", (signals, back_on.reason)
+        if signals == "vllm":  # the windows after it measure one K across today's batch sizes, as at rest
+            assert len({back_on.config.dense(256)[b] for b in (30, 40, 50)}) == 1, back_on.config.describe()
+
+
+def test_speculation_back_on_is_not_held_where_the_load_moved_while_the_switch_rolled():
+    """Off decided as a peak ended (batch ~165), its first window after the ramp down at batch ~8: that is another
+    load, not the one the switch settled at, and speculation back on there is not held as a flip back."""
+    off = DraftConfig(num_speculative_tokens=0)
+    surge = tuning(in_place_max_k=None, confirmations=1, downtime_fraction=0.0)
+    learning = surge.model_copy(update={"min_gain": 100.0})
+    state, now = PolicyState(loads=[(t, 165.0) for t in range(0, 600, 30)]), 600.0
+    peak = window(now, {160: .3, 165: .4, 170: .3})
+    _, state = decide(peak, learning, state, now)
+    state.switched = SpeculationSwitch(speculative=False, batch_mean=165.0, at=now, predicted_gain=0.2,
+                                       throughput=peak.throughput)
+    first = now + 300
+    after, state = decide(window(first, {6: .3, 8: .4, 10: .3}, off, since=first - 200), surge, state, first)
+    assert state.switched is not None and state.switched.settled_mean is None
+    assert after.guard != guards.REVERSAL, after.reason
+    assert after.action == "reenable", after.reason
 
 
 def test_a_ramp_reads_its_direction_and_both_windows():

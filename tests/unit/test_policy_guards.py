@@ -142,14 +142,17 @@ def test_the_drain_limit_is_the_pods_termination_grace():
 def test_the_load_a_switch_settles_at_is_read_from_its_first_window_past_the_holds():
     """A replaced engine may drain for up to its termination grace, holding the windows after a switch to
     speculation off: the batch mean the switch settled at is that of the first window judged after it."""
-    switch = SpeculationSwitch(speculative=False, batch_mean=40.0, at=100.0)
+    decided = observe(100.0, k=1, batch=40)
+    switch = SpeculationSwitch(speculative=False, batch_mean=40.0, at=100.0, predicted_gain=0.1,
+                               throughput=decided.throughput)
     state = PolicyState(method="eagle3", changes=[395.0], switched=switch)  # a change just made: no rollout now
-    window = observe(400.0, k=0, since=160.0, batch=24)  # began 180 s after the switch took effect
+    window = observe(400.0, k=0, since=160.0, batch=32)  # began 180 s after the switch took effect
     assert 400.0 - 160.0 > 2 * window.window_seconds  # past the two windows a switch settles in without a drain
     _, after = decide(window, tuning(allow_disable=True), state, 400.0)
     assert after.switched is not None and after.switched.settled_mean == window.batch_size_mean
-    # a first window at a load the switch could not have moved it to (5x: the load moved) is not where it settled
-    elsewhere = observe(400.0, k=0, since=160.0, batch=8)
+    # a first window at a throughput the switch could not have moved it to (the load moved) is not where it settled
+    elsewhere = observe(400.0, k=0, since=160.0, batch=4)
+    assert elsewhere.throughput < decided.throughput / (2 * 1.1)
     _, after = decide(elsewhere, tuning(allow_disable=True), state.model_copy(deep=True), 400.0)
     assert after.switched is not None and after.switched.settled_mean is None
 

@@ -46,7 +46,9 @@ def test_the_switch_off_at_the_peak_is_remembered():
     assert decision["action"] == "disable", decision["reason"]
     assert state["switched"] == {"speculative": False, "batch_mean": pytest.approx(50.5, abs=0.1),
                                  "at": switch_off["now"], "settled_mean": None,
-                                 "predicted_gain": pytest.approx(decision["predictedGain"], abs=1e-3)}
+                                 "predicted_gain": pytest.approx(decision["predictedGain"], abs=1e-3),
+                                 "throughput": pytest.approx(switch_off["observation"]["steps"]["generatedTokens"]
+                                                             / switch_off["observation"]["windowSeconds"])}
 
 
 def test_turning_it_back_on_at_the_same_peak_is_held():
@@ -93,18 +95,16 @@ def test_a_rollout_back_across_the_last_switch_waits_for_another_load(st, curren
 
 
 def test_a_first_window_at_another_load_is_not_where_the_switch_settled():
-    """Little's law bounds what a switch does to the batch mean: its speed ratio. The bench's peak-wrong-prior
-    (seed 8, vLLM's series): off decided at batch 164 (+19%) as the peak ended, its first window at batch 8 after
-    the ramp down -- taken for "this load", it held speculation back on (+104%) for 30 minutes. The CPU engine's
-    switch (above) moved its batch mean from 50.5 to 38.5 at +28% predicted: that is the switch's."""
-    ended = SpeculationSwitch(speculative=False, batch_mean=163.8, at=0.0, predicted_gain=0.194)
-    assert not ended.moved_it(8.0) and not ended.moved_it(400.0)
-    assert ended.moved_it(70.0) and ended.moved_it(380.0)  # within 2x of the speed ratio either way
-    cpu = SpeculationSwitch(speculative=False, batch_mean=50.5, at=0.0, predicted_gain=0.283)
-    assert cpu.moved_it(38.5) and cpu.moved_it(20.0)
+    """What a switch does to the load is bounded by its speed ratio: the same arrivals are served at the same
+    throughput, closed-loop clients at 1 + its predicted gain. The bench's peak-wrong-prior (seed 8, vLLM's series):
+    off decided at batch 164 (+19%) as the peak ended, its first window at batch 8, a fourteenth of the throughput --
+    taken for "this load", it held speculation back on (+104%) for 30 minutes."""
+    ended = SpeculationSwitch(speculative=False, batch_mean=163.8, at=0.0, predicted_gain=0.194, throughput=14000.0)
+    assert not ended.moved_it(1000.0) and not ended.moved_it(40000.0)
+    assert ended.moved_it(6000.0) and ended.moved_it(16000.0)  # within 2x the speed ratio either way
     legacy = SpeculationSwitch.model_validate({"speculative": False, "batch_mean": 40.0, "at": 0.0})
-    assert legacy.predicted_gain == 0.0 and legacy.moved_it(21.0) and not legacy.moved_it(19.0)
-    assert SpeculationSwitch(speculative=True, batch_mean=0.0, at=0.0).moved_it(1.0)  # decided on a ramp
+    assert legacy.predicted_gain == 0.0 and legacy.throughput == 0.0 and legacy.moved_it(1.0)  # as before
+    assert SpeculationSwitch(speculative=True, batch_mean=0.0, at=0.0, throughput=100.0).moved_it(1.0)  # a ramp's
 
 
 def test_only_a_rollback_of_the_switch_itself_forgets_it():

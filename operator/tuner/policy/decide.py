@@ -195,10 +195,10 @@ def _decide_on_valid(obs: Observation, tuning: TuningInput, st: PolicyState, now
     switched = st.switched
     if (switched is not None and switched.settled_mean is None and obs.applied.config.off != switched.speculative
             and (obs.time - obs.applied.since <= 2 * obs.window_seconds + DRAIN_LIMIT_SECONDS
-                 or switched.batch_mean <= 0) and switched.moved_it(obs.batch_size_mean)):
+                 or switched.batch_mean <= 0) and switched.moved_it(obs.throughput)):
         # the switched config's first windows past the holds (a replaced engine's drain may hold them): what the
-        # switch did to the batch mean, not a new load -- for a switch decided on a ramp, which recorded no load
-        # of its own, whenever that window comes
+        # switch did to the batch mean, not a new load (one at a throughput the switch cannot explain, `moved_it`)
+        # -- for a switch decided on a ramp, which recorded no load of its own, whenever that window comes
         switched.settled_mean = obs.batch_size_mean
     if fresh is not None and fresh.biased:
         signals = "vllm-biased"
@@ -299,8 +299,9 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
         return back
     top = tuning.max_batch_size
     current_dense = current.dense(top)
-    # vLLM's pooled series: one K across today's batch sizes -- a choice of the load mix, not made on a ramp
-    one_k = common["signals"] != "specinfer" and ramp is None
+    # vLLM's pooled series: one K across today's batch sizes -- a choice of the load mix, not made on a ramp, but
+    # for speculation back on from off (ramp.py): the windows after it measure one K, as at rest
+    one_k = common["signals"] != "specinfer" and (ramp is None or current.off)
     hedge = Hedge.of(model, tuning) if _retuned_in_place(tuning, current) else None
     live = hedge.dense(current_dense, distribution, one_k_where_observed=one_k) if hedge is not None else None
     # in place every K up to the envelope is reached and only speculation off is a rollout -- unless the
@@ -494,8 +495,9 @@ def _consider(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
     # window runs one K across today's batch sizes: a choice of the mix whatever it wins. From speculation off no
     # window mixes K, so there speculation back on wins wherever the ramp goes with either series.
     mix_bound = ramp is not None and (rollout or not tuning.allow_schedule) and not (
-        (obs.signals == "specinfer" or current.off) and ramp.followed_by(model, obs.applied.config.dense(tuning.max_batch_size),
-                                                        candidate.dense, distribution, tuning.max_batch_size))
+        (obs.signals == "specinfer" or current.off)
+        and ramp.followed_by(model, current.dense(tuning.max_batch_size), candidate.dense, distribution,
+                             tuning.max_batch_size))
     checks = [
         (guards.LOAD_MOVING, ramp.why if mix_bound and ramp is not None else None),
         (candidate.guard, candidate.held_by),
@@ -667,7 +669,8 @@ def _issue_change(obs: Observation, tuning: TuningInput, st: PolicyState, now: f
     st.record_change(now, in_place=path == "inPlace")
     if best.off != current.off:  # speculation switched on or off: a rollout back here waits (reversal_guard)
         st.switched = SpeculationSwitch(speculative=not best.off, batch_mean=0.0 if on_ramp else obs.batch_size_mean,
-                                        at=now, predicted_gain=candidate.gain)
+                                        at=now, predicted_gain=candidate.gain,
+                                        throughput=obs.throughput)
     reason = (f"{current.describe()} -> {best.describe()} ({'in place' if path == 'inPlace' else 'rollout'}): "
               f"predicted goodput {candidate.gain:+.1%} at the observed batch sizes (mean {obs.batch_size_mean:.1f})"
               + candidate.note + ("; p99 latency SLO violated" if slo else "")

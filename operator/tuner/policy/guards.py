@@ -189,8 +189,9 @@ def reversal_guard(state: PolicyState, current: DraftConfig, candidate: DraftCon
     which was wrong, and following it pays two restarts per flip (seen on the real CPU engine: off at
     mean batch 50.5, on again at 34.5 four minutes later, measured -12.8%, rolled back). "This load" is
     within LOAD_SHIFT of the batch mean when the switch was decided or of the first window judged after
-    it. A change measured worse is undone by its verification's rollback, not here; another load, or
-    the hold's end, lets the model decide again."""
+    it that the switch itself could have moved there (SpeculationSwitch.moved_it). A change measured
+    worse is undone by its verification's rollback, not here; another load, or the hold's end, lets
+    the model decide again."""
     last = state.switched
     if last is None or now - last.at >= hold_seconds or candidate.off != last.speculative:
         return None  # no switch back to where the last one came from

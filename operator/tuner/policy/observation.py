@@ -92,6 +92,11 @@ class Observation:
         busy = self.sequence_steps * self.step_mean_seconds
         return self.generated_tokens / busy if busy > 0 else 0.0
 
+    @property
+    def throughput(self) -> float:
+        """Tokens generated per second of the window, every request together."""
+        return self.generated_tokens / self.window_seconds if self.window_seconds > 0 else 0.0
+
     def batch_distribution(self) -> list[tuple[int, float]]:
         """Fraction of engine time at each batch size; a point mass at the mean when not given."""
         if self.batch_size_distribution:

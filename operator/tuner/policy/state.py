@@ -80,17 +80,21 @@ class SpeculationSwitch(_State):
     # faster without drafting empties its batch; closed-loop clients on the same cores fall behind)
     settled_mean: float | None = None
     predicted_gain: float = 0.0  # the switch's, when deciding (a state from before it: 0)
+    throughput: float = 0.0  # tokens per second generated in the deciding window (a state from before it: 0)
 
-    def moved_it(self, batch_mean: float) -> bool:
-        """`batch_mean` is within what the switch itself could do to the load it was decided at. By Little's law,
-        with the same arrivals the batch mean moves by the switch's speed ratio (1 + its predicted gain); a window
-        further off than LOAD_SHIFT times that ran at another load, one the load moved to while the rollout
-        rolled (the bench's peak-wrong-prior, seed 8: off decided at batch 164 as the peak ended, its first
-        window at 8 -- where speculation back on was then held for 30 minutes as "this load")."""
-        if self.batch_mean <= 0:
-            return True  # decided on a ramp: the load it settles at is the switch's, whenever that comes
+    def moved_it(self, throughput: float) -> bool:
+        """A window generating `throughput` tokens per second runs at the load the switch was decided at, as far
+        as the switch itself can tell. The same arrivals are served at the same throughput (Little's law: the
+        batch mean, not the throughput, moves with the speed), closed-loop clients at the switch's speed ratio
+        (1 + its predicted gain), and an engine saturated when deciding drains its queue by that much faster --
+        where its batch mean, pinned at the cap before, may fall by far more. A throughput further off than
+        LOAD_SHIFT times that ratio is another load, one the load moved to while the rollout rolled (the bench's
+        peak-wrong-prior, seed 8: off decided at batch 164 as the peak ended, its first window at batch 8 -- where
+        speculation back on was then held for half an hour as "this load")."""
+        if self.batch_mean <= 0 or self.throughput <= 0:
+            return True  # decided on a ramp (the load it settles at is the switch's, whenever that comes), or unknown
         reach = LOAD_SHIFT * (1 + abs(self.predicted_gain))
-        return 1 / reach <= batch_mean / self.batch_mean <= reach
+        return 1 / reach <= throughput / self.throughput <= reach
 
 
 class Calibration(_State):
