@@ -14,6 +14,7 @@ from specinfer.operator.tuner.policy import CostPrior, DraftConfig, PolicyState,
 from specinfer.operator.tuner.policy.cost import CostModel, terms
 from specinfer.operator.tuner.policy.goodput import Model
 from specinfer.operator.tuner.policy.hedge import Hedge, unvisited_sizes
+from specinfer.operator.tuner.policy.observation import Observation
 from specinfer.operator.tuner.policy.state import SpeculationSwitch
 
 pytestmark = pytest.mark.unit
@@ -146,20 +147,34 @@ def test_a_rollout_that_wins_wherever_the_ramp_goes_is_not_held_by_it():
     assert wins_from(220, K3, change.config)
 
 
+OFF = DraftConfig(num_speculative_tokens=0)
+
+
+def surge_rollouts() -> TuningInput:
+    """Every change a rollout, under Surge (no downtime), decided on one confirming window."""
+    return tuning(in_place_max_k=None, confirmations=1, downtime_fraction=0.0)
+
+
+def falling_after_off(signals: str = "specinfer") -> tuple[PolicyState, float, Observation]:
+    """A policy that learnt K=3 at batch ~200 and speculation off at ~80 (changing nothing), and the next window:
+    the load falling to ~40, still off."""
+    learning = surge_rollouts().model_copy(update={"min_gain": 100.0})  # learns, changes nothing
+    state, now = PolicyState(loads=[(t, 200.0) for t in range(0, 600, 30)]), 600.0
+    for batches, config in (({190: .3, 200: .4, 210: .3}, K3), ({190: .3, 200: .4, 210: .3}, K3),
+                            ({70: .3, 80: .4, 90: .3}, OFF), ({70: .3, 80: .4, 90: .3}, OFF)):
+        now += 30
+        _, state = decide(window(now, batches, config, signals=signals), learning, state, now)
+    now += 30
+    falling = window(now, {30: .3, 40: .4, 50: .3}, OFF, signals=signals)
+    assert guards.load_moving_guard((80.0, now - 30), falling) is not None
+    return state, now, falling
+
+
 def test_a_switch_decided_on_a_ramp_is_remembered_where_it_settles():
     """The reversal guard's load for a switch decided mid-ramp is the one its first window runs at, whenever
     that comes -- not the load it passed through."""
-    off = DraftConfig(num_speculative_tokens=0)
-    surge = tuning(in_place_max_k=None, confirmations=1, downtime_fraction=0.0)
-    learning = surge.model_copy(update={"min_gain": 100.0})  # learns, changes nothing
-    state, now = PolicyState(loads=[(t, 200.0) for t in range(0, 600, 30)]), 600.0
-    for batches, config in (({190: .3, 200: .4, 210: .3}, K3), ({190: .3, 200: .4, 210: .3}, K3),
-                            ({70: .3, 80: .4, 90: .3}, off), ({70: .3, 80: .4, 90: .3}, off)):
-        now += 30
-        _, state = decide(window(now, batches, config), learning, state, now)
-    now += 30
-    falling = window(now, {30: .3, 40: .4, 50: .3}, off)
-    assert guards.load_moving_guard((80.0, now - 30), falling) is not None
+    surge = surge_rollouts()
+    state, now, falling = falling_after_off()
     back_on, state = decide(falling, surge, state, now)
     assert back_on.action == "reenable", back_on.reason
     assert state.switched is not None and state.switched.batch_mean == 0.0 and state.switched.settled_mean is None
@@ -190,19 +205,9 @@ def test_with_vllms_series_speculation_back_on_is_not_held_by_a_falling_load():
     """From speculation off no window mixes K: speculation back on where it beats off at every batch size down to 1
     does not depend on the mix with vLLM's series either (the bench's draft-model-peak under Surge waited seven
     minutes of its ramp down, at +3% to +35%, before the rollout was even decided)."""
-    off = DraftConfig(num_speculative_tokens=0)
-    surge = tuning(in_place_max_k=None, confirmations=1, downtime_fraction=0.0)
-    learning = surge.model_copy(update={"min_gain": 100.0})  # learns, changes nothing
     for signals in ("vllm", "specinfer"):
-        state, now = PolicyState(loads=[(t, 200.0) for t in range(0, 600, 30)]), 600.0
-        for batches, config in (({190: .3, 200: .4, 210: .3}, K3), ({190: .3, 200: .4, 210: .3}, K3),
-                                ({70: .3, 80: .4, 90: .3}, off), ({70: .3, 80: .4, 90: .3}, off)):
-            now += 30
-            _, state = decide(window(now, batches, config, signals=signals), learning, state, now)
-        now += 30
-        falling = window(now, {30: .3, 40: .4, 50: .3}, off, signals=signals)
-        assert guards.load_moving_guard((80.0, now - 30), falling) is not None
-        back_on, _ = decide(falling, surge, state, now)
+        state, now, falling = falling_after_off(signals)
+        back_on, _ = decide(falling, surge_rollouts(), state, now)
         assert back_on.action == "reenable", (signals, back_on.reason)
         if signals == "vllm":  # the windows after it measure one K across today's batch sizes, as at rest
             assert len({back_on.config.dense(256)[b] for b in (30, 40, 50)}) == 1, back_on.config.describe()
@@ -211,8 +216,7 @@ def test_with_vllms_series_speculation_back_on_is_not_held_by_a_falling_load():
 def test_speculation_back_on_is_not_held_where_the_load_moved_while_the_switch_rolled():
     """Off decided as a peak ended (batch ~165), its first window after the ramp down at batch ~8: that is another
     load, not the one the switch settled at, and speculation back on there is not held as a flip back."""
-    off = DraftConfig(num_speculative_tokens=0)
-    surge = tuning(in_place_max_k=None, confirmations=1, downtime_fraction=0.0)
+    surge = surge_rollouts()
     learning = surge.model_copy(update={"min_gain": 100.0})
     state, now = PolicyState(loads=[(t, 165.0) for t in range(0, 600, 30)]), 600.0
     peak = window(now, {160: .3, 165: .4, 170: .3})
@@ -220,7 +224,7 @@ def test_speculation_back_on_is_not_held_where_the_load_moved_while_the_switch_r
     state.switched = SpeculationSwitch(speculative=False, batch_mean=165.0, at=now, predicted_gain=0.2,
                                        throughput=peak.throughput)
     first = now + 300
-    after, state = decide(window(first, {6: .3, 8: .4, 10: .3}, off, since=first - 200), surge, state, first)
+    after, state = decide(window(first, {6: .3, 8: .4, 10: .3}, OFF, since=first - 200), surge, state, first)
     assert state.switched is not None and state.switched.settled_mean is None
     assert after.guard != guards.REVERSAL, after.reason
     assert after.action == "reenable", after.reason
