@@ -48,7 +48,8 @@ def test_the_switch_off_at_the_peak_is_remembered():
                                  "at": switch_off["now"], "settled_mean": None,
                                  "predicted_gain": pytest.approx(decision["predictedGain"], abs=1e-3),
                                  "throughput": pytest.approx(switch_off["observation"]["steps"]["generatedTokens"]
-                                                             / switch_off["observation"]["windowSeconds"])}
+                                                             / switch_off["observation"]["windowSeconds"]),
+                                 "recurring": False}  # taken for today's load, not for one that keeps coming back
 
 
 def test_turning_it_back_on_at_the_same_peak_is_held():

@@ -79,7 +79,8 @@ from .probe import (
     settling_probe_for,
 )
 from .ramp import Ramp
-from .restart import payback
+from .recurring import COST_SHARE, RECURRENCES, memory_seconds, recurrence
+from .restart import payback, restart_cost_seconds
 from .state import PendingChange, PolicyState, SpeculationSwitch
 from .support import supported_gain
 from .verification import calibrate, measured_noise, model_noise, update_noise, verify, window_noise
@@ -179,7 +180,7 @@ def _learn(obs: Observation, tuning: TuningInput,
 def _decide_on_valid(obs: Observation, tuning: TuningInput, st: PolicyState, now: float) -> Decision:
     signals: Signals = "specinfer" if obs.signals == "specinfer" else "vllm"
     previous_window = st.note_window(obs.batch_size_mean, obs.time)  # the load, even from a thin window
-    st.remember_load(obs.batch_size_mean, now, tuning.payback_seconds + obs.window_seconds)
+    st.remember_load(obs.batch_size_mean, now, memory_seconds(tuning.payback_seconds) + obs.window_seconds)
     _forget_another_drafter(st, tuning)
     remembered = st.acceptance.weights[0] if st.acceptance is not None and st.acceptance.weights else 0.0
     short_of_samples = guards.samples_guard(obs, tuning, remembered)
@@ -381,6 +382,10 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
     probe = probed(best_ks)
     if probe is not None:
         return probe
+    recurring = _recurring_switch(obs, tuning, st, now, model, distribution, best_ks, common,
+                                  guards.slo_violated(obs, tuning), ramp)
+    if recurring is not None:
+        return recurring
     if best.same_as(current, top):
         st.confirmations = 0
         return Decision(action="keep", reason=f"{current.describe()} is already the best config"
@@ -444,6 +449,93 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
 
 
 LOOKING_AHEAD = "lookingAhead"  # a candidate from the look-ahead (never a guard that holds)
+
+
+def _recurring_switch(obs: Observation, tuning: TuningInput, st: PolicyState, now: float, model: Model,
+                      distribution: Distribution, best_ks: list[int], common: dict[str, Any], slo: bool,
+                      ramp: Ramp | None) -> Decision | None:
+    """Speculation off, or held off, for a load that keeps coming back (recurring.py): judged over the recent
+    windows' loads where they came back at least twice to where off wins. None: today's load decides."""
+    if not tuning.allow_disable or 0 not in tuning.allowed_ks() or tuning.downtime_fraction <= 0:
+        # (with Surge a rollout costs no goodput: each peak's own repays itself, and the payback switches per peak)
+        return None
+    if obs.applied.config.off:
+        return _held_off(obs, tuning, st, now, model, distribution, best_ks, common, slo)
+    decision = _off_for_the_pattern(obs, tuning, st, now, model, distribution, best_ks, common, slo, ramp)
+    if decision is None or decision.is_change:
+        st.recurring_windows = 0  # a window short of the bar, or the switch: the next one counts afresh
+    return decision
+
+
+def _held_off(obs: Observation, tuning: TuningInput, st: PolicyState, now: float, model: Model,
+              distribution: Distribution, best_ks: list[int], common: dict[str, Any], slo: bool) -> Decision | None:
+    """Back on wins today: held while off wins over the load that keeps coming back -- a switch taken for that load
+    while one stay of the load where off wins is left in the recent windows (hysteresis), any other once the load
+    recurs. Not while the latency SLO is violated: today's load comes first."""
+    if not is_speculative(best_ks) or slo:
+        return None
+    off = OFF.dense(tuning.max_batch_size)
+    seen = recurrence(model, best_ks, off, st.loads, now, tuning.max_batch_size, obs.window_seconds)
+    taken_for_it = st.switched is not None and st.switched.recurring and not st.switched.speculative
+    if seen is None or seen.stays < (1 if taken_for_it else RECURRENCES):
+        return None
+    off_gain = _gain(model, off, best_ks, seen.distribution)
+    if off_gain <= 0:
+        return None
+    st.confirmations, st.evidence = 0, 0.0
+    today = _gain(model, best_ks, off, distribution)
+    return Decision(action="keep", reason=f"best is {DraftConfig.from_dense(best_ks).describe()} ({today:+.1%}) "
+                    f"but {seen.describe(off_gain)}: kept off for the load that keeps coming back",
+                    guard=guards.RECURRING, predicted_gain=round(today, 4), **common)
+
+
+def _off_for_the_pattern(obs: Observation, tuning: TuningInput, st: PolicyState, now: float, model: Model,
+                         distribution: Distribution, best_ks: list[int], common: dict[str, Any], slo: bool,
+                         ramp: Ramp | None) -> Decision | None:
+    """Speculation off where, over the recent windows' loads, it clears the floor and repays its rollout at today's
+    load COST_SHARE over; in `confirmations` windows of their own, past the rejection, reversal, cooldown and budget
+    guards. None where it does not (or a guard holds it: today's load decides, and changes in place go on)."""
+    current = obs.applied.config
+    top = tuning.max_batch_size
+    off = OFF.dense(top)
+    if ramp is not None:
+        return None  # a ramp is no window of one load
+    current_dense = current.dense(top)
+    seen = recurrence(model, current_dense, off, st.loads, now, top, obs.window_seconds)
+    if seen is None or not seen.recurs:
+        return None
+    today = _gain(model, off, current_dense, distribution)
+    if slo and today < 0:
+        return None  # the SLO is violated at today's load, which this switch would serve worse
+    # the floor without the SLO's relief (that is today's load's), on the gain over the recent loads without what it
+    # would gain at batch sizes never measured (support.py)
+    floor, floor_name = guards.required_gain(tuning, slo_violated=False, noise=model_noise(st))
+    gain = supported_gain(model, current_dense, off, seen.distribution, top).gain
+    gained = gain * goodput(model, current_dense, seen.distribution) * seen.span_seconds
+    cost = restart_cost_seconds(model, current_dense, distribution, tuning) * goodput(model, current_dense,
+                                                                                      distribution)
+    if gain < floor or cost > COST_SHARE * gained:
+        return None
+    for why in (guards.rejected_guard(st, off, top, now),
+                guards.reversal_guard(st, current, OFF, obs.batch_size_mean, tuning.reject_hold_seconds, now),
+                guards.cooldown_guard(st, tuning, now), guards.budget_guard(st, tuning, now, reserve=1)):
+        if why:
+            return None
+    st.recurring_windows += 1
+    if st.recurring_windows < tuning.confirmations:
+        # (no early confirmation on the measured noise: that is the noise at today's batch sizes, not over these)
+        return Decision(action="keep", reason=f"best for the load that keeps coming back is speculation off: "
+                        f"{seen.describe(gain)}, but gain seen in {st.recurring_windows} of {tuning.confirmations} "
+                        "consecutive windows needed", guard=guards.CONFIRMING, predicted_gain=round(today, 4),
+                        **common)
+    note = (f"; {seen.describe(gain)} (needed {floor:.1%}, the {floor_name}): {gained:,.0f} tokens a replica over "
+            f"them, against the {cost:,.0f} the rollout costs at this load; kept off for the load that keeps coming "
+            "back")
+    candidate = _Candidate(off, today, gain - floor, None, guards.RECURRING, note, hedged=True)
+    decision = _issue_change(obs, tuning, st, now, model, distribution, candidate, slo, common)
+    if st.switched is not None:
+        st.switched.recurring = True
+    return decision
 
 
 def _retuned_in_place(tuning: TuningInput, current: DraftConfig) -> bool:

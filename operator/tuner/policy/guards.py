@@ -32,6 +32,7 @@ LOAD_MOVING = "loadMoving"
 UNMEASURED = "unmeasured"
 REVERSAL = "reversal"
 DOUBTED = "doubted"  # a rollout after a probe that a doubted prior still calls a loss (probe.py)
+RECURRING = "recurringLoad"  # speculation back on, which loses over a load that keeps coming back (recurring.py)
 
 # The load moves when the newest stretch of the window ran at another batch size than the oldest:
 # by more than MOVING_SHARE of the mean and MOVING_REQUESTS requests (less is the wobble of a steady load).

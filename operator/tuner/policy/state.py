@@ -81,6 +81,7 @@ class SpeculationSwitch(_State):
     settled_mean: float | None = None
     predicted_gain: float = 0.0  # the switch's, when deciding (a state from before it: 0)
     throughput: float = 0.0  # tokens per second generated in the deciding window (a state from before it: 0)
+    recurring: bool = False  # taken for a load that keeps coming back (recurring.py), not for today's
 
     def moved_it(self, throughput: float) -> bool:
         """A window generating `throughput` tokens per second runs at the load the switch was decided at, as far
@@ -136,13 +137,17 @@ class PolicyState(_State):
     # a property of the engine and the scrapes, kept across config changes. None until measured.
     noise_variance: float | None = None
     evidence: float = 0.0  # predicted gain beyond the threshold, summed over the confirming windows
+    # consecutive windows in which speculation off for a load that keeps coming back cleared its bar (recurring.py):
+    # apart from `confirmations`, which today's candidates count
+    recurring_windows: int = 0
     # How long a load lasts here: the batch mean when it last moved by more than LOAD_SHIFT, since when,
     # and the smoothed time between such moves (None until one was seen; restart.Payback).
     load_reference: float | None = None
     load_changed_at: float | None = None
     load_persistence: float | None = None
-    # The load of the recent windows, oldest first: [time, mean batch size] for the last paybackSeconds
-    # (restart.payback: how long the load has stayed where a rollout would win).
+    # The load of the recent windows, oldest first: [time, mean batch size] for the last two paybackSeconds
+    # (restart.payback: how long the load has stayed where a rollout would win; recurring.py: a load that keeps
+    # coming back).
     loads: list[tuple[float, float]] = Field(default_factory=list)
     # The previous decided-on window: its mean batch size and when it ended (guards.load_moving_guard).
     window_batch_mean: float | None = None

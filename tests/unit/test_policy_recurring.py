@@ -1,0 +1,213 @@
+"""Speculation off for a load that keeps coming back (operator/tuner/policy/recurring.py).
+
+The world: an 8B target on two replicas (Replace, 2-minute reload) whose drafter's passes cost 4x the
+8B preset's, and the prior knows it. Quiet, at batch 3, K=2 serves 21% more than speculation off; at a
+peak, at batch 200, speculation off serves 13% more than K=1, the best the engine reaches in place. A
+peak of 8 minutes is too short to repay a rollout of its own at the peak's load.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from specinfer.bench.observations import synthetic_observation
+from specinfer.operator.tuner.policy import CostPrior, DraftConfig, TuningInput, decide, guards
+from specinfer.operator.tuner.policy.config import OFF
+from specinfer.operator.tuner.policy.cost import CostModel, terms
+from specinfer.operator.tuner.policy.goodput import Model
+from specinfer.operator.tuner.policy.recurring import RECURRENCE_MEMORY, recurrence
+
+pytestmark = pytest.mark.unit
+
+PREFIX = [0.8, 0.6, 0.45, 0.33, 0.24, 0.17]
+PRIOR = CostPrior(floor=0.007, compute_per_token=5.5e-5, kv_per_sequence=3e-5, draft_pass=0.0034, draft_token=2.4e-5)
+WORLD = CostModel.from_state(None, PRIOR, "sequential")
+QUIET, PEAK = 3, 200
+K2 = DraftConfig(num_speculative_tokens=2)
+
+
+def tuning(**fields) -> TuningInput:
+    base = {"method": "eagle3", "k_max": 6, "max_batch_size": 256, "in_place_max_k": 6, "replicas": 2,
+            "downtime_fraction": 1.0, "restart_seconds": 120, "confirmations": 1, "cost_prior": PRIOR,
+            "probe_in_place": False}
+    return TuningInput(**{**base, **fields})
+
+
+def world_step(batch_size: int, k: int) -> float:
+    return WORLD.step_time(batch_size, k, speculative=True)
+
+
+def plain_or_drafting(config: DraftConfig):
+    return (lambda b, k: WORLD.step_time(b, 0, speculative=False)) if config.off else world_step
+
+
+def pattern(peaks: int, *, quiet: float = 600.0, peak: float = 480.0, gap: float = 480.0):
+    """The batch size at time t: quiet, then `peaks` times a peak and a gap, then quiet for good."""
+    def batch_at(t: float) -> int:
+        if t < quiet:
+            return QUIET
+        cycle, offset = divmod(t - quiet, peak + gap)
+        return PEAK if cycle < peaks and offset < peak else QUIET
+    return batch_at
+
+
+def window(now: float, batch_at, config: DraftConfig, since: float, **kwargs):
+    shares: dict[int, float] = {}
+    for second in range(int(now) - 120, int(now), 10):
+        size = batch_at(second)
+        shares[size] = shares.get(size, 0.0) + 1 / 12
+    return synthetic_observation(time=now, window_seconds=120.0, method="eagle3",
+                                 num_speculative_tokens=config.num_speculative_tokens, schedule=config.schedule,
+                                 applied_since=since, batch_sizes=shares, prefix=PREFIX,
+                                 step_time=plain_or_drafting(config), **kwargs)
+
+
+def closed_loop(batch_at, minutes: float, config: DraftConfig = K2, **fields):
+    """Every 30 s a window of the load at the config in force; a change is in force at once (its settling
+    window follows, as the operator's). Each decision with the state it left."""
+    state, since, decisions = None, 0.0, []
+    for tick in range(4, int(minutes * 2)):
+        now = 30.0 * tick
+        decision, state = decide(window(now, batch_at, config, since), tuning(**fields), state, now)
+        decisions.append((now, decision, state))
+        if decision.is_change:
+            config, since = decision.config, now
+    return decisions
+
+
+def test_the_world_is_as_described():
+    def speed(b: int, k: int, speculative: bool = True) -> float:
+        return b * (1 + sum(PREFIX[:k])) / WORLD.step_time(b, k, speculative=speculative)
+    assert speed(QUIET, 2) / speed(QUIET, 0, False) > 1.2
+    assert speed(PEAK, 0, False) / max(speed(PEAK, k) for k in range(7)) > 1.1
+
+
+def test_recurrence_counts_stays_of_a_window_or_more_and_weighs_each_window_by_the_time_it_stands_for():
+    cost = CostModel.from_state(None, PRIOR, "sequential")
+    for b, k in ((QUIET, 2), (PEAK, 1)):
+        cost.add(f"{b}:{k}", terms(PRIOR, b, k, "sequential", True), world_step(b, k), 400)
+    model = Model(PREFIX, cost, cost.multipliers(), always_scheduled=True)
+    current, off = [0] + [2] * 30 + [1] * 226, OFF.dense(256)
+    # windows of 60 s every 30 s: two stays at the peak of a window each, a blip of half a window, a gap
+    loads = [(0, QUIET), (30, PEAK), (60, PEAK), (90, QUIET), (120, PEAK), (150, PEAK), (180, QUIET),
+             (210, PEAK), (240, QUIET), (600, QUIET)]
+    seen = recurrence(model, current, off, loads, 600.0, 256, 60.0)
+    assert seen is not None and seen.stays == 2 and seen.recurs  # the blip at 210 is no stay
+    # the first window stands for the spacing after it, the one after the gap for one window only
+    assert dict(seen.distribution) == pytest.approx({QUIET: 180 / 330, PEAK: 150 / 330})
+    assert seen.span_seconds == pytest.approx(330)
+    once = recurrence(model, current, off, loads[:5], 120.0, 256, 60.0)
+    assert once is not None and once.stays == 1 and not once.recurs
+    # times are stored rounded to 0.1 s: the newest window, stamped a little after `now`, still counts
+    assert recurrence(model, current, off, [(0, QUIET), (30.1, PEAK)], 30.06, 256, 60.0).distribution[-1][0] == PEAK
+    assert recurrence(model, current, off, loads[:1], 30.0, 256, 60.0) is None
+    # on wins at every quiet window, and only the last quiet stay lasted a window
+    assert recurrence(model, off, current, loads, 600.0, 256, 60.0).stays == 1
+
+
+def test_speculation_off_is_taken_between_peaks_that_keep_coming_back_and_held_off_there():
+    # no reversal hold: what keeps it off between peaks is the recurring load
+    decisions = closed_loop(pattern(3), 58, reject_hold_seconds=0)
+    changes = [(now, d) for now, d, _ in decisions if d.is_change and not d.probe]
+    offs = [(now, d, st) for now, d, st in decisions if d.action == "disable"]
+    assert offs, [d.reason for _, d, _ in decisions if d.action != "keep" or d.guard][-5:]
+    at, off, state = offs[0]
+    assert off.path == "rollout" and "keeps coming back" in off.reason
+    assert pattern(3)(at) == QUIET and at > 600 + 960  # between peaks, once two of them were seen
+    assert off.predicted_gain < 0  # it loses today, at the quiet load: taken for the pattern ...
+    assert state.pending is not None and state.pending.tolerated_loss == pytest.approx(-off.predicted_gain, abs=1e-3)
+    assert state.switched is not None and state.switched.recurring  # ... and verification tolerates that loss
+    assert not [d for now, d in changes if now > at]  # never back on while the pattern lasts
+    held = [d for now, d, _ in decisions if now > at and d.guard == guards.RECURRING]
+    assert held and "kept off for the load that keeps coming back" in held[0].reason
+
+
+def test_peaks_further_apart_than_half_the_recent_windows_do_not_flip_it_each_cycle():
+    # 8-minute peaks every 53 minutes for eight hours: two peaks fit the recent hour only now and then
+    decisions = closed_loop(pattern(9, gap=2700.0), 8 * 60, reject_hold_seconds=0)
+    switches = [(now, d.action) for now, d, _ in decisions if d.action in ("disable", "reenable")]
+    assert [action for _, action in switches] == ["disable"], switches
+
+
+def test_a_single_peak_is_not_a_pattern():
+    decisions = closed_loop(pattern(1), 40)
+    assert not any("keeps coming back" in d.reason for _, d, _ in decisions)
+    assert not any(d.action == "disable" for _, d, _ in decisions)
+
+
+def test_without_allow_disable_nothing_is_switched_or_held_for_the_pattern():
+    decisions = closed_loop(pattern(3), 58, allow_disable=False)
+    assert not any(d.action == "disable" or d.guard == guards.RECURRING for _, d, _ in decisions)
+
+
+def test_speculation_comes_back_once_the_peaks_have_left_the_recent_windows():
+    decisions = closed_loop(pattern(3), 58 + 70, reject_hold_seconds=0)
+    off_at = next(now for now, d, _ in decisions if d.action == "disable")
+    last_peak_ends = 600 + 2 * 960 + 480
+    memory = RECURRENCE_MEMORY * tuning().payback_seconds
+    back = [now for now, d, _ in decisions if d.action == "reenable"]
+    assert back, [d.reason for _, d, _ in decisions[-4:]]
+    assert last_peak_ends + memory - 240 < back[0] <= last_peak_ends + memory + 240, (off_at, back)
+
+
+def test_a_resource_that_may_no_longer_turn_speculation_off_is_not_held_off_for_the_pattern():
+    decisions = closed_loop(pattern(3), 40, reject_hold_seconds=0)
+    at, _, state = next((now, d, st) for now, d, st in decisions if d.action == "disable")
+    later = at + 180.0  # quiet still, the rollout's settling over
+    quiet = window(later, pattern(3), DraftConfig(num_speculative_tokens=0), at)
+    fields = {"reject_hold_seconds": 0, "cooldown_seconds": 0}
+    held, _ = decide(quiet, tuning(**fields), state.model_copy(deep=True), later)
+    assert held.guard == guards.RECURRING, held.reason
+    free, _ = decide(quiet, tuning(**fields, allow_disable=False), state.model_copy(deep=True), later)
+    assert free.guard != guards.RECURRING and free.action == "reenable", free.reason
+
+
+def test_with_surge_each_peak_switches_on_its_own_payback_and_nothing_is_held_for_the_pattern():
+    decisions = closed_loop(pattern(3), 58, reject_hold_seconds=0, downtime_fraction=0.0)
+    assert not any("keeps coming back" in d.reason or d.guard == guards.RECURRING for _, d, _ in decisions)
+    switches = [(now, d.action) for now, d, _ in decisions if d.action in ("disable", "reenable")]
+    assert switches and all(pattern(3)(now - 60) == (PEAK if action == "disable" else QUIET)
+                            for now, action in switches), switches
+
+
+def test_the_switch_waits_for_its_own_confirmations_and_clears_the_floor():
+    decisions = closed_loop(pattern(3), 58, reject_hold_seconds=0, confirmations=2)
+    off_at = next(now for now, d, _ in decisions if d.action == "disable")
+    before = [d for now, d, _ in decisions if now == off_at - 30.0][0]
+    assert before.guard == guards.CONFIRMING and "keeps coming back" in before.reason, before.reason
+    assert "1 of 2 consecutive windows" in before.reason
+    high_floor = closed_loop(pattern(3), 58, reject_hold_seconds=0, min_gain=0.5)
+    assert not any(d.action == "disable" for _, d, _ in high_floor)
+
+
+def test_a_guard_that_holds_the_rollout_leaves_todays_load_to_decide():
+    decisions = closed_loop(pattern(3), 58, reject_hold_seconds=0, max_restarts_per_hour=0)
+    assert not any(d.action == "disable" for _, d, _ in decisions)
+    assert not any("keeps coming back" in d.reason for _, d, _ in decisions)
+
+
+def test_at_a_peak_the_rollout_waits_for_the_quiet_where_it_costs_a_fraction():
+    # no rollout allowed until the third peak: then the pattern has long cleared its bar, and at the peak's load a
+    # reloading replica's share of the fleet would take most of what the pattern gains
+    held = closed_loop(pattern(3), 47, reject_hold_seconds=0, max_restarts_per_hour=0)
+    now, _, state = held[-1]
+    assert pattern(3)(now) == PEAK and pattern(3)(now - 240) == PEAK
+    config = next(d.config for _, d, _ in reversed(held) if d.is_change)  # in force: the last change's
+    later = now + 30.0
+    decision, _ = decide(window(later, pattern(3), config, 0.0), tuning(reject_hold_seconds=0),
+                         state.model_copy(deep=True), later)
+    assert decision.action != "disable", decision.reason
+
+
+def test_while_the_latency_slo_is_violated_the_pattern_holds_nothing_off():
+    decisions = closed_loop(pattern(3), 40, reject_hold_seconds=0)
+    at, _, state = next((now, d, st) for now, d, st in decisions if d.action == "disable")
+    later = at + 180.0
+    off = DraftConfig(num_speculative_tokens=0)
+    slo = {"reject_hold_seconds": 0, "cooldown_seconds": 0, "slo": {"per_token_p99_seconds": 0.05}}
+    met = window(later, pattern(3), off, at, per_token_p99_seconds=0.04)
+    violated = window(later, pattern(3), off, at, per_token_p99_seconds=0.06)
+    held, _ = decide(met, tuning(**slo), state.model_copy(deep=True), later)
+    assert held.guard == guards.RECURRING, held.reason
+    free, _ = decide(violated, tuning(**slo), state.model_copy(deep=True), later)
+    assert free.guard != guards.RECURRING, free.reason
