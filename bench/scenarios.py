@@ -170,6 +170,15 @@ def _peak(base: int, peak: int, *, quiet: float = 20, ramp: float = 10, hold: fl
             Phase(f"after{suffix}", quiet, workload, base))
 
 
+def _recurring(base: int, peak: int, *, peaks: int, ramp: float, hold: float, gap: float) -> tuple[Phase, ...]:
+    """Quiet for 10 minutes, then `peaks` times: a ramp to `peak`, `hold` minutes there, the ramp down, `gap` quiet."""
+    phases = [Phase("quiet", 10, "chat", base)]
+    for n in range(1, peaks + 1):
+        phases += [Phase(f"ramp up {n}", ramp, "chat", base, ramp_to=peak), Phase(f"peak {n}", hold, "chat", peak),
+                   Phase(f"ramp down {n}", ramp, "chat", peak, ramp_to=base), Phase(f"gap {n}", gap, "chat", base)]
+    return tuple(phases)
+
+
 # A diurnal day, minute by minute: night, morning ramp, day, lunch dip, evening peak, decline.
 _DAY = (Phase("night", 360, "chat", 10), Phase("morning ramp", 150, "chat", 10, ramp_to=240),
         Phase("morning", 150, "chat", 240), Phase("lunch dip", 30, "chat", 240, ramp_to=120),
@@ -257,6 +266,11 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              "10-minute ramp to 450 held 12 minutes, and back", _peak(16, 450, hold=12), method="draftModel",
              cost_preset="h100x4-llama70b", replicas=2, update_strategy="Replace", max_batch_size=256,
              per_token_slo=0.080, reload_seconds=240.0),
+    Scenario("recurring-peaks", "two replicas of an 8B target whose EAGLE-3 head costs 4x what the prior says, "
+             "Replace, 2-minute reload: four 5-minute ramps to 450 held 8 minutes, 8 quiet minutes between: no peak "
+             "lasts long enough to repay a rollout of its own, speculation off kept through the pattern does",
+             _recurring(6, 450, peaks=4, ramp=5, hold=8, gap=8), replicas=2, update_strategy="Replace",
+             max_batch_size=256, per_token_slo=0.080, drafter_cost_factor=4.0, reload_seconds=120.0),
     Scenario("diurnal-day", "a day of two replicas of a 70B target with EAGLE-3, Replace, 4-minute reload: a quiet "
              "night, a morning ramp to 240 concurrent, a lunch dip, an evening ramp to 480 held 15 minutes, a slow "
              "decline", _DAY, cost_preset="h100x4-llama70b", replicas=2, update_strategy="Replace",
