@@ -73,12 +73,15 @@ def recurrence(model: Model, current: Sequence[int], candidate: Sequence[int], l
         return None
     stays, run = 0, 0.0
     weights: dict[int, float] = {}
+    wins: dict[int, bool] = {}  # per batch size: an hour of windows holds few distinct ones
     for index, (at, mean) in enumerate(points):
         previous = points[index - 1][0] if index else at - (points[1][0] - at)
         seconds = min(max(0.0, at - previous), window_seconds)
         size = max(1, min(round(mean), max_batch_size))
-        sample: Distribution = [(size, 1.0)]
-        if goodput(model, candidate, sample) > goodput(model, current, sample):
+        if size not in wins:
+            sample: Distribution = [(size, 1.0)]
+            wins[size] = goodput(model, candidate, sample) > goodput(model, current, sample)
+        if wins[size]:
             before, run = run, run + seconds
             stays += before < window_seconds <= run  # a stay counts once it has lasted a window: not a blip
         else:
