@@ -207,8 +207,12 @@ def test_with_vllms_series_speculation_back_on_is_not_held_by_a_falling_load():
     minutes of its ramp down, at +3% to +35%, before the rollout was even decided)."""
     for signals in ("vllm", "specinfer"):
         state, now, falling = falling_after_off(signals)
-        back_on, _ = decide(falling, surge_rollouts(), state, now)
+        back_on, after = decide(falling, surge_rollouts(), state, now)
         assert back_on.action == "reenable", (signals, back_on.reason)
+        # remembered at the load it was decided at and the way the load moved: it settles where that went
+        switched = after.switched
+        assert switched is not None and switched.batch_mean == 0.0 and switched.ramp_rising is False
+        assert switched.ramp_mean == pytest.approx(falling.batch_size_mean)
         if signals == "vllm":  # the windows after it measure one K across today's batch sizes, as at rest
             assert len({back_on.config.dense(256)[b] for b in (30, 40, 50)}) == 1, back_on.config.describe()
 

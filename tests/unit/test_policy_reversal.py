@@ -22,10 +22,12 @@ from pathlib import Path
 
 import pytest
 
+from specinfer.bench.observations import synthetic_observation
 from specinfer.operator.tuner.loop import observe_mode_state
 from specinfer.operator.tuner.policy import guards
 from specinfer.operator.tuner.policy.config import DraftConfig
-from specinfer.operator.tuner.policy.decide import decide_json
+from specinfer.operator.tuner.policy.decide import decide, decide_json
+from specinfer.operator.tuner.policy.inputs import TuningInput
 from specinfer.operator.tuner.policy.state import PendingChange, PolicyState, SpeculationSwitch
 from specinfer.operator.tuner.policy.verification import forget_switch_on_rollback
 from specinfer.operator.tuner.recording import read_records, replay
@@ -49,7 +51,8 @@ def test_the_switch_off_at_the_peak_is_remembered():
                                  "predicted_gain": pytest.approx(decision["predictedGain"], abs=1e-3),
                                  "throughput": pytest.approx(switch_off["observation"]["steps"]["generatedTokens"]
                                                              / switch_off["observation"]["windowSeconds"]),
-                                 "recurring": False}  # taken for today's load, not for one that keeps coming back
+                                 "recurring": False,  # taken for today's load, not for one that keeps coming back
+                                 "ramp_mean": 0.0, "ramp_rising": None}  # decided at rest
 
 
 def test_turning_it_back_on_at_the_same_peak_is_held():
@@ -68,9 +71,11 @@ def test_turning_it_back_on_at_the_same_peak_is_held():
     assert decision["recommendation"]["config"]["numSpeculativeTokens"] == 4  # what it would have done
 
 
-def state(speculative: bool, batch_mean: float = 50.0, at: float = 1000.0, settled: float | None = None) -> PolicyState:
+def state(speculative: bool, batch_mean: float = 50.0, at: float = 1000.0, settled: float | None = None,
+          ramp: float = 0.0) -> PolicyState:
     return PolicyState(switched=SpeculationSwitch(speculative=speculative, batch_mean=batch_mean, at=at,
-                                                  settled_mean=settled))
+                                                  settled_mean=settled, ramp_mean=ramp,
+                                                  ramp_rising=False if ramp else None))
 
 
 @pytest.mark.parametrize(("st", "current", "candidate", "batch_mean", "now", "held"), [
@@ -86,6 +91,10 @@ def state(speculative: bool, batch_mean: float = 50.0, at: float = 1000.0, settl
     (state(False, batch_mean=0.0), OFF, K4, 35.0, 1300.0, True),  # not settled yet: no load to be another
     (state(False, batch_mean=0.0, settled=200.0), OFF, K4, 35.0, 1300.0, False),
     (state(False, batch_mean=0.0, settled=200.0), OFF, K4, 150.0, 1300.0, True),
+    # ... and until it settles, the load it was decided at
+    (state(False, batch_mean=0.0, ramp=180.0), OFF, K4, 150.0, 1300.0, True),
+    (state(False, batch_mean=0.0, ramp=180.0), OFF, K4, 35.0, 1300.0, False),
+    (state(False, batch_mean=0.0, settled=20.0, ramp=180.0), OFF, K4, 150.0, 1300.0, False),  # settled elsewhere
     (state(True), K4, K2, 50.0, 1300.0, False),       # a K change while drafting is no switch
     (state(True), OFF, K4, 50.0, 1300.0, False),      # on after a switch on (a collapse turned it off since)
     (PolicyState(), OFF, K4, 50.0, 1300.0, False),    # nothing switched yet
@@ -105,7 +114,58 @@ def test_a_first_window_at_another_load_is_not_where_the_switch_settled():
     assert ended.moved_it(6000.0) and ended.moved_it(16000.0)  # within 2x the speed ratio either way
     legacy = SpeculationSwitch.model_validate({"speculative": False, "batch_mean": 40.0, "at": 0.0})
     assert legacy.predicted_gain == 0.0 and legacy.throughput == 0.0 and legacy.moved_it(1.0)  # as before
-    assert SpeculationSwitch(speculative=True, batch_mean=0.0, at=0.0, throughput=100.0).moved_it(1.0)  # a ramp's
+    assert legacy.moved_it(1.0, 160.0)
+    # a ramp's from before the ramp's own load was kept: settled by any window, as before
+    ramp = SpeculationSwitch(speculative=True, batch_mean=0.0, at=0.0, throughput=100.0)
+    assert ramp.moved_it(1.0) and ramp.moved_it(1.0, 160.0)
+
+
+def test_a_switch_decided_on_a_ramp_settles_where_the_ramp_went():
+    """The bench's recurring-dips under Surge: back on decided at batch 5 as a dip began (the windows still moving),
+    its rollout landed as the load came back to 160, and that first window was taken for the load the switch
+    settled at -- speculation off there (+11%) was held for the hour as "this load"."""
+    falling = SpeculationSwitch(speculative=True, batch_mean=0.0, at=0.0, throughput=900.0, ramp_mean=4.7,
+                                ramp_rising=False)
+    assert not falling.moved_it(30000.0, 160.1)  # the load came back: not where the ramp went
+    assert falling.moved_it(900.0, 4.6) and falling.moved_it(1500.0, 9.0)  # the dip, within LOAD_SHIFT
+    # off on a rising load: where the ramp went, or at a throughput the switch explains -- the engine, faster,
+    # empties its batch against the ramp -- but not at a tenth of the throughput, below the ramp
+    rising = SpeculationSwitch(speculative=False, batch_mean=0.0, at=0.0, throughput=20000.0, ramp_mean=200.0,
+                               predicted_gain=0.3, ramp_rising=True)
+    assert rising.moved_it(30000.0, 260.0) and rising.moved_it(20000.0, 60.0)
+    assert not rising.moved_it(2000.0, 20.0)
+
+
+def test_a_ramps_load_and_direction_are_kept_in_the_stored_state():
+    switch = SpeculationSwitch(speculative=True, batch_mean=0.0, at=150.0, throughput=900.0, ramp_mean=4.7,
+                               ramp_rising=False)
+    stored = PolicyState.from_json(PolicyState(switched=switch).to_json())
+    assert stored.switched == switch
+
+
+def test_until_a_ramps_switch_settles_it_holds_the_load_it_was_decided_at_alone():
+    switch = SpeculationSwitch(speculative=True, batch_mean=0.0, at=0.0, throughput=900.0, ramp_mean=4.7,
+                               ramp_rising=False)
+    st = PolicyState(switched=switch)
+    assert guards.reversal_guard(st, K4, OFF, 160.1, HOLD, 400.0) is None  # off at the busy load: another load
+    why = guards.reversal_guard(st, K4, OFF, 5.0, HOLD, 400.0)
+    assert why is not None and "mean batch 4.7" in why  # at the load it was decided at: held
+
+
+@pytest.mark.parametrize(("batch_size", "settled"), [(160, None), (5, 5.0)])
+def test_the_first_window_after_a_ramps_switch_settles_it_only_where_the_ramp_went(batch_size, settled):
+    """Through the policy: back on decided at batch 5 on a falling ramp; its first window at 160 (the load came
+    back while it rolled out) is not its settled load, one at 5 is."""
+    def step_time(b: int, k: int) -> float:
+        return 0.007 + 6e-5 * b * (k + 1) + 0.002 * k
+    window = synthetic_observation(time=400.0, window_seconds=120.0, method="eagle3", num_speculative_tokens=4,
+                                   schedule=None, applied_since=270.0, batch_sizes={batch_size: 1.0},
+                                   prefix=[0.8, 0.6, 0.45, 0.33], step_time=step_time)
+    switch = SpeculationSwitch(speculative=True, batch_mean=0.0, at=150.0, throughput=900.0, ramp_mean=4.7,
+                               ramp_rising=False)
+    st = PolicyState(method="eagle3", switched=switch)
+    _, after = decide(window, TuningInput(method="eagle3", k_max=6, max_batch_size=256), st, 400.0)
+    assert after.switched is not None and after.switched.settled_mean == settled
 
 
 def test_only_a_rollback_of_the_switch_itself_forgets_it():

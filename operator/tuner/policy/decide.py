@@ -196,7 +196,7 @@ def _decide_on_valid(obs: Observation, tuning: TuningInput, st: PolicyState, now
     switched = st.switched
     if (switched is not None and switched.settled_mean is None and obs.applied.config.off != switched.speculative
             and (obs.time - obs.applied.since <= 2 * obs.window_seconds + DRAIN_LIMIT_SECONDS
-                 or switched.batch_mean <= 0) and switched.moved_it(obs.throughput)):
+                 or switched.batch_mean <= 0) and switched.moved_it(obs.throughput, obs.batch_size_mean)):
         # the switched config's first windows past the holds (a replaced engine's drain may hold them): what the
         # switch did to the batch mean, not a new load (one at a throughput the switch cannot explain, `moved_it`)
         # -- for a switch decided on a ramp, which recorded no load of its own, whenever that window comes
@@ -445,7 +445,7 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
         return Decision(action="keep", reason=f"{prefix}best is {shown.config.describe()} ({shown.gain:+.1%}) but "
                         f"{confirming}", guard=guards.CONFIRMING, predicted_gain=round(shown.gain, 4), **common)
     return _issue_change(obs, tuning, st, now, model, distribution, chosen.candidate, slo, common,
-                         refused_best=refused_best, on_ramp=ramp is not None)
+                         refused_best=refused_best, ramp=ramp)
 
 
 LOOKING_AHEAD = "lookingAhead"  # a candidate from the look-ahead (never a guard that holds)
@@ -739,9 +739,10 @@ def _published_ahead(model: Model, tuning: TuningInput, current: Sequence[int], 
 
 def _issue_change(obs: Observation, tuning: TuningInput, st: PolicyState, now: float, model: Model,
                   distribution: Distribution, candidate: _Candidate, slo: bool, common: dict[str, Any], *,
-                  refused_best: str | None = None, on_ramp: bool = False) -> Decision:
+                  refused_best: str | None = None, ramp: Ramp | None = None) -> Decision:
     """Every guard passed: the change, and what verifying it will need. A switch on or off decided on a ramp
-    (ramp.py) is remembered at the load its first window settles at, not at the one it passed through."""
+    (ramp.py) is remembered at the load its first window settles at where the ramp went, not at the one it passed
+    through (and until then at the one it was decided at)."""
     current, best = obs.applied.config, candidate.config
     current_dense = current.dense(tuning.max_batch_size)
     path = path_of(current, best, tuning.in_place_max_k, exact=tuning.drafts_startup_k())
@@ -760,9 +761,11 @@ def _issue_change(obs: Observation, tuning: TuningInput, st: PolicyState, now: f
     st.collapsed_config = None
     st.record_change(now, in_place=path == "inPlace")
     if best.off != current.off:  # speculation switched on or off: a rollout back here waits (reversal_guard)
+        on_ramp = ramp is not None
         st.switched = SpeculationSwitch(speculative=not best.off, batch_mean=0.0 if on_ramp else obs.batch_size_mean,
-                                        at=now, predicted_gain=candidate.gain,
-                                        throughput=obs.throughput)
+                                        at=now, predicted_gain=candidate.gain, throughput=obs.throughput,
+                                        ramp_mean=obs.batch_size_mean if on_ramp else 0.0,
+                                        ramp_rising=ramp.rising if ramp is not None else None)
     reason = (f"{current.describe()} -> {best.describe()} ({'in place' if path == 'inPlace' else 'rollout'}): "
               f"predicted goodput {candidate.gain:+.1%} at the observed batch sizes (mean {obs.batch_size_mean:.1f})"
               + candidate.note + ("; p99 latency SLO violated" if slo else "")

@@ -198,11 +198,13 @@ def reversal_guard(state: PolicyState, current: DraftConfig, candidate: DraftCon
         return None  # no switch back to where the last one came from
     if candidate.off == current.off:
         return None  # no switch at all: an in-place change, or a K change while drafting
-    means = [m for m in (last.batch_mean, last.settled_mean) if m is not None and m > 0]
+    # decided on a ramp: where it settled -- and until then, where it was decided
+    unsettled_ramp = last.ramp_mean if last.batch_mean <= 0 and last.settled_mean is None else None
+    means = [m for m in (last.batch_mean, last.settled_mean, unsettled_ramp) if m is not None and m > 0]
     if means and not any(1 / LOAD_SHIFT <= batch_mean / m <= LOAD_SHIFT for m in means):
         return None
     turned, ago = ("on" if last.speculative else "off"), now - last.at
-    load = last.batch_mean if last.batch_mean > 0 else (last.settled_mean or 0.0)  # decided on a ramp: where it settled
+    load = last.batch_mean if last.batch_mean > 0 else (last.settled_mean or unsettled_ramp or 0.0)
     return (f"speculation was turned {turned} at this load (mean batch {load:.1f}) {ago:.0f}s ago: "
             f"turning it back waits for another load (or {hold_seconds - ago:.0f}s)")
 

@@ -82,8 +82,12 @@ class SpeculationSwitch(_State):
     predicted_gain: float = 0.0  # the switch's, when deciding (a state from before it: 0)
     throughput: float = 0.0  # tokens per second generated in the deciding window (a state from before it: 0)
     recurring: bool = False  # taken for a load that keeps coming back (recurring.py), not for today's
+    # decided on a ramp (batch_mean 0): the deciding window's mean and whether the load rose (None: a state from
+    # before them)
+    ramp_mean: float = 0.0
+    ramp_rising: bool | None = None
 
-    def moved_it(self, throughput: float) -> bool:
+    def moved_it(self, throughput: float, batch_mean: float | None = None) -> bool:
         """A window generating `throughput` tokens per second runs at the load the switch was decided at, as far
         as the switch itself can tell. The same arrivals are served at the same throughput (Little's law: the
         batch mean, not the throughput, moves with the speed), closed-loop clients at the switch's speed ratio
@@ -91,11 +95,25 @@ class SpeculationSwitch(_State):
         where its batch mean, pinned at the cap before, may fall by far more. A throughput further off than
         LOAD_SHIFT times that ratio is another load, one the load moved to while the rollout rolled (the bench's
         peak-wrong-prior, seed 8: off decided at batch 164 as the peak ended, its first window at batch 8 -- where
-        speculation back on was then held for half an hour as "this load")."""
-        if self.batch_mean <= 0 or self.throughput <= 0:
-            return True  # decided on a ramp (the load it settles at is the switch's, whenever that comes), or unknown
+        speculation back on was then held for half an hour as "this load").
+
+        Decided on a ramp, the switch settles where the ramp went (`batch_mean`: the window's), whenever that
+        comes, or at a throughput the switch explains (off on a rising load empties the batch against the ramp)
+        -- not where a load that turned back while the rollout rolled is (the bench's recurring-dips under
+        Surge: back on decided at batch 5 as a dip began, its rollout landed as the load came back to 160, a
+        thirtieth of the throughput, and speculation off there, +11%, was held for the hour as "this load")."""
+        if self.batch_mean <= 0 and self._where_the_ramp_went(batch_mean):
+            return True
+        if self.throughput <= 0:
+            return self.batch_mean > 0  # unknown (a state from before it): as before, at rest
         reach = LOAD_SHIFT * (1 + abs(self.predicted_gain))
         return 1 / reach <= throughput / self.throughput <= reach
+
+    def _where_the_ramp_went(self, batch_mean: float | None) -> bool:
+        """`batch_mean` lies on the ramp's side of its deciding window, within LOAD_SHIFT (unknown: yes)."""
+        if batch_mean is None or self.ramp_mean <= 0 or self.ramp_rising is None:
+            return True
+        return batch_mean >= self.ramp_mean / LOAD_SHIFT if self.ramp_rising else batch_mean <= self.ramp_mean * LOAD_SHIFT
 
 
 class Calibration(_State):
