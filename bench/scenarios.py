@@ -179,6 +179,16 @@ def _recurring(base: int, peak: int, *, peaks: int, ramp: float, hold: float, ga
     return tuple(phases)
 
 
+def _dips(high: int, low: int, *, dips: int, hold: float, dip: float, ramp: float = 1) -> tuple[Phase, ...]:
+    """`hold` minutes at `high`, then `dips` times: a ramp down to `low`, `dip` minutes there, the ramp up, `hold`
+    minutes at `high` again."""
+    phases = [Phase("busy", hold, "chat", high)]
+    for n in range(1, dips + 1):
+        phases += [Phase(f"ramp down {n}", ramp, "chat", high, ramp_to=low), Phase(f"dip {n}", dip, "chat", low),
+                   Phase(f"ramp up {n}", ramp, "chat", low, ramp_to=high), Phase(f"busy {n}", hold, "chat", high)]
+    return tuple(phases)
+
+
 # A diurnal day, minute by minute: night, morning ramp, day, lunch dip, evening peak, decline.
 _DAY = (Phase("night", 360, "chat", 10), Phase("morning ramp", 150, "chat", 10, ramp_to=240),
         Phase("morning", 150, "chat", 240), Phase("lunch dip", 30, "chat", 240, ramp_to=120),
@@ -271,6 +281,11 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              "lasts long enough to repay a rollout of its own, speculation off kept through the pattern does",
              _recurring(6, 450, peaks=4, ramp=5, hold=8, gap=8), replicas=2, update_strategy="Replace",
              max_batch_size=256, per_token_slo=0.080, drafter_cost_factor=4.0, reload_seconds=120.0),
+    Scenario("recurring-dips", "two replicas of an 8B target whose EAGLE-3 head costs 4x what the prior says, "
+             "Replace, 2-minute reload: 350 concurrent for 10 minutes at a time, with 4-minute dips to 10 between: "
+             "the pattern of recurring-peaks turned over, where no dip is long enough for the rollout to land in it",
+             _dips(350, 10, dips=5, hold=10, dip=4), replicas=2, update_strategy="Replace", max_batch_size=256,
+             per_token_slo=0.080, drafter_cost_factor=4.0, reload_seconds=120.0),
     Scenario("diurnal-day", "a day of two replicas of a 70B target with EAGLE-3, Replace, 4-minute reload: a quiet "
              "night, a morning ramp to 240 concurrent, a lunch dip, an evening ramp to 480 held 15 minutes, a slow "
              "decline", _DAY, cost_preset="h100x4-llama70b", replicas=2, update_strategy="Replace",
