@@ -113,7 +113,9 @@ class SpeculationSwitch(_State):
         """`batch_mean` lies on the ramp's side of its deciding window, within LOAD_SHIFT (unknown: yes)."""
         if batch_mean is None or self.ramp_mean <= 0 or self.ramp_rising is None:
             return True
-        return batch_mean >= self.ramp_mean / LOAD_SHIFT if self.ramp_rising else batch_mean <= self.ramp_mean * LOAD_SHIFT
+        if self.ramp_rising:
+            return batch_mean >= self.ramp_mean / LOAD_SHIFT
+        return batch_mean <= self.ramp_mean * LOAD_SHIFT
 
 
 class Calibration(_State):
