@@ -456,11 +456,15 @@ def _recurring_switch(obs: Observation, tuning: TuningInput, st: PolicyState, no
                       ramp: Ramp | None) -> Decision | None:
     """Speculation off, or held off, for a load that keeps coming back (recurring.py): judged over the recent
     windows' loads where they came back at least twice to where off wins. None: today's load decides."""
-    if not tuning.allow_disable or 0 not in tuning.allowed_ks() or tuning.downtime_fraction <= 0:
-        # (with Surge a rollout costs no goodput: each peak's own repays itself, and the payback switches per peak)
+    if not tuning.allow_disable or 0 not in tuning.allowed_ks():
         return None
     if obs.applied.config.off:
         return _held_off(obs, tuning, st, now, model, distribution, best_ks, common, slo)
+    if tuning.downtime_fraction <= 0:
+        # With Surge a rollout costs no goodput: each peak's switch off repays itself (the payback's call). Back on
+        # between peaks is still held: it lands as the next peak comes, and the cooldown then keeps that peak
+        # drafting (the bench's recurring-dips: 7 minutes of each second peak at K=1, where off gains 11%).
+        return None
     decision = _off_for_the_pattern(obs, tuning, st, now, model, distribution, best_ks, common, slo, ramp)
     if decision is None or decision.is_change:
         st.recurring_windows = 0  # a window short of the bar, or the switch: the next one counts afresh

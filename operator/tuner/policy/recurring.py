@@ -17,7 +17,9 @@ than the floor and more tokens than the rollout costs at today's load -- little 
 the other replicas absorb a reloading one. Speculation back on is held while off still wins over that
 mix: a quiet window between peaks would otherwise turn it back on, and the next peak off again, two
 rollouts a cycle. A switch off taken for the pattern is held so while one such stay is left in the
-recent windows (hysteresis: a cycle longer than half of them holds one peak at a time).
+recent windows (hysteresis: a cycle longer than half of them holds one peak at a time). With Surge a rollout
+costs no goodput, so speculation off is each peak's own payback's call; the hold between peaks applies all the
+same (decide._recurring_switch).
 """
 
 from __future__ import annotations
