@@ -33,14 +33,17 @@ K1 = DraftConfig(num_speculative_tokens=1)
 class World:
     """The scenario's engine and the cells the tuner would hold from it."""
 
-    def __init__(self) -> None:
+    def __init__(self, quiet: tuple[int, ...] = (3,), quiet_ks: tuple[int, ...] = (1, 2, 3),
+                 k1_also_at: tuple[int, ...] = ()) -> None:
+        """K = `quiet_ks` measured at the `quiet` batch sizes, K = 1 at `k1_also_at` and at the peak."""
         scenario = SCENARIOS["heavy-drafter-peak"]
         self.tuning = bench_tuner.tuning_input(scenario).model_copy(update={"probe_in_place": True})
         self.engine = Engine(scenario, bench_tuner.initial_config(scenario), envelope=bench_tuner.envelope_of(scenario))
         self.cost = CostModel(self.tuning.cost_prior, self.tuning.cost_shape, {})
-        for k in (1, 2, 3):
-            self.measure(3, k)
-        for b in PEAK:
+        for b in quiet:
+            for k in quiet_ks:
+                self.measure(b, k)
+        for b in (*k1_also_at, *PEAK):
             self.measure(b, 1)
 
     def measure(self, batch_size: int, k: int) -> None:
@@ -72,6 +75,33 @@ def test_the_per_sequence_split_is_probed_at_the_peak():
     dense = probe.config.dense(world.tuning.max_batch_size)
     assert all(dense[b] == 0 for b in PEAK) and not probe.config.off  # in place: the drafter stays loaded
     assert "KV reads per sequence 3x cheaper" in probe.describe()
+
+
+def test_where_k0_would_cost_more_than_the_doubt_may_gain_the_k_above_is_probed():
+    """The cells the bench's heavy-spikes held at its first spike (its engine is heavy-drafter-peak's: the same
+    target and 4x head): K = 2, 3, 6 in the quiet at batch 2-3, K = 1 on the way up and at the peak. The fit prices
+    a plain step 23% above the engine's and sees speculation off losing 2% where it gains 13%. A window of K = 0
+    (the head's first pass still runs) would be priced 3.5% apart by the two fits, under the 4% that tells them;
+    one of K = 2 tells the split."""
+    world = World(quiet=(2, 3), quiet_ks=(2, 3, 6), k1_also_at=(97, 100, 104, 108))
+    assert world.plain_error() > 0.2 and world.off_gain() < 0
+    probe = probe_module.probe_for(world.model(), world.tuning, K1, DISTRIBUTION, PolicyState(), 0.0, 0.01,
+                                   per_batch_size=True)
+    assert probe is not None and probe.k == 2 and probe.batch_sizes == PEAK, probe
+    assert probe.doubted is probe_module.PER_SEQUENCE and probe.doubt < 1 and probe.doubted_best.off
+    assert -probe_module.LOSS_PER_GAIN * probe.doubted_gain <= probe.predicted_loss < 0
+    # K = 0 was not telling: today's fit and the doubted one price its step less than 4% apart
+    model, other = world.model(), probe_module.doubted_model(world.model(), probe.doubt, probe.doubted)
+    apart = max(abs(other.served_step_time(b, 0, True) / model.served_step_time(b, 0, True) - 1) for b in PEAK)
+    assert apart < probe_module.SETTLE_SEPARATION
+    assert "speculation off would gain" in probe.describe() and "K=2 is not measured there" in probe.describe()
+    # not with vLLM's pooled series: its window would mix K=2 with K=1 at the batch sizes around these
+    assert probe_module.probe_for(world.model(), world.tuning, K1, DISTRIBUTION, PolicyState(), 0.0, 0.01,
+                                  per_batch_size=False) is None
+    for b in PEAK:
+        world.measure(b, probe.k)
+    # measured, the fit's plain step comes within 10% of the engine's and speculation off wins by what it gains
+    assert world.plain_error() < 0.1 and world.off_gain() > 0.08
 
 
 def test_without_the_per_sequence_doubt_nothing_is_probed(monkeypatch):

@@ -179,6 +179,31 @@ def test_with_surge_each_peak_switches_off_on_its_own_payback_and_the_quiet_betw
     assert not [now for now, _ in offs if now >= 42 * 60]
 
 
+def test_with_surge_a_quiet_longer_than_the_cooldown_and_a_rollout_is_not_held_off():
+    # 25 quiet minutes between peaks: back on lands long before the next peak, and the cooldown is over by then
+    quiet_gaps = pattern(3, gap=1500.0)
+    decisions = closed_loop(quiet_gaps, 110, reject_hold_seconds=0, downtime_fraction=0.0)
+    assert not [d for _, d, _ in decisions if d.guard == guards.RECURRING]
+    switches = [(now, d.action) for now, d, _ in decisions if d.action in ("disable", "reenable")]
+    assert [action for _, action in switches][:5] == ["disable", "reenable"] * 2 + ["disable"], switches
+    assert all(quiet_gaps(now - 60) == QUIET for now, action in switches if action == "reenable")
+
+
+def test_recurrence_measures_the_longest_quiet_between_stays_by_the_windows_recorded():
+    cost = CostModel.from_state(None, PRIOR, "sequential")
+    for b, k in ((QUIET, 2), (PEAK, 1)):
+        cost.add(f"{b}:{k}", terms(PRIOR, b, k, "sequential", True), world_step(b, k), 400)
+    model = Model(PREFIX, cost, cost.multipliers(), always_scheduled=True)
+    current, off = [0] + [2] * 30 + [1] * 226, OFF.dense(256)
+    # a stay ends at 60; quiet windows at 90-210, then a rollout records nothing until 400; the next stay from 460:
+    # the quiet windows stand for 180 s (a window at most each), the rollout's minutes are no quiet seen
+    loads = [(0, PEAK), (30, PEAK), (60, PEAK), (90, QUIET), (120, QUIET), (150, QUIET), (180, QUIET), (210, QUIET),
+             (400, QUIET), (460, PEAK), (490, PEAK), (520, QUIET)]
+    seen = recurrence(model, current, off, loads, 520.0, 256, 30.0)
+    assert seen is not None and seen.stays == 2 and seen.longest_gap_seconds == pytest.approx(180.0)
+    assert recurrence(model, current, off, loads[:4], 90.0, 256, 30.0).longest_gap_seconds == 0.0
+
+
 def test_the_switch_waits_for_its_own_confirmations_and_clears_the_floor():
     decisions = closed_loop(pattern(3), 58, reject_hold_seconds=0, confirmations=2)
     off_at = next(now for now, d, _ in decisions if d.action == "disable")

@@ -80,7 +80,7 @@ from .probe import (
 )
 from .ramp import Ramp
 from .recurring import COST_SHARE, RECURRENCES, memory_seconds, recurrence
-from .restart import payback, restart_cost_seconds
+from .restart import payback, restart_cost_seconds, rollout_seconds
 from .state import PendingChange, PolicyState, SpeculationSwitch
 from .support import supported_gain
 from .verification import calibrate, measured_noise, model_noise, update_noise, verify, window_noise
@@ -359,7 +359,8 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
         """Best here by a fit that measured one K here: measure the K a doubted prior would choose (probe.py)."""
         if not may_probe(dense):
             return None
-        return issued(probe_for(model, tuning, current, distribution, st, now, measured_noise(st)))
+        return issued(probe_for(model, tuning, current, distribution, st, now, measured_noise(st),
+                                per_batch_size=common["signals"] == "specinfer"))
 
     def settling(refused: _Candidate) -> Decision | None:
         """A rollout the doubted prior still calls a loss after a probe: measure the K that settles it -- unless
@@ -461,10 +462,7 @@ def _recurring_switch(obs: Observation, tuning: TuningInput, st: PolicyState, no
     if obs.applied.config.off:
         return _held_off(obs, tuning, st, now, model, distribution, best_ks, common, slo)
     if tuning.downtime_fraction <= 0:
-        # With Surge a rollout costs no goodput: each peak's switch off repays itself (the payback's call). Back on
-        # between peaks is still held: it lands as the next peak comes, and the cooldown then keeps that peak
-        # drafting (the bench's recurring-dips: 7 minutes of each second peak at K=1, where off gains 11%).
-        return None
+        return None  # with Surge a rollout costs no goodput: each peak's switch off repays itself (the payback's call)
     decision = _off_for_the_pattern(obs, tuning, st, now, model, distribution, best_ks, common, slo, ramp)
     if decision is None or decision.is_change:
         st.recurring_windows = 0  # a window short of the bar, or the switch: the next one counts afresh
@@ -475,13 +473,20 @@ def _held_off(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
               distribution: Distribution, best_ks: list[int], common: dict[str, Any], slo: bool) -> Decision | None:
     """Back on wins today: held while off wins over the load that keeps coming back -- a switch taken for that load
     while one stay of the load where off wins is left in the recent windows (hysteresis), any other once the load
-    recurs. Not while the latency SLO is violated: today's load comes first."""
+    recurs. Not while the latency SLO is violated: today's load comes first.
+
+    With Surge a rollout costs no goodput, and the hold is for the cooldown: back on in a quiet shorter than the
+    cooldown and a rollout lands as the next peak comes, and the cooldown then keeps that peak drafting (the bench's
+    recurring-dips: back on in every other 4-minute dip, then the next busy phase's first 7 minutes at K=1, where
+    off gains 11%). Where the quiet between the peaks has lasted longer, back on is free and lands in time."""
     if not is_speculative(best_ks) or slo:
         return None
     off = OFF.dense(tuning.max_batch_size)
     seen = recurrence(model, best_ks, off, st.loads, now, tuning.max_batch_size, obs.window_seconds)
     taken_for_it = st.switched is not None and st.switched.recurring and not st.switched.speculative
     if seen is None or seen.stays < (1 if taken_for_it else RECURRENCES):
+        return None
+    if tuning.downtime_fraction <= 0 and seen.longest_gap_seconds >= tuning.cooldown_seconds + rollout_seconds(tuning):
         return None
     off_gain = _gain(model, off, best_ks, seen.distribution)
     if off_gain <= 0:

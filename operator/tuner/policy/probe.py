@@ -23,11 +23,12 @@ loss for its windows of at most MAX_LOSS and LOSS_PER_GAIN times what the doubte
 never a cell already measured, and not again at the same batch sizes and K for `rejectHoldSeconds`
 (at least MIN_HOLD_SECONDS).
 The K probed is the doubted fit's choice at today's batch sizes, or the unmeasured K nearest it
-on the same side of today's that is cheap enough and telling. With a model drafter a K = 0 step
-still runs the drafter's first pass (cost.draft_passes), so measuring "off" in place measures that
-step, which the fit then splits with the drafter terms pinned by the other K measured -- not wholly: the
-drafter's per-token work and the target's compute both grow with the batch, so a rollout taken on such a
-split may still lose under a doubted fit (`doubted_loss`), and `settling_probe_for` measures the K that
+on the same side of today's that is cheap enough and telling -- or, where the doubted fit drafts less and
+no K below is, the K just above today's (`_probe_towards`; with the plugin's per-batch-size series only).
+With a model drafter a K = 0 step still runs the drafter's first pass (cost.draft_passes), so measuring "off" in
+place measures that step, which the fit then splits with the drafter terms pinned by the other K measured -- not
+wholly: the drafter's per-token work and the target's compute both grow with the batch, so a rollout taken on
+such a split may still lose under a doubted fit (`doubted_loss`), and `settling_probe_for` measures the K that
 narrows it. A rollout to speculation off on a plain step no window measured waits for K = 0 there
 (`plain_probe_for`), where the drafter's first pass is a small share of that step. An engine whose schedule
 drafts nothing at today's batch sizes and whose acceptance was never measured drafts there for a window
@@ -253,12 +254,18 @@ def _here(model: Model, tuning: TuningInput, current: DraftConfig, distribution:
 
 
 def probe_for(model: Model, tuning: TuningInput, current: DraftConfig, distribution: Distribution,
-              st: PolicyState, now: float, noise: float) -> Probe | None:
-    """The probe worth a window when `current` is today's best, or None."""
+              st: PolicyState, now: float, noise: float, *, per_batch_size: bool = False) -> Probe | None:
+    """The probe worth a window when `current` is today's best, or None. `per_batch_size`: the windows time steps
+    per batch size (the plugin's series); only then is the K above today's probed for a doubt that drafts less
+    (`_probe_towards`). vLLM's pooled latency mixes that K with today's at the batch sizes around the probed
+    ones, and in the bench's heavy-drafter-peak (Surge) such a window took the doubt away from a switch-off
+    worth +13% (0.939 -> 0.890 of the per-phase oracle); without it K = 0 was probed there a window later and
+    the switch-off taken."""
     here = _here(model, tuning, current, distribution, st, now)
     if here is None:
         return None
     low, high = here.sizes[0], here.sizes[-1]
+    doubts = []
     for doubt, factor in ((doubt, factor) for doubt in DOUBTS for factor in (DOUBT, 1 / DOUBT)):
         other = doubted_model(model, factor, doubt)
         best = _best_here(other, tuning, here.current_dense, distribution, here.sizes)
@@ -268,11 +275,17 @@ def probe_for(model: Model, tuning: TuningInput, current: DraftConfig, distribut
         # The K that config runs at today's batch sizes (speculation off: a schedule's K = 0, in place).
         target = min(max(best[b] for b in range(low, high + 1)), tuning.in_place_max_k or 0) \
             if is_speculative(best) else 0
-        probe = _probe_towards(here, other, target, max(doubt.min_separation, NOISE_SEPARATION * noise),
-                               min(MAX_LOSS, LOSS_PER_GAIN * gain))
-        if probe is not None:
-            config, k, loss = probe
-            return Probe(config, k, here.sizes, loss, DraftConfig.from_dense(best), gain, factor, doubt)
+        doubts.append((doubt, factor, other, best, gain, target))
+    # Each doubt's own side of today's K first; then, for a doubt that would draft less, the K above (`_probe_towards`).
+    for beyond in (False, True) if per_batch_size else (False,):
+        for doubt, factor, other, best, gain, target in doubts:
+            if beyond and target >= here.k_now:
+                continue
+            probe = _probe_towards(here, other, target, max(doubt.min_separation, NOISE_SEPARATION * noise),
+                                   min(MAX_LOSS, LOSS_PER_GAIN * gain), beyond=beyond)
+            if probe is not None:
+                config, k, loss = probe
+                return Probe(config, k, here.sizes, loss, DraftConfig.from_dense(best), gain, factor, doubt)
     return None
 
 
@@ -420,14 +433,28 @@ def _best_here(model: Model, tuning: TuningInput, current_dense: Sequence[int], 
     return dense
 
 
-def _probe_towards(here: _Here, other: Model, target: int, separation: float,
-                   max_loss: float) -> tuple[DraftConfig, int, float] | None:
+def _probe_towards(here: _Here, other: Model, target: int, separation: float, max_loss: float, *,
+                   beyond: bool = False) -> tuple[DraftConfig, int, float] | None:
     """The unmeasured K on the doubted fit's side of today's, nearest its choice, that is cheap enough
-    and telling (a K next to today's often predicts nearly the same step time under both fits)."""
+    and telling (a K next to today's often predicts nearly the same step time under both fits).
+
+    `beyond`: the doubted fit drafts less than today (`target` below today's K), no K below is both cheap enough
+    and telling, and the K just above today's is measured instead. At a peak a model drafter's K = 0 step still
+    runs its first pass, so its window serves one token a request-step for most of a drafting step's time, and
+    the two fits may price that step alike (both put most of it in the pass). One K more -- one more draft pass
+    and B more drafted tokens, which the two fits split between the drafter and the target differently -- can
+    tell them apart; further above costs more for each K. The bench's heavy-spikes
+    (tests/unit/test_policy_probe_split.py): with K=1 alone measured at batch 204-210 the fit put a plain step 23%
+    above the engine's and saw speculation off at -2% where it gains +13%; the fits priced K = 0 there 3.5% apart
+    (4% tells them), K=2 more; a window of K=2 put the plain step within 7% and off at +13%.
+    """
     if target == here.k_now or any(measured_k(here.model.cost, b, target) for b in here.sizes):
         return None  # the K it would choose is measured: the optimiser has decided with it
     k_now = here.k_now
-    side = range(k_now) if target < k_now else range(k_now + 1, (here.tuning.in_place_max_k or k_now) + 1)
+    above = range(k_now + 1, (here.tuning.in_place_max_k or k_now) + 1)
+    if beyond:
+        return _first_telling(here, other, list(above)[:1], separation, max_loss)
+    side = range(k_now) if target < k_now else above
     return _first_telling(here, other, sorted(side, key=lambda k: (abs(k - target), k)), separation, max_loss)
 
 

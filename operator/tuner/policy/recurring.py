@@ -18,8 +18,9 @@ the other replicas absorb a reloading one. Speculation back on is held while off
 mix: a quiet window between peaks would otherwise turn it back on, and the next peak off again, two
 rollouts a cycle. A switch off taken for the pattern is held so while one such stay is left in the
 recent windows (hysteresis: a cycle longer than half of them holds one peak at a time). With Surge a rollout
-costs no goodput, so speculation off is each peak's own payback's call; the hold between peaks applies all the
-same (decide._recurring_switch).
+costs no goodput, so speculation off is each peak's own payback's call; the hold between peaks applies where the
+quiet between them has been shorter than the cooldown and a rollout together: back on there lands as the next
+peak comes, and the cooldown then keeps that peak drafting (decide._held_off).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ class Recurrence:
     stays: int  # separate runs of windows, each at least one window long, whose load the candidate serves better
     distribution: Distribution  # their mean batch sizes, each weighted by its share of the time they stand for
     span_seconds: float  # the time they stand for
+    longest_gap_seconds: float = 0.0  # the longest time windows stand for between two runs where the candidate wins
 
     @property
     def recurs(self) -> bool:
@@ -73,7 +75,8 @@ def recurrence(model: Model, current: Sequence[int], candidate: Sequence[int], l
     points = [(float(at), float(mean)) for at, mean in loads if at <= now + 1.0]  # `loads` rounds times
     if len(points) < 2:
         return None
-    stays, run = 0, 0.0
+    stays, run, gap = 0, 0.0, 0.0
+    quiet: float | None = None  # the time the windows since the latest one where the candidate wins stand for
     weights: dict[int, float] = {}
     wins: dict[int, bool] = {}  # per batch size: an hour of windows holds few distinct ones
     for index, (at, mean) in enumerate(points):
@@ -84,12 +87,15 @@ def recurrence(model: Model, current: Sequence[int], candidate: Sequence[int], l
             sample: Distribution = [(size, 1.0)]
             wins[size] = goodput(model, candidate, sample) > goodput(model, current, sample)
         if wins[size]:
-            before, run = run, run + seconds
+            if quiet:  # the windows' time, not the clock's: no window is recorded while a rollout rolls
+                gap = max(gap, quiet)
+            before, run, quiet = run, run + seconds, 0.0
             stays += before < window_seconds <= run  # a stay counts once it has lasted a window: not a blip
         else:
             run = 0.0
+            quiet = None if quiet is None else quiet + seconds
         weights[size] = weights.get(size, 0.0) + seconds
     total = sum(weights.values())
     if total <= 0:
         return None
-    return Recurrence(stays, [(size, seconds / total) for size, seconds in sorted(weights.items())], total)
+    return Recurrence(stays, [(size, seconds / total) for size, seconds in sorted(weights.items())], total, gap)
