@@ -82,12 +82,18 @@ def test_the_world_is_as_described():
     assert speed(PEAK, 0, False) / max(speed(PEAK, k) for k in range(7)) > 1.1
 
 
-def test_recurrence_counts_stays_of_a_window_or_more_and_weighs_each_window_by_the_time_it_stands_for():
+def measured_at_both_ends():
+    """The world's fit with K=2 measured quiet and K=1 at the peak; the schedule that runs them, and speculation
+    off."""
     cost = CostModel.from_state(None, PRIOR, "sequential")
     for b, k in ((QUIET, 2), (PEAK, 1)):
         cost.add(f"{b}:{k}", terms(PRIOR, b, k, "sequential", True), world_step(b, k), 400)
     model = Model(PREFIX, cost, cost.multipliers(), always_scheduled=True)
-    current, off = [0] + [2] * 30 + [1] * 226, OFF.dense(256)
+    return model, [0] + [2] * 30 + [1] * 226, OFF.dense(256)
+
+
+def test_recurrence_counts_stays_of_a_window_or_more_and_weighs_each_window_by_the_time_it_stands_for():
+    model, current, off = measured_at_both_ends()
     # windows of 60 s every 30 s: two stays at the peak of a window each, a blip of half a window, a gap
     loads = [(0, QUIET), (30, PEAK), (60, PEAK), (90, QUIET), (120, PEAK), (150, PEAK), (180, QUIET),
              (210, PEAK), (240, QUIET), (600, QUIET)]
@@ -190,11 +196,7 @@ def test_with_surge_a_quiet_longer_than_the_cooldown_and_a_rollout_is_not_held_o
 
 
 def test_recurrence_measures_the_longest_quiet_between_stays_by_the_windows_recorded():
-    cost = CostModel.from_state(None, PRIOR, "sequential")
-    for b, k in ((QUIET, 2), (PEAK, 1)):
-        cost.add(f"{b}:{k}", terms(PRIOR, b, k, "sequential", True), world_step(b, k), 400)
-    model = Model(PREFIX, cost, cost.multipliers(), always_scheduled=True)
-    current, off = [0] + [2] * 30 + [1] * 226, OFF.dense(256)
+    model, current, off = measured_at_both_ends()
     # a stay ends at 60; quiet windows at 90-210, then a rollout records nothing until 400; the next stay from 460:
     # the quiet windows stand for 180 s (a window at most each), the rollout's minutes are no quiet seen
     loads = [(0, PEAK), (30, PEAK), (60, PEAK), (90, QUIET), (120, QUIET), (150, QUIET), (180, QUIET), (210, QUIET),
