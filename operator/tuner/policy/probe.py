@@ -256,11 +256,11 @@ def _here(model: Model, tuning: TuningInput, current: DraftConfig, distribution:
 def probe_for(model: Model, tuning: TuningInput, current: DraftConfig, distribution: Distribution,
               st: PolicyState, now: float, noise: float, *, per_batch_size: bool = False) -> Probe | None:
     """The probe worth a window when `current` is today's best, or None. `per_batch_size`: the windows time steps
-    per batch size (the plugin's series); only then is the K above today's probed for a doubt that drafts less
-    (`_probe_towards`). vLLM's pooled latency mixes that K with today's at the batch sizes around the probed
-    ones, and in the bench's heavy-drafter-peak (Surge) such a window took the doubt away from a switch-off
-    worth +13% (0.939 -> 0.890 of the per-phase oracle); without it K = 0 was probed there a window later and
-    the switch-off taken."""
+    per batch size (the plugin's series); only then is the K above today's probed for a doubt that turns
+    speculation off (`_probe_towards`). vLLM's pooled latency mixes that K with today's at the batch sizes
+    around the probed ones, and in the bench's heavy-drafter-peak (Surge) such a window took the doubt away
+    from a switch-off worth +13% (0.939 -> 0.890 of the per-phase oracle); without it K = 0 was probed there a
+    window later and the switch-off taken."""
     here = _here(model, tuning, current, distribution, st, now)
     if here is None:
         return None
@@ -276,10 +276,11 @@ def probe_for(model: Model, tuning: TuningInput, current: DraftConfig, distribut
         target = min(max(best[b] for b in range(low, high + 1)), tuning.in_place_max_k or 0) \
             if is_speculative(best) else 0
         doubts.append((doubt, factor, other, best, gain, target))
-    # Each doubt's own side of today's K first; then, for a doubt that would draft less, the K above (`_probe_towards`).
+    # Each doubt's own side of today's K first; then, for a doubt that would turn speculation off, the K above
+    # (`_probe_towards`): its reason -- a K = 0 step still runs the drafter's first pass -- is off's alone.
     for beyond in (False, True) if per_batch_size else (False,):
         for doubt, factor, other, best, gain, target in doubts:
-            if beyond and target >= here.k_now:
+            if beyond and is_speculative(best):
                 continue
             probe = _probe_towards(here, other, target, max(doubt.min_separation, NOISE_SEPARATION * noise),
                                    min(MAX_LOSS, LOSS_PER_GAIN * gain), beyond=beyond)
@@ -438,7 +439,7 @@ def _probe_towards(here: _Here, other: Model, target: int, separation: float, ma
     """The unmeasured K on the doubted fit's side of today's, nearest its choice, that is cheap enough
     and telling (a K next to today's often predicts nearly the same step time under both fits).
 
-    `beyond`: the doubted fit drafts less than today (`target` below today's K), no K below is both cheap enough
+    `beyond`: the doubted fit turns speculation off (`target` 0, below today's K), no K below is both cheap enough
     and telling, and the K just above today's is measured instead. At a peak a model drafter's K = 0 step still
     runs its first pass, so its window serves one token a request-step for most of a drafting step's time, and
     the two fits may price that step alike (both put most of it in the pass). One K more -- one more draft pass
