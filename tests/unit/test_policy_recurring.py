@@ -8,14 +8,16 @@ peak of 8 minutes is too short to repay a rollout of its own at the peak's load.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from specinfer.bench.observations import synthetic_observation
 from specinfer.operator.tuner.policy import CostPrior, DraftConfig, TuningInput, decide, guards
 from specinfer.operator.tuner.policy.config import OFF
 from specinfer.operator.tuner.policy.cost import CostModel, terms
-from specinfer.operator.tuner.policy.goodput import Model
-from specinfer.operator.tuner.policy.recurring import RECURRENCE_MEMORY, recurrence
+from specinfer.operator.tuner.policy.goodput import Model, goodput
+from specinfer.operator.tuner.policy.recurring import BROKEN, RECURRENCE_MEMORY, Recurrence, back_on_now, recurrence
 
 pytestmark = pytest.mark.unit
 
@@ -41,13 +43,13 @@ def plain_or_drafting(config: DraftConfig):
     return (lambda b, k: WORLD.step_time(b, 0, speculative=False)) if config.off else world_step
 
 
-def pattern(peaks: int, *, quiet: float = 600.0, peak: float = 480.0, gap: float = 480.0):
-    """The batch size at time t: quiet, then `peaks` times a peak and a gap, then quiet for good."""
+def pattern(peaks: int, *, quiet: float = 600.0, peak: float = 480.0, gap: float = 480.0, low: int = QUIET):
+    """The batch size at time t: `low`, then `peaks` times a peak and a gap, then `low` for good."""
     def batch_at(t: float) -> int:
         if t < quiet:
-            return QUIET
+            return low
         cycle, offset = divmod(t - quiet, peak + gap)
-        return PEAK if cycle < peaks and offset < peak else QUIET
+        return PEAK if cycle < peaks and offset < peak else low
     return batch_at
 
 
@@ -102,6 +104,9 @@ def test_recurrence_counts_stays_of_a_window_or_more_and_weighs_each_window_by_t
     # the first window stands for the spacing after it, the one after the gap for one window only
     assert dict(seen.distribution) == pytest.approx({QUIET: 180 / 330, PEAK: 150 / 330})
     assert seen.span_seconds == pytest.approx(330)
+    # one quiet of half a window between the stays; the quiet since the last one (by the clock) holds the blip
+    assert seen.gaps == pytest.approx((30,)) and seen.quiet_seconds == pytest.approx(450)
+    assert seen.stay_seconds == pytest.approx((60, 60)) and seen.stay_distribution == [(PEAK, 1.0)]
     once = recurrence(model, current, off, loads[:5], 120.0, 256, 60.0)
     assert once is not None and once.stays == 1 and not once.recurs
     # times are stored rounded to 0.1 s: the newest window, stamped a little after `now`, still counts
@@ -185,25 +190,73 @@ def test_with_surge_each_peak_switches_off_on_its_own_payback_and_the_quiet_betw
     assert not [now for now, _ in offs if now >= 42 * 60]
 
 
-def test_with_surge_a_quiet_longer_than_the_cooldown_and_a_rollout_is_not_held_off():
-    # 25 quiet minutes between peaks: back on lands long before the next peak, and the cooldown is over by then
-    quiet_gaps = pattern(3, gap=1500.0)
+def test_with_surge_back_on_is_taken_where_the_quiet_left_serves_more_than_the_next_peak_loses():
+    # 25 quiet minutes at batch 30 between 8-minute peaks: back on gains 16% there (~620 tokens/s a replica) for
+    # the ~21 minutes left after a rollout; the next peak runs it a decision and a rollout long (6 minutes) where
+    # off gains ~1,300 tokens/s. (A window that still holds the peak's end sees back on gain little: held there.)
+    quiet_gaps = pattern(3, gap=1500.0, low=30)
     decisions = closed_loop(quiet_gaps, 110, reject_hold_seconds=0, downtime_fraction=0.0)
-    assert not [d for _, d, _ in decisions if d.guard == guards.RECURRING]
     switches = [(now, d.action) for now, d, _ in decisions if d.action in ("disable", "reenable")]
-    assert [action for _, action in switches][:5] == ["disable", "reenable"] * 2 + ["disable"], switches
-    assert all(quiet_gaps(now - 60) == QUIET for now, action in switches if action == "reenable")
+    assert [action for _, action in switches][:6] == ["disable", "reenable"] * 3, switches
+    peak_ends = [600 + 480 + n * (480 + 1500) for n in range(3)]
+    assert [now for now, action in switches if action == "reenable"] == pytest.approx(
+        [end + 240 for end in peak_ends], abs=60)  # the cooldown since the switch off, then the first window
 
 
-def test_recurrence_measures_the_longest_quiet_between_stays_by_the_windows_recorded():
+def test_with_surge_a_quiet_too_light_to_repay_the_next_peak_is_held_off_until_it_outlasts_the_pattern():
+    # the same 25 minutes at batch 3: back on would gain ~90 tokens/s a replica there, the next peak lose ~1,300
+    # for 6 minutes. After the third peak the quiet lasts for good: once a quarter longer than any between the
+    # peaks, the pattern has broken and speculation comes back
+    quiet_gaps = pattern(3, gap=1500.0)
+    decisions = closed_loop(quiet_gaps, 130, reject_hold_seconds=0, downtime_fraction=0.0)
+    held = [(now, d) for now, d, _ in decisions if d.guard == guards.RECURRING]
+    assert held and all(quiet_gaps(now - 60) == QUIET for now, _ in held), [d.reason for _, d, _ in decisions[-3:]]
+    assert "tokens lost" in held[0][1].reason and "min of quiet the peaks have left" in held[0][1].reason
+    back = [now for now, d, _ in decisions if d.action == "reenable"]
+    last_peak_ends = 600 + 2 * (480 + 1500) + 480
+    assert len(back) == 2 and back[0] < 600 + 480 + 1500  # once before the pattern was seen
+    assert last_peak_ends + 1500 < back[1] <= last_peak_ends + BROKEN * 1500 + 60, (back, last_peak_ends)
+
+
+def test_back_on_is_priced_by_the_quiet_left_and_the_next_peaks_run_until_off_lands():
     model, current, off = measured_at_both_ends()
-    # a stay ends at 60; quiet windows at 90-210, then a rollout records nothing until 400; the next stay from 460:
-    # the quiet windows stand for 180 s (a window at most each), the rollout's minutes are no quiet seen
+    quiet, peak = [(QUIET, 1.0)], [(PEAK, 1.0)]
+    on_gain = goodput(model, current, quiet) - goodput(model, off, quiet)
+    peak_loss = goodput(model, off, peak) - goodput(model, current, peak)
+    assert on_gain > 0 and peak_loss > 0
+    seen = Recurrence(3, [(QUIET, 0.5), (PEAK, 0.5)], 3600.0, gaps=(1200.0, 1800.0), quiet_seconds=300.0,
+                      stay_seconds=(480.0, 480.0), stay_distribution=peak)
+    priced = back_on_now(model, current, off, quiet, seen, rollout_seconds=240.0, cooldown_seconds=600.0,
+                         decision_seconds=120.0)
+    # 1,500 s of quiet on average, 300 gone: 1,200 left, 960 of them after the rollout; the peak then runs it a
+    # decision and a rollout (the cooldown is over by then)
+    assert priced.quiet_left_seconds == pytest.approx(1200.0) and priced.gained == pytest.approx(on_gain * 960)
+    assert priced.peak_seconds == pytest.approx(360.0) and priced.lost == pytest.approx(peak_loss * 360)
+    late = back_on_now(model, current, off, quiet, replace(seen, quiet_seconds=1100.0), rollout_seconds=240.0,
+                       cooldown_seconds=600.0, decision_seconds=120.0)
+    # 400 s left: the cooldown's rest (200 s) outlasts the decision, and a stay caps what the peak can lose
+    assert late.gained == pytest.approx(on_gain * 160) and late.peak_seconds == pytest.approx(440.0)
+    assert back_on_now(model, current, off, quiet, replace(seen, stay_seconds=(300.0,)), rollout_seconds=240.0,
+                       cooldown_seconds=600.0, decision_seconds=120.0).peak_seconds == pytest.approx(300.0)
+    # no quiet between two stays yet, or one a quarter longer than any: nothing to price
+    for broken in (replace(seen, gaps=()), replace(seen, quiet_seconds=BROKEN * 1800.0 + 1)):
+        assert back_on_now(model, current, off, quiet, broken, rollout_seconds=240.0, cooldown_seconds=600.0,
+                           decision_seconds=120.0) is None
+
+
+def test_recurrence_measures_the_quiets_between_stays_by_the_clock_and_the_stays_by_the_windows():
+    model, current, off = measured_at_both_ends()
+    # a stay ends at 60; quiet windows at 90-210, then a rollout records nothing until 400; the next stay from 460.
+    # The next peak keeps the clock: the quiet lasted from 60 until the window ending at 460 began. The loads are the
+    # windows': the rollout's minutes are no load seen
     loads = [(0, PEAK), (30, PEAK), (60, PEAK), (90, QUIET), (120, QUIET), (150, QUIET), (180, QUIET), (210, QUIET),
              (400, QUIET), (460, PEAK), (490, PEAK), (520, QUIET)]
     seen = recurrence(model, current, off, loads, 520.0, 256, 30.0)
-    assert seen is not None and seen.stays == 2 and seen.longest_gap_seconds == pytest.approx(180.0)
-    assert recurrence(model, current, off, loads[:4], 90.0, 256, 30.0).longest_gap_seconds == 0.0
+    assert seen is not None and seen.stays == 2 and seen.gaps == pytest.approx((370.0,))
+    assert seen.span_seconds == pytest.approx(12 * 30)
+    assert seen.stay_seconds == pytest.approx((90.0, 60.0)) and seen.quiet_seconds == pytest.approx(30.0)
+    first = recurrence(model, current, off, loads[:4], 90.0, 256, 30.0)
+    assert first.gaps == () and first.quiet_seconds == pytest.approx(30.0)
 
 
 def test_the_switch_waits_for_its_own_confirmations_and_clears_the_floor():

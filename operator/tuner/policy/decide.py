@@ -79,7 +79,7 @@ from .probe import (
     settling_probe_for,
 )
 from .ramp import Ramp
-from .recurring import COST_SHARE, RECURRENCES, memory_seconds, recurrence
+from .recurring import COST_SHARE, RECURRENCES, back_on_now, memory_seconds, recurrence
 from .restart import payback, restart_cost_seconds, rollout_seconds
 from .state import PendingChange, PolicyState, SpeculationSwitch
 from .support import supported_gain
@@ -475,10 +475,9 @@ def _held_off(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
     while one stay of the load where off wins is left in the recent windows (hysteresis), any other once the load
     recurs. Not while the latency SLO is violated: today's load comes first.
 
-    With Surge a rollout costs no goodput, and the hold is for the cooldown: back on in a quiet shorter than the
-    cooldown and a rollout lands as the next peak comes, and the cooldown then keeps that peak drafting (the bench's
-    recurring-dips: back on in every other 4-minute dip, then the next busy phase's first 7 minutes at K=1, where
-    off gains 11%). Where the quiet between the peaks has lasted longer, back on is free and lands in time."""
+    With Surge a rollout costs no goodput, and back on is held where it costs the next peak more tokens than it
+    gains in the quiet still to come (recurring.back_on_now): it lands after a rollout, and the peak runs it until
+    a switch off is decided and rolled out, or the cooldown's rest where that is longer."""
     if not is_speculative(best_ks) or slo:
         return None
     off = OFF.dense(tuning.max_batch_size)
@@ -486,15 +485,22 @@ def _held_off(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
     taken_for_it = st.switched is not None and st.switched.recurring and not st.switched.speculative
     if seen is None or seen.stays < (1 if taken_for_it else RECURRENCES):
         return None
-    if tuning.downtime_fraction <= 0 and seen.longest_gap_seconds >= tuning.cooldown_seconds + rollout_seconds(tuning):
-        return None
-    off_gain = _gain(model, off, best_ks, seen.distribution)
-    if off_gain <= 0:
-        return None
-    st.confirmations, st.evidence = 0, 0.0
     today = _gain(model, best_ks, off, distribution)
+    if tuning.downtime_fraction <= 0:
+        back_on = back_on_now(model, best_ks, off, distribution, seen, rollout_seconds=rollout_seconds(tuning),
+                              cooldown_seconds=tuning.cooldown_seconds,
+                              decision_seconds=tuning.confirmations * obs.window_seconds)
+        if back_on is None or back_on.pays:
+            return None
+        why = back_on.describe()
+    else:
+        off_gain = _gain(model, off, best_ks, seen.distribution)
+        if off_gain <= 0:
+            return None
+        why = seen.describe(off_gain)
+    st.confirmations, st.evidence = 0, 0.0
     return Decision(action="keep", reason=f"best is {DraftConfig.from_dense(best_ks).describe()} ({today:+.1%}) "
-                    f"but {seen.describe(off_gain)}: kept off for the load that keeps coming back",
+                    f"but {why}: kept off for the load that keeps coming back",
                     guard=guards.RECURRING, predicted_gain=round(today, 4), **common)
 
 

@@ -17,10 +17,15 @@ than the floor and more tokens than the rollout costs at today's load -- little 
 the other replicas absorb a reloading one. Speculation back on is held while off still wins over that
 mix: a quiet window between peaks would otherwise turn it back on, and the next peak off again, two
 rollouts a cycle. A switch off taken for the pattern is held so while one such stay is left in the
-recent windows (hysteresis: a cycle longer than half of them holds one peak at a time). With Surge a rollout
-costs no goodput, so speculation off is each peak's own payback's call; the hold between peaks applies where the
-quiet between them has been shorter than the cooldown and a rollout together: back on there lands as the next
-peak comes, and the cooldown then keeps that peak drafting (decide._held_off).
+recent windows (hysteresis: a cycle longer than half of them holds one peak at a time).
+
+With Surge a rollout costs no goodput, so speculation off is each peak's own payback's call. Back on between peaks
+is priced (`back_on_now`): what it gains in the quiet still to come, against what the next peak loses running it
+until off lands again -- a decision and a rollout, or the cooldown's rest where that is longer. The bench's
+recurring-dips: back on in every other 4-minute dip landed as the next busy phase came, and the cooldown kept it
+drafting 7 minutes where off gains 11%. With 15 quiet minutes at 30 concurrent between 6-minute peaks at 450,
+back on landed in time but each peak ran speculation 5 of its 6 minutes: 0.933 of the per-phase oracle, where
+off for good served 0.956.
 """
 
 from __future__ import annotations
@@ -39,6 +44,9 @@ MAX_MEMORY_SECONDS = 7200.0  # ... but no more than this beyond paybackSeconds: 
 # quarter of the time the pattern has been seen. At a peak (a reloading replica's share of the fleet at its largest)
 # that is rarely so, between peaks (the other replicas absorb it) almost always: the switch waits for the quiet.
 COST_SHARE = 0.25
+# A quiet this many times the longest seen between the peaks is no pattern's: quiets vary by a window or two, and
+# a peak a little late would otherwise find speculation back on for the cooldown.
+BROKEN = 1.25
 
 
 def memory_seconds(payback_seconds: float) -> float:
@@ -49,12 +57,17 @@ def memory_seconds(payback_seconds: float) -> float:
 
 @dataclass(frozen=True)
 class Recurrence:
-    """The recent windows' loads, as a switch of speculation on or off sees them."""
+    """The recent windows' loads, as a switch of speculation on or off sees them. The loads' times are the
+    windows' (no window is recorded while a rollout rolls: those minutes are no load seen); the quiets' are the
+    clock's, the time the next peak keeps."""
 
     stays: int  # separate runs of windows, each at least one window long, whose load the candidate serves better
     distribution: Distribution  # their mean batch sizes, each weighted by its share of the time they stand for
     span_seconds: float  # the time they stand for
-    longest_gap_seconds: float = 0.0  # the longest time windows stand for between two runs where the candidate wins
+    gaps: tuple[float, ...] = ()  # the quiets between two stays (a blip shorter than a window is part of one)
+    quiet_seconds: float = 0.0  # the quiet since the latest stay ended, 0 during one
+    stay_seconds: tuple[float, ...] = ()  # how long each stay lasted (the windows' time), the one still running last
+    stay_distribution: Distribution = ()  # the loads of the windows where the candidate wins
 
     @property
     def recurs(self) -> bool:
@@ -75,9 +88,13 @@ def recurrence(model: Model, current: Sequence[int], candidate: Sequence[int], l
     points = [(float(at), float(mean)) for at, mean in loads if at <= now + 1.0]  # `loads` rounds times
     if len(points) < 2:
         return None
-    stays, run, gap = 0, 0.0, 0.0
-    quiet: float | None = None  # the time the windows since the latest one where the candidate wins stand for
+    stays, run, in_stay = 0, 0.0, False
+    ended: float | None = None  # when the latest stay ended (None before one, or during one)
+    run_began = points[0][0]
+    gaps: list[float] = []
+    lengths: list[float] = []
     weights: dict[int, float] = {}
+    winning: dict[int, float] = {}
     wins: dict[int, bool] = {}  # per batch size: an hour of windows holds few distinct ones
     for index, (at, mean) in enumerate(points):
         previous = points[index - 1][0] if index else at - (points[1][0] - at)
@@ -86,16 +103,67 @@ def recurrence(model: Model, current: Sequence[int], candidate: Sequence[int], l
         if size not in wins:
             sample: Distribution = [(size, 1.0)]
             wins[size] = goodput(model, candidate, sample) > goodput(model, current, sample)
-        if wins[size]:
-            if quiet:  # the windows' time, not the clock's: no window is recorded while a rollout rolls
-                gap = max(gap, quiet)
-            before, run, quiet = run, run + seconds, 0.0
-            stays += before < window_seconds <= run  # a stay counts once it has lasted a window: not a blip
-        else:
-            run = 0.0
-            quiet = None if quiet is None else quiet + seconds
         weights[size] = weights.get(size, 0.0) + seconds
+        if wins[size]:
+            winning[size] = winning.get(size, 0.0) + seconds
+            if not run:
+                run_began = at - seconds
+            before, run = run, run + seconds
+            if before < window_seconds <= run:  # a stay counts once it has lasted a window: not a blip
+                stays += 1
+                if ended is not None:  # a blip before it was part of the quiet
+                    gaps.append(max(0.0, run_began - ended))
+                in_stay, ended = True, None
+            continue
+        if in_stay:
+            lengths.append(run)
+            ended = at - seconds
+        run, in_stay = 0.0, False
     total = sum(weights.values())
     if total <= 0:
         return None
-    return Recurrence(stays, [(size, seconds / total) for size, seconds in sorted(weights.items())], total, gap)
+    if in_stay:
+        lengths.append(run)
+    ongoing = 0.0 if ended is None else max(0.0, now - ended)
+    share = sum(winning.values())
+    return Recurrence(stays, [(size, seconds / total) for size, seconds in sorted(weights.items())], total,
+                      tuple(gaps), ongoing, tuple(lengths),
+                      [(size, seconds / share) for size, seconds in sorted(winning.items())] if share else [])
+
+
+@dataclass(frozen=True)
+class BackOn:
+    """Speculation back on now, in a quiet between peaks, priced in tokens a replica (Surge: the rollout itself
+    costs none). It serves the quiet still to come, less the rollout, at today's gain; the next peak then runs it
+    until a switch off lands again: the decision's delay, or the cooldown's rest where that is longer, and a
+    rollout -- at most the peak's length, at what off gains there."""
+
+    quiet_left_seconds: float  # the mean quiet between peaks so far, less the quiet already gone
+    gained: float  # tokens back on serves over off in that quiet
+    peak_seconds: float  # how long the next peak would run speculation on
+    lost: float  # tokens that costs at the peak's load
+
+    @property
+    def pays(self) -> bool:
+        return self.gained > self.lost
+
+    def describe(self) -> str:
+        return (f"back on now would gain {self.gained:,.0f} tokens a replica in the {self.quiet_left_seconds / 60:.0f} "
+                f"min of quiet the peaks have left so far, and the next peak would then run it "
+                f"{self.peak_seconds / 60:.1f} min before speculation off lands again, {self.lost:,.0f} tokens lost")
+
+
+def back_on_now(model: Model, on: Sequence[int], off: Sequence[int], today: Distribution, seen: Recurrence, *,
+                rollout_seconds: float, cooldown_seconds: float, decision_seconds: float) -> BackOn | None:
+    """`on` against `off` for the quiet now (`today`) and the next peak (`seen.stay_distribution`). None where the
+    pattern tells no quiet (no two stays yet) or today's quiet has outlasted every one between the peaks by BROKEN:
+    the pattern has broken, and today's load decides."""
+    if not seen.gaps or not seen.stay_distribution or seen.quiet_seconds > BROKEN * max(seen.gaps):
+        return None
+    left = max(0.0, sum(seen.gaps) / len(seen.gaps) - seen.quiet_seconds)
+    gained = (goodput(model, on, today) - goodput(model, off, today)) * max(0.0, left - rollout_seconds)
+    peak_seconds = min(max(decision_seconds, cooldown_seconds - left) + rollout_seconds,
+                       sum(seen.stay_seconds) / len(seen.stay_seconds))
+    peak = seen.stay_distribution
+    lost = max(0.0, goodput(model, off, peak) - goodput(model, on, peak)) * peak_seconds
+    return BackOn(left, gained, peak_seconds, lost)
