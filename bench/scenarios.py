@@ -293,7 +293,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              max_batch_size=256, per_token_slo=0.080, drafter_cost_factor=4.0, reload_seconds=120.0),
     Scenario("quiet-peaks-surge", "two replicas of an 8B target whose EAGLE-3 head costs 4x what the prior says, "
              "Surge, 2-minute reload: five 2-minute ramps to 450 held 6 minutes, 15 quiet minutes at 30 concurrent "
-             "between: speculation back on lands in each quiet, and each peak runs it until nearly over",
+             "between: built for a hold between peaks that let speculation back on land in each quiet, and each "
+             "peak run it until nearly over",
              _recurring(30, 450, peaks=5, ramp=2, hold=6, gap=15), replicas=2, update_strategy="Surge",
              max_batch_size=256, per_token_slo=0.080, drafter_cost_factor=4.0, reload_seconds=120.0),
     Scenario("diurnal-day", "a day of two replicas of a 70B target with EAGLE-3, Replace, 4-minute reload: a quiet "

@@ -211,3 +211,30 @@ def test_a_rollout_held_by_the_doubt_asks_for_the_settling_probe(monkeypatch):
     assert asked and all(not any(dense) and gain > 0 for dense, gain in asked), asked
     settled = [d for d in decisions if d.probe and "a rollout to it waits on that" in d.reason]
     assert settled and settled[0].path == "inPlace", [d.reason for d in decisions if d.is_change]
+
+
+@pytest.mark.parametrize("doubt_keeps_the_drafter", [False, True])
+def test_the_k_above_is_probed_only_for_a_doubt_that_turns_speculation_off(monkeypatch, doubt_keeps_the_drafter):
+    """Its reason -- a K = 0 step runs the drafter's first pass, which hides the plain step -- is speculation off's
+    alone. heavy-spikes' first spike, every doubt counted whatever it gains: where the doubted fits' choice is off,
+    the K above is tried after each doubt's own side; made to keep K=1 at batch size 1 (a drafting schedule that
+    drafts less at the peak), only each doubt's own side is."""
+    world = World(quiet=(2, 3), quiet_ks=(2, 3, 6), k1_also_at=(97, 100, 104, 108))
+    tried_above = []
+    towards, best_here = probe_module._probe_towards, probe_module._best_here
+
+    def spy(*args, beyond: bool = False, **kwargs):
+        tried_above.append(beyond)
+        return towards(*args, beyond=beyond, **kwargs)
+
+    def keeping_the_drafter(*args, **kwargs):
+        best = best_here(*args, **kwargs)
+        return best if any(best) else [0, 1] + best[2:]
+
+    monkeypatch.setattr(probe_module, "_probe_towards", spy)
+    monkeypatch.setattr(probe_module, "MIN_GAIN", -1.0)
+    if doubt_keeps_the_drafter:
+        monkeypatch.setattr(probe_module, "_best_here", keeping_the_drafter)
+    probe_module.probe_for(world.model(), world.tuning, K1, DISTRIBUTION, PolicyState(), 0.0, 0.01,
+                           per_batch_size=True)
+    assert False in tried_above and (True in tried_above) is not doubt_keeps_the_drafter, tried_above

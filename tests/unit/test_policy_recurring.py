@@ -96,24 +96,25 @@ def measured_at_both_ends():
 
 def test_recurrence_counts_stays_of_a_window_or_more_and_weighs_each_window_by_the_time_it_stands_for():
     model, current, off = measured_at_both_ends()
-    # windows of 60 s every 30 s: two stays at the peak of a window each, a blip of half a window, a gap
-    loads = [(0, QUIET), (30, PEAK), (60, PEAK), (90, QUIET), (120, PEAK), (150, PEAK), (180, QUIET),
-             (210, PEAK), (240, QUIET), (600, QUIET)]
+    # windows of 60 s every 30 s: a stay of a window at the peak, a window of quiet, a stay holding a quiet blip of
+    # half a window, then quiet holding a peak blip of half a window, and a gap in the windows
+    loads = [(0, QUIET), (30, PEAK), (60, PEAK), (90, QUIET), (120, QUIET), (150, PEAK), (180, PEAK), (210, QUIET),
+             (240, PEAK), (270, QUIET), (300, QUIET), (330, PEAK), (360, QUIET), (600, QUIET)]
     seen = recurrence(model, current, off, loads, 600.0, 256, 60.0)
-    assert seen is not None and seen.stays == 2 and seen.recurs  # the blip at 210 is no stay
+    assert seen is not None and seen.stays == 2 and seen.recurs  # neither blip is a stay, or ends one
     # the first window stands for the spacing after it, the one after the gap for one window only
-    assert dict(seen.distribution) == pytest.approx({QUIET: 180 / 330, PEAK: 150 / 330})
-    assert seen.span_seconds == pytest.approx(330)
-    # one quiet of half a window between the stays; the quiet since the last one (by the clock) holds the blip
-    assert seen.gaps == pytest.approx((30,)) and seen.quiet_seconds == pytest.approx(450)
-    assert seen.stay_seconds == pytest.approx((60, 60)) and seen.stay_distribution == [(PEAK, 1.0)]
+    assert dict(seen.distribution) == pytest.approx({QUIET: 270 / 450, PEAK: 180 / 450})
+    assert seen.span_seconds == pytest.approx(450)
+    # by the clock: the first stay 0-60, the quiet 60-120, the second stay 120-240; the quiet since holds the blip
+    assert seen.gaps == pytest.approx((60,)) and seen.quiet_seconds == pytest.approx(360)
+    assert seen.stay_seconds == pytest.approx((60, 120)) and seen.stay_distribution == [(PEAK, 1.0)]
     once = recurrence(model, current, off, loads[:5], 120.0, 256, 60.0)
     assert once is not None and once.stays == 1 and not once.recurs
     # times are stored rounded to 0.1 s: the newest window, stamped a little after `now`, still counts
     assert recurrence(model, current, off, [(0, QUIET), (30.1, PEAK)], 30.06, 256, 60.0).distribution[-1][0] == PEAK
     assert recurrence(model, current, off, loads[:1], 30.0, 256, 60.0) is None
-    # on wins at every quiet window, and only the last quiet stay lasted a window
-    assert recurrence(model, off, current, loads, 600.0, 256, 60.0).stays == 1
+    # turned over, on wins in the quiet: 90-120 and 270-600 lasted a window (the peak blip at 330 part of the latter)
+    assert recurrence(model, off, current, loads, 600.0, 256, 60.0).stays == 2
 
 
 def test_speculation_off_is_taken_between_peaks_that_keep_coming_back_and_held_off_there():
@@ -206,16 +207,19 @@ def test_with_surge_back_on_is_taken_where_the_quiet_left_serves_more_than_the_n
 def test_with_surge_a_quiet_too_light_to_repay_the_next_peak_is_held_off_until_it_outlasts_the_pattern():
     # the same 25 minutes at batch 3: back on would gain ~90 tokens/s a replica there, the next peak lose ~1,300
     # for 6 minutes. After the third peak the quiet lasts for good: once a quarter longer than any between the
-    # peaks, the pattern has broken and speculation comes back
+    # peaks, the pattern has broken and speculation comes back (the recent windows, two paybacks, still hold the
+    # last two peaks then)
     quiet_gaps = pattern(3, gap=1500.0)
-    decisions = closed_loop(quiet_gaps, 130, reject_hold_seconds=0, downtime_fraction=0.0)
+    decisions = closed_loop(quiet_gaps, 130, reject_hold_seconds=0, downtime_fraction=0.0, payback_seconds=3600)
     held = [(now, d) for now, d, _ in decisions if d.guard == guards.RECURRING]
     assert held and all(quiet_gaps(now - 60) == QUIET for now, _ in held), [d.reason for _, d, _ in decisions[-3:]]
-    assert "tokens lost" in held[0][1].reason and "min of quiet the peaks have left" in held[0][1].reason
+    assert "tokens lost" in held[0][1].reason and "of quiet expected before the next peak" in held[0][1].reason
+    assert any("the next peak is due" in d.reason for _, d in held)
     back = [now for now, d, _ in decisions if d.action == "reenable"]
     last_peak_ends = 600 + 2 * (480 + 1500) + 480
     assert len(back) == 2 and back[0] < 600 + 480 + 1500  # once before the pattern was seen
-    assert last_peak_ends + 1500 < back[1] <= last_peak_ends + BROKEN * 1500 + 60, (back, last_peak_ends)
+    broken = last_peak_ends + BROKEN * 1500
+    assert broken - 120 < back[1] <= broken + 60, (back, broken)
 
 
 def test_back_on_is_priced_by_the_quiet_left_and_the_next_peaks_run_until_off_lands():
@@ -225,38 +229,45 @@ def test_back_on_is_priced_by_the_quiet_left_and_the_next_peaks_run_until_off_la
     peak_loss = goodput(model, off, peak) - goodput(model, current, peak)
     assert on_gain > 0 and peak_loss > 0
     seen = Recurrence(3, [(QUIET, 0.5), (PEAK, 0.5)], 3600.0, gaps=(1200.0, 1800.0), quiet_seconds=300.0,
-                      stay_seconds=(480.0, 480.0), stay_distribution=peak)
-    priced = back_on_now(model, current, off, quiet, seen, rollout_seconds=240.0, cooldown_seconds=600.0,
-                         decision_seconds=120.0)
+                      stay_seconds=(480.0, 480.0, 480.0), stay_distribution=peak)
+
+    def price(**changes):
+        return back_on_now(model, current, off, quiet, replace(seen, **changes), rollout_seconds=240.0,
+                           cooldown_seconds=600.0, decision_seconds=120.0)
+
     # 1,500 s of quiet on average, 300 gone: 1,200 left, 960 of them after the rollout; the peak then runs it a
     # decision and a rollout (the cooldown is over by then)
-    assert priced.quiet_left_seconds == pytest.approx(1200.0) and priced.gained == pytest.approx(on_gain * 960)
+    priced = price()
+    assert priced.expected_seconds == pytest.approx(1500.0) and priced.gained == pytest.approx(on_gain * 960)
     assert priced.peak_seconds == pytest.approx(360.0) and priced.lost == pytest.approx(peak_loss * 360)
-    late = back_on_now(model, current, off, quiet, replace(seen, quiet_seconds=1100.0), rollout_seconds=240.0,
-                       cooldown_seconds=600.0, decision_seconds=120.0)
-    # 400 s left: the cooldown's rest (200 s) outlasts the decision, and a stay caps what the peak can lose
+    # 400 s left: the cooldown's rest (200 s) outlasts the decision
+    late = price(quiet_seconds=1100.0)
     assert late.gained == pytest.approx(on_gain * 160) and late.peak_seconds == pytest.approx(440.0)
-    assert back_on_now(model, current, off, quiet, replace(seen, stay_seconds=(300.0,)), rollout_seconds=240.0,
-                       cooldown_seconds=600.0, decision_seconds=120.0).peak_seconds == pytest.approx(300.0)
-    # no quiet between two stays yet, or one a quarter longer than any: nothing to price
-    for broken in (replace(seen, gaps=()), replace(seen, quiet_seconds=BROKEN * 1800.0 + 1)):
-        assert back_on_now(model, current, off, quiet, broken, rollout_seconds=240.0, cooldown_seconds=600.0,
-                           decision_seconds=120.0) is None
+    # a stay's mean length caps what the peak can lose
+    assert price(stay_seconds=(300.0,)).peak_seconds == pytest.approx(300.0)
+    # past the shorter quiet, the longer one is what is expected: 1,800 s, 500 left
+    assert price(quiet_seconds=1300.0).expected_seconds == pytest.approx(1800.0)
+    # past every one, the next peak is due: nothing gained, until a quiet a quarter longer than any breaks the pattern
+    due = price(quiet_seconds=BROKEN * 1800.0 - 1)
+    assert due is not None and due.gained == 0 and not due.pays and "the next peak is due" in due.describe()
+    for broken in ({"gaps": ()}, {"quiet_seconds": BROKEN * 1800.0 + 1}, {"stay_seconds": ()}):
+        assert price(**broken) is None, broken
 
 
-def test_recurrence_measures_the_quiets_between_stays_by_the_clock_and_the_stays_by_the_windows():
+def test_recurrence_measures_stays_and_quiets_by_the_clock_and_loads_by_the_windows():
     model, current, off = measured_at_both_ends()
     # a stay ends at 60; quiet windows at 90-210, then a rollout records nothing until 400; the next stay from 460.
     # The next peak keeps the clock: the quiet lasted from 60 until the window ending at 460 began. The loads are the
-    # windows': the rollout's minutes are no load seen
+    # windows': the rollout's minutes are no load seen. The first stay began with the windows (maybe before them):
+    # its length is not the peak's while another stay's is known
     loads = [(0, PEAK), (30, PEAK), (60, PEAK), (90, QUIET), (120, QUIET), (150, QUIET), (180, QUIET), (210, QUIET),
              (400, QUIET), (460, PEAK), (490, PEAK), (520, QUIET)]
     seen = recurrence(model, current, off, loads, 520.0, 256, 30.0)
     assert seen is not None and seen.stays == 2 and seen.gaps == pytest.approx((370.0,))
     assert seen.span_seconds == pytest.approx(12 * 30)
-    assert seen.stay_seconds == pytest.approx((90.0, 60.0)) and seen.quiet_seconds == pytest.approx(30.0)
+    assert seen.stay_seconds == pytest.approx((60.0,)) and seen.quiet_seconds == pytest.approx(30.0)
     first = recurrence(model, current, off, loads[:4], 90.0, 256, 30.0)
-    assert first.gaps == () and first.quiet_seconds == pytest.approx(30.0)
+    assert first.gaps == () and first.quiet_seconds == pytest.approx(30.0) and first.stay_seconds == (90.0,)
 
 
 def test_the_switch_waits_for_its_own_confirmations_and_clears_the_floor():

@@ -489,7 +489,7 @@ def _held_off(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
     if tuning.downtime_fraction <= 0:
         back_on = back_on_now(model, best_ks, off, distribution, seen, rollout_seconds=rollout_seconds(tuning),
                               cooldown_seconds=tuning.cooldown_seconds,
-                              decision_seconds=tuning.confirmations * obs.window_seconds)
+                              decision_seconds=_decision_seconds(obs, tuning, st))
         if back_on is None or back_on.pays:
             return None
         why = back_on.describe()
@@ -502,6 +502,13 @@ def _held_off(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
     return Decision(action="keep", reason=f"best is {DraftConfig.from_dense(best_ks).describe()} ({today:+.1%}) "
                     f"but {why}: kept off for the load that keeps coming back",
                     guard=guards.RECURRING, predicted_gain=round(today, 4), **common)
+
+
+def _decision_seconds(obs: Observation, tuning: TuningInput, st: PolicyState) -> float:
+    """How long a switch takes to be decided once a load has come: a window of it, then a decision for each further
+    confirmation, one per window recorded (the loop decides more often than a window lasts)."""
+    spacing = st.loads[-1][0] - st.loads[-2][0] if len(st.loads) >= 2 else obs.window_seconds
+    return obs.window_seconds + (tuning.confirmations - 1) * min(max(spacing, 0.0), obs.window_seconds)
 
 
 def _off_for_the_pattern(obs: Observation, tuning: TuningInput, st: PolicyState, now: float, model: Model,

@@ -58,15 +58,16 @@ def memory_seconds(payback_seconds: float) -> float:
 @dataclass(frozen=True)
 class Recurrence:
     """The recent windows' loads, as a switch of speculation on or off sees them. The loads' times are the
-    windows' (no window is recorded while a rollout rolls: those minutes are no load seen); the quiets' are the
-    clock's, the time the next peak keeps."""
+    windows' (no window is recorded while a rollout rolls: those minutes are no load seen); the stays' and the
+    quiets' are the clock's, the time the next peak keeps."""
 
     stays: int  # separate runs of windows, each at least one window long, whose load the candidate serves better
     distribution: Distribution  # their mean batch sizes, each weighted by its share of the time they stand for
     span_seconds: float  # the time they stand for
-    gaps: tuple[float, ...] = ()  # the quiets between two stays (a blip shorter than a window is part of one)
-    quiet_seconds: float = 0.0  # the quiet since the latest stay ended, 0 during one
-    stay_seconds: tuple[float, ...] = ()  # how long each stay lasted (the windows' time), the one still running last
+    gaps: tuple[float, ...] = ()  # the quiets between two stays
+    quiet_seconds: float = 0.0  # the quiet since the load last left a stay (0 during one, before the first)
+    # how long the stays that ended lasted; one that began before the recent windows only where no other ended
+    stay_seconds: tuple[float, ...] = ()
     stay_distribution: Distribution = ()  # the loads of the windows where the candidate wins
 
     @property
@@ -83,22 +84,26 @@ def recurrence(model: Model, current: Sequence[int], candidate: Sequence[int], l
                now: float, max_batch_size: int, window_seconds: float) -> Recurrence | None:
     """`candidate` against `current` over the recent windows (`loads`: [end time, mean batch size], oldest
     first). Each window stands for the time since the one before it, at most `window_seconds` (no window is
-    recorded while a rollout rolls or a window is held: that gap is no load of the one before it). None
-    without two windows."""
+    recorded while a rollout rolls or a window is held: that gap is no load of the one before it). A stay begins
+    once the candidate has won for a window, and ends once it has lost for a window: a shorter blip either way
+    belongs to what is around it. None without two windows."""
     points = [(float(at), float(mean)) for at, mean in loads if at <= now + 1.0]  # `loads` rounds times
     if len(points) < 2:
         return None
-    stays, run, in_stay = 0, 0.0, False
-    ended: float | None = None  # when the latest stay ended (None before one, or during one)
-    run_began = points[0][0]
+    first = points[0][0] - min(points[1][0] - points[0][0], window_seconds)  # when the recent windows begin
+    stays, run, dip, in_stay = 0, 0.0, 0.0, False
+    run_began = dip_began = stay_began = 0.0
+    ended: float | None = None  # when the latest stay ended (None before one)
     gaps: list[float] = []
-    lengths: list[float] = []
+    complete: list[float] = []  # stays that ended, by the clock
+    cut: list[float] = []  # ... those that began with the recent windows, and may have begun before
     weights: dict[int, float] = {}
     winning: dict[int, float] = {}
     wins: dict[int, bool] = {}  # per batch size: an hour of windows holds few distinct ones
     for index, (at, mean) in enumerate(points):
         previous = points[index - 1][0] if index else at - (points[1][0] - at)
         seconds = min(max(0.0, at - previous), window_seconds)
+        began = at - seconds
         size = max(1, min(round(mean), max_batch_size))
         if size not in wins:
             sample: Distribution = [(size, 1.0)]
@@ -106,28 +111,37 @@ def recurrence(model: Model, current: Sequence[int], candidate: Sequence[int], l
         weights[size] = weights.get(size, 0.0) + seconds
         if wins[size]:
             winning[size] = winning.get(size, 0.0) + seconds
+            dip = 0.0
+            if in_stay:
+                continue
             if not run:
-                run_began = at - seconds
+                run_began = began
             before, run = run, run + seconds
-            if before < window_seconds <= run:  # a stay counts once it has lasted a window: not a blip
+            if before < window_seconds <= run:
                 stays += 1
-                if ended is not None:  # a blip before it was part of the quiet
+                if ended is not None:
                     gaps.append(max(0.0, run_began - ended))
-                in_stay, ended = True, None
+                in_stay, stay_began = True, run_began
             continue
-        if in_stay:
-            lengths.append(run)
-            ended = at - seconds
-        run, in_stay = 0.0, False
+        run = 0.0
+        if not in_stay:
+            continue
+        if not dip:
+            dip_began = began
+        dip += seconds
+        if dip >= window_seconds:  # the stay ended where its load began to lose
+            in_stay, ended, dip = False, dip_began, 0.0
+            (cut if stay_began <= first else complete).append(ended - stay_began)
     total = sum(weights.values())
     if total <= 0:
         return None
     if in_stay:
-        lengths.append(run)
-    ongoing = 0.0 if ended is None else max(0.0, now - ended)
+        left_at = dip_began if dip else None  # a dip shorter than a window may be the quiet's start
+    else:
+        left_at = ended
     share = sum(winning.values())
     return Recurrence(stays, [(size, seconds / total) for size, seconds in sorted(weights.items())], total,
-                      tuple(gaps), ongoing, tuple(lengths),
+                      tuple(gaps), 0.0 if left_at is None else max(0.0, now - left_at), tuple(complete or cut),
                       [(size, seconds / share) for size, seconds in sorted(winning.items())] if share else [])
 
 
@@ -135,35 +149,50 @@ def recurrence(model: Model, current: Sequence[int], candidate: Sequence[int], l
 class BackOn:
     """Speculation back on now, in a quiet between peaks, priced in tokens a replica (Surge: the rollout itself
     costs none). It serves the quiet still to come, less the rollout, at today's gain; the next peak then runs it
-    until a switch off lands again: the decision's delay, or the cooldown's rest where that is longer, and a
-    rollout -- at most the peak's length, at what off gains there."""
+    until a switch off lands again: a decision and a rollout, or the cooldown's rest and a rollout where that is
+    longer -- at most a stay's mean length, at what off gains at the stays' loads."""
 
-    quiet_left_seconds: float  # the mean quiet between peaks so far, less the quiet already gone
-    gained: float  # tokens back on serves over off in that quiet
+    quiet_seconds: float  # the quiet so far
+    expected_seconds: float  # the mean of the quiets between peaks longer than that: when the next peak is due
+    rollout_seconds: float
+    gained: float  # tokens back on serves over off in the quiet left after its rollout
     peak_seconds: float  # how long the next peak would run speculation on
-    lost: float  # tokens that costs at the peak's load
+    lost: float  # tokens that costs at the peaks' loads
 
     @property
     def pays(self) -> bool:
         return self.gained > self.lost
 
     def describe(self) -> str:
-        return (f"back on now would gain {self.gained:,.0f} tokens a replica in the {self.quiet_left_seconds / 60:.0f} "
-                f"min of quiet the peaks have left so far, and the next peak would then run it "
-                f"{self.peak_seconds / 60:.1f} min before speculation off lands again, {self.lost:,.0f} tokens lost")
+        left = max(0.0, self.expected_seconds - self.quiet_seconds)
+        if left <= self.rollout_seconds:
+            quiet = (f"the next peak is due (this quiet has lasted {self.quiet_seconds / 60:.0f} min, those between "
+                     f"the peaks {self.expected_seconds / 60:.0f}): back on would land after it came, ")
+        else:
+            quiet = (f"back on now would gain {self.gained:,.0f} tokens a replica in the "
+                     f"{(left - self.rollout_seconds) / 60:.0f} min after its rollout of the "
+                     f"{left / 60:.0f} min of quiet expected before the next peak, and ")
+        return (f"{quiet}the next peak would run it {self.peak_seconds / 60:.1f} min before speculation off lands "
+                f"again, {self.lost:,.0f} tokens lost")
 
 
 def back_on_now(model: Model, on: Sequence[int], off: Sequence[int], today: Distribution, seen: Recurrence, *,
                 rollout_seconds: float, cooldown_seconds: float, decision_seconds: float) -> BackOn | None:
-    """`on` against `off` for the quiet now (`today`) and the next peak (`seen.stay_distribution`). None where the
-    pattern tells no quiet (no two stays yet) or today's quiet has outlasted every one between the peaks by BROKEN:
-    the pattern has broken, and today's load decides."""
-    if not seen.gaps or not seen.stay_distribution or seen.quiet_seconds > BROKEN * max(seen.gaps):
+    """`on` against `off` for the quiet now (`today`) and the next peak (`seen.stay_distribution`). The next peak
+    is expected after the mean of the quiets between peaks longer than today's so far (a quiet cut short by a
+    blip of load says nothing about a longer one). None where the pattern tells no quiet (no two stays yet) or
+    today's quiet has outlasted every one between the peaks by BROKEN: the pattern has broken, and today's load
+    decides."""
+    if not seen.gaps or not seen.stay_seconds or not seen.stay_distribution:
         return None
-    left = max(0.0, sum(seen.gaps) / len(seen.gaps) - seen.quiet_seconds)
+    if seen.quiet_seconds > BROKEN * max(seen.gaps):
+        return None
+    longer = [gap for gap in seen.gaps if gap > seen.quiet_seconds] or [max(seen.gaps)]
+    expected = sum(longer) / len(longer)
+    left = max(0.0, expected - seen.quiet_seconds)
     gained = (goodput(model, on, today) - goodput(model, off, today)) * max(0.0, left - rollout_seconds)
     peak_seconds = min(max(decision_seconds, cooldown_seconds - left) + rollout_seconds,
                        sum(seen.stay_seconds) / len(seen.stay_seconds))
     peak = seen.stay_distribution
     lost = max(0.0, goodput(model, off, peak) - goodput(model, on, peak)) * peak_seconds
-    return BackOn(left, gained, peak_seconds, lost)
+    return BackOn(seen.quiet_seconds, expected, rollout_seconds, gained, peak_seconds, lost)
