@@ -8,6 +8,7 @@ peak of 8 minutes is too short to repay a rollout of its own at the peak's load.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import replace
 
 import pytest
@@ -18,6 +19,9 @@ from specinfer.operator.tuner.policy.config import OFF
 from specinfer.operator.tuner.policy.cost import CostModel, terms
 from specinfer.operator.tuner.policy.goodput import Model, goodput
 from specinfer.operator.tuner.policy.recurring import BROKEN, RECURRENCE_MEMORY, Recurrence, back_on_now, recurrence
+from specinfer.operator.tuner.policy.state import PolicyState
+
+_decision_seconds = importlib.import_module("specinfer.operator.tuner.policy.decide")._decision_seconds
 
 pytestmark = pytest.mark.unit
 
@@ -105,15 +109,16 @@ def test_recurrence_counts_stays_of_a_window_or_more_and_weighs_each_window_by_t
     # the first window stands for the spacing after it, the one after the gap for one window only
     assert dict(seen.distribution) == pytest.approx({QUIET: 270 / 450, PEAK: 180 / 450})
     assert seen.span_seconds == pytest.approx(450)
-    # by the clock: the first stay 0-60, the quiet 60-120, the second stay 120-240; the quiet since holds the blip
+    # by the clock: the first stay 0-60, the quiet 60-120, the second stay 120-240; the quiet since holds the blip.
+    # The first began within a window of the windows' start (a shorter quiet before it would not have ended it)
     assert seen.gaps == pytest.approx((60,)) and seen.quiet_seconds == pytest.approx(360)
-    assert seen.stay_seconds == pytest.approx((60, 120)) and seen.stay_distribution == [(PEAK, 1.0)]
+    assert seen.stay_seconds == pytest.approx((120,)) and seen.stay_distribution == [(PEAK, 1.0)]
     once = recurrence(model, current, off, loads[:5], 120.0, 256, 60.0)
     assert once is not None and once.stays == 1 and not once.recurs
     # times are stored rounded to 0.1 s: the newest window, stamped a little after `now`, still counts
     assert recurrence(model, current, off, [(0, QUIET), (30.1, PEAK)], 30.06, 256, 60.0).distribution[-1][0] == PEAK
     assert recurrence(model, current, off, loads[:1], 30.0, 256, 60.0) is None
-    # turned over, on wins in the quiet: 90-120 and 270-600 lasted a window (the peak blip at 330 part of the latter)
+    # turned over, on wins in the quiet: from 60 and from 240 (clock) it lasted a window (the blip at 330 in the latter)
     assert recurrence(model, off, current, loads, 600.0, 256, 60.0).stays == 2
 
 
@@ -268,6 +273,24 @@ def test_recurrence_measures_stays_and_quiets_by_the_clock_and_loads_by_the_wind
     assert seen.stay_seconds == pytest.approx((60.0,)) and seen.quiet_seconds == pytest.approx(30.0)
     first = recurrence(model, current, off, loads[:4], 90.0, 256, 30.0)
     assert first.gaps == () and first.quiet_seconds == pytest.approx(30.0) and first.stay_seconds == (90.0,)
+    # windows of 60 s every 30 s, a rollout at the first peak records nothing from 90 to 240: that stay lasted from
+    # 30 until its load lost at 330 (its window began then), by the clock; the second stay began at 420, and the
+    # dip since 480, shorter than a window, may be the next quiet's start
+    loads = [(0, QUIET), (30, QUIET), (60, PEAK), (90, PEAK), (300, PEAK), (330, PEAK), (360, QUIET), (390, QUIET),
+             (420, QUIET), (450, PEAK), (480, PEAK), (510, QUIET)]
+    seen = recurrence(model, current, off, loads, 510.0, 256, 60.0)
+    assert seen.stays == 2 and seen.stay_seconds == pytest.approx((300.0,)) and seen.gaps == pytest.approx((90.0,))
+    assert seen.quiet_seconds == pytest.approx(30.0)
+
+
+def test_a_switch_is_decided_a_window_and_a_tick_of_the_loop_per_further_confirmation_after_its_load_came():
+    every_30s_and_a_rollout = PolicyState(loads=[[30.0 * n, QUIET] for n in range(5)] + [[420.0, QUIET], [450.0, QUIET]])
+    every_5min = PolicyState(loads=[[300.0 * n, QUIET] for n in range(6)])
+    obs = window(450.0, pattern(0), K2, 0.0)
+    assert _decision_seconds(obs, tuning(confirmations=2), every_30s_and_a_rollout) == pytest.approx(120 + 30)
+    assert _decision_seconds(obs, tuning(confirmations=2), every_5min) == pytest.approx(120 + 300)
+    assert _decision_seconds(obs, tuning(confirmations=1), every_5min) == pytest.approx(120)
+    assert _decision_seconds(obs, tuning(confirmations=3), PolicyState()) == pytest.approx(120 * 3)
 
 
 def test_the_switch_waits_for_its_own_confirmations_and_clears_the_floor():

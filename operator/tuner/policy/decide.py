@@ -506,9 +506,12 @@ def _held_off(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
 
 def _decision_seconds(obs: Observation, tuning: TuningInput, st: PolicyState) -> float:
     """How long a switch takes to be decided once a load has come: a window of it, then a decision for each further
-    confirmation, one per window recorded (the loop decides more often than a window lasts)."""
-    spacing = st.loads[-1][0] - st.loads[-2][0] if len(st.loads) >= 2 else obs.window_seconds
-    return obs.window_seconds + (tuning.confirmations - 1) * min(max(spacing, 0.0), obs.window_seconds)
+    confirmation, one a tick of the loop (the median spacing of the windows recorded lately: a rollout's gap is
+    one of them, not the loop's pace)."""
+    times = [float(at) for at, _ in st.loads[-6:]]
+    spacings = sorted(later - earlier for earlier, later in zip(times, times[1:]) if later > earlier)
+    tick = spacings[len(spacings) // 2] if spacings else obs.window_seconds
+    return obs.window_seconds + (tuning.confirmations - 1) * tick
 
 
 def _off_for_the_pattern(obs: Observation, tuning: TuningInput, st: PolicyState, now: float, model: Model,

@@ -61,11 +61,11 @@ class Recurrence:
     windows' (no window is recorded while a rollout rolls: those minutes are no load seen); the stays' and the
     quiets' are the clock's, the time the next peak keeps."""
 
-    stays: int  # separate runs of windows, each at least one window long, whose load the candidate serves better
+    stays: int  # runs of windows whose load the candidate serves better, each begun and ended by a window of it
     distribution: Distribution  # their mean batch sizes, each weighted by its share of the time they stand for
     span_seconds: float  # the time they stand for
     gaps: tuple[float, ...] = ()  # the quiets between two stays
-    quiet_seconds: float = 0.0  # the quiet since the load last left a stay (0 during one, before the first)
+    quiet_seconds: float = 0.0  # since the load last left a stay (a dip within one counts; 0 before the first)
     # how long the stays that ended lasted; one that began before the recent windows only where no other ended
     stay_seconds: tuple[float, ...] = ()
     stay_distribution: Distribution = ()  # the loads of the windows where the candidate wins
@@ -131,7 +131,8 @@ def recurrence(model: Model, current: Sequence[int], candidate: Sequence[int], l
         dip += seconds
         if dip >= window_seconds:  # the stay ended where its load began to lose
             in_stay, ended, dip = False, dip_began, 0.0
-            (cut if stay_began <= first else complete).append(ended - stay_began)
+            # a stay that began within a window of the recent windows' start may have begun before them
+            (cut if stay_began - first < window_seconds else complete).append(ended - stay_began)
     total = sum(weights.values())
     if total <= 0:
         return None
@@ -166,8 +167,8 @@ class BackOn:
     def describe(self) -> str:
         left = max(0.0, self.expected_seconds - self.quiet_seconds)
         if left <= self.rollout_seconds:
-            quiet = (f"the next peak is due (this quiet has lasted {self.quiet_seconds / 60:.0f} min, those between "
-                     f"the peaks {self.expected_seconds / 60:.0f}): back on would land after it came, ")
+            quiet = (f"the next peak is due (this quiet has lasted {self.quiet_seconds / 60:.0f} min, the longer "
+                     f"ones between the peaks {self.expected_seconds / 60:.0f}): back on would land after it came, ")
         else:
             quiet = (f"back on now would gain {self.gained:,.0f} tokens a replica in the "
                      f"{(left - self.rollout_seconds) / 60:.0f} min after its rollout of the "
@@ -179,8 +180,8 @@ class BackOn:
 def back_on_now(model: Model, on: Sequence[int], off: Sequence[int], today: Distribution, seen: Recurrence, *,
                 rollout_seconds: float, cooldown_seconds: float, decision_seconds: float) -> BackOn | None:
     """`on` against `off` for the quiet now (`today`) and the next peak (`seen.stay_distribution`). The next peak
-    is expected after the mean of the quiets between peaks longer than today's so far (a quiet cut short by a
-    blip of load says nothing about a longer one). None where the pattern tells no quiet (no two stays yet) or
+    is expected after the mean of the quiets between peaks longer than today's so far (a shorter quiet says
+    nothing about when a longer one ends). None where the pattern tells no quiet (no two stays yet) or
     today's quiet has outlasted every one between the peaks by BROKEN: the pattern has broken, and today's load
     decides."""
     if not seen.gaps or not seen.stay_seconds or not seen.stay_distribution:
