@@ -284,7 +284,7 @@ def test_recurrence_measures_stays_and_quiets_by_the_clock_and_loads_by_the_wind
 
 
 def test_a_switch_is_decided_a_window_and_a_tick_of_the_loop_per_further_confirmation_after_its_load_came():
-    every_30s_and_a_rollout = PolicyState(loads=[[30.0 * n, QUIET] for n in range(5)] + [[420.0, QUIET], [450.0, QUIET]])
+    every_30s_and_a_rollout = PolicyState(loads=[[30.0 * n, QUIET] for n in (0, 1, 2, 3, 4, 14, 15)])
     every_5min = PolicyState(loads=[[300.0 * n, QUIET] for n in range(6)])
     obs = window(450.0, pattern(0), K2, 0.0)
     assert _decision_seconds(obs, tuning(confirmations=2), every_30s_and_a_rollout) == pytest.approx(120 + 30)

@@ -12,6 +12,7 @@ Order of reasoning each tick:
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -509,7 +510,7 @@ def _decision_seconds(obs: Observation, tuning: TuningInput, st: PolicyState) ->
     confirmation, one a tick of the loop (the median spacing of the windows recorded lately: a rollout's gap is
     one of them, not the loop's pace)."""
     times = [float(at) for at, _ in st.loads[-6:]]
-    spacings = sorted(later - earlier for earlier, later in zip(times, times[1:]) if later > earlier)
+    spacings = sorted(later - earlier for earlier, later in itertools.pairwise(times) if later > earlier)
     tick = spacings[len(spacings) // 2] if spacings else obs.window_seconds
     return obs.window_seconds + (tuning.confirmations - 1) * tick
 
