@@ -634,11 +634,13 @@ def high_load_story(setup: Setup) -> dict:
     # ... and no tick decides on a window of the low load once the high load has begun: an idle window first
     window = OPERATOR_CONFIG["tuning"]["windowSeconds"]
     time.sleep(window + 5)
-    # A tick early in that idle window still sees the low load in its window and may decide: its change too runs
-    # before the high load begins (CI run 56: `disable` decided then, and the old engine drafting K=4 through the
-    # high load's first window while the test read speculation off)
-    settled = wait_for_resource(setup, "crossover", lambda r: not tuning(r).get("applied") or rolled_out(r),
-                                timeout=ROLLOUT_TIMEOUT, what="a change decided in the idle window in force")
+    # A tick early in that idle window still sees the low load in its window and may decide: a rollout it takes
+    # runs before the high load begins (CI run 56: `disable` decided then, and the old engine drafting K=4 through
+    # the high load's first window while the test read speculation off). Not a change in place: an idle engine
+    # takes a schedule at its next step, so it never reports one in force before the load comes
+    settled = wait_for_resource(setup, "crossover",
+                                lambda r: (tuning(r).get("applied") or {}).get("path") != "rollout" or rolled_out(r),
+                                timeout=ROLLOUT_TIMEOUT, what="a rollout decided in the idle window in force")
     started, since = time.monotonic(), time.time()
     # what the tuner had applied when the high load began: low load may have ended with speculation off
     applied_before = tuning(settled).get("applied") or {}
