@@ -77,6 +77,28 @@ def test_the_per_sequence_split_is_probed_at_the_peak():
     assert "KV reads per sequence 3x cheaper" in probe.describe()
 
 
+def test_one_window_tells_the_fits_apart_at_twice_the_noise_with_the_plugins_series_three_times_with_vllms():
+    """The noise bound on a probe's separation: the plugin's window times the probed K at the probed batch sizes
+    alone; vLLM's pooled window also holds today's K wherever the load strays out of them, so it asks for more."""
+    world = World()
+    model = world.model()
+    probe = probe_module.probe_for(model, world.tuning, K1, DISTRIBUTION, PolicyState(), 0.0, 0.01)
+    assert probe is not None and probe.k == 0, probe
+    other = probe_module.doubted_model(model, probe.doubt, probe.doubted)
+    apart = max(abs(other.served_step_time(b, 0, True) / model.served_step_time(b, 0, True) - 1) for b in PEAK)
+    assert apart > 2 * probe_module.SETTLE_SEPARATION  # the noise, not the doubt's floor, decides below
+
+    def probed(noise: float, per_batch_size: bool) -> bool:
+        found = probe_module.probe_for(model, world.tuning, K1, DISTRIBUTION, PolicyState(), 0.0, noise,
+                                       per_batch_size=per_batch_size)
+        return found is not None and found.k == 0
+
+    between = apart / 2.5  # twice this is under the fits' separation, three times over it
+    assert probed(between, per_batch_size=True) and not probed(between, per_batch_size=False)
+    assert probed(apart / 3.2, per_batch_size=False)
+    assert not probed(apart / 1.9, per_batch_size=True)
+
+
 def test_where_k0_would_cost_more_than_the_doubt_may_gain_the_k_above_is_probed():
     """The cells the bench's heavy-spikes held at its first spike (its engine is heavy-drafter-peak's: the same
     target and 4x head): K = 2, 3, 6 in the quiet at batch 2-3, K = 1 on the way up and at the peak. The fit prices
@@ -196,10 +218,10 @@ def test_a_rollout_held_by_the_doubt_asks_for_the_settling_probe(monkeypatch):
     gets, in place, as a probe."""
     decide_module = importlib.import_module("specinfer.operator.tuner.policy.decide")
     monkeypatch.setattr(probe_tests, "HEAD_PREFIX", [0.8, 0.6, 0.45, 0.3])
-    asked: list[tuple[list[int], float]] = []
+    asked: list[tuple[list[int], float, bool]] = []
 
-    def settling(model, tuning, current, refused, refused_gain, distribution, st, now, noise):
-        asked.append((list(refused), refused_gain))
+    def settling(model, tuning, current, refused, refused_gain, distribution, st, now, noise, *, per_batch_size):
+        asked.append((list(refused), refused_gain, per_batch_size))
         dense = current.dense(tuning.max_batch_size)
         config = DraftConfig.from_dense([*dense[:60], *[4] * (len(dense) - 60)])
         return probe_module.Probe(config, 4, (60, 64), -0.1, DraftConfig(num_speculative_tokens=0), -0.05,
@@ -208,7 +230,8 @@ def test_a_rollout_held_by_the_doubt_asks_for_the_settling_probe(monkeypatch):
     monkeypatch.setattr(decide_module, "settling_probe_for", settling)
     decisions, _ = probe_tests.closed_loop(probe_tests.tuning(downtimeFraction=0.0), world=probe_tests.as_prior,
                                            k=1, batch_sizes={60: 0.3, 64: 0.7}, ticks=10)
-    assert asked and all(not any(dense) and gain > 0 for dense, gain in asked), asked
+    # the plugin's per-batch-size series: the noise bound the settling probe is told is theirs
+    assert asked and all(not any(dense) and gain > 0 and by_size for dense, gain, by_size in asked), asked
     settled = [d for d in decisions if d.probe and "a rollout to it waits on that" in d.reason]
     assert settled and settled[0].path == "inPlace", [d.reason for d in decisions if d.is_change]
 

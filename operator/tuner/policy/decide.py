@@ -370,7 +370,7 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
                 or guards.budget_guard(st, tuning, now, reserve=1):
             return None
         return issued(settling_probe_for(model, tuning, current, refused.dense, refused.gain, distribution, st, now,
-                                         measured_noise(st)))
+                                         measured_noise(st), per_batch_size=common["signals"] == "specinfer"))
 
     def measuring_plain(verdict: _Verdict) -> Decision | None:
         """A rollout to speculation off that every guard but the confirmations lets through, whose plain step
