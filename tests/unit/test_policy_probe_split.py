@@ -148,7 +148,7 @@ def test_a_rollout_the_drafters_doubt_holds_is_settled_by_another_k():
 
     def settling(refused_gain: float) -> probe_module.Probe | None:
         return probe_module.settling_probe_for(world.model(), world.tuning, K1, off, refused_gain, DISTRIBUTION,
-                                               PolicyState(), 0.0, 0.01)
+                                               PolicyState(), 0.0, 0.01, per_batch_size=False)
 
     # its window's loss is bounded by what the rollout would gain: here the fit's own +2% buys no probe,
     # the +11% the bench's pooled windows showed at this point (vLLM's series) buys one
@@ -173,10 +173,10 @@ def test_no_settling_probe_where_no_doubted_fit_calls_the_rollout_a_loss():
     same = K1.dense(top)  # a candidate no fit sees losing (here: what runs) leaves nothing to settle ...
     assert probe_module.losing_doubts(world.model(), K1.dense(top), same, DISTRIBUTION) == []
     assert probe_module.settling_probe_for(world.model(), world.tuning, K1, same, 0.11, DISTRIBUTION,
-                                           PolicyState(), 0.0, 0.01) is None
+                                           PolicyState(), 0.0, 0.01, per_batch_size=False) is None
     off = [0] * (top + 1)  # ... where speculation off, which one calls a loss, has one
     assert probe_module.settling_probe_for(world.model(), world.tuning, K1, off, 0.11, DISTRIBUTION,
-                                           PolicyState(), 0.0, 0.01) is not None
+                                           PolicyState(), 0.0, 0.01, per_batch_size=False) is not None
 
 
 def _closed_loop_at_the_peak(monkeypatch, world: World):
@@ -230,7 +230,7 @@ def test_a_rollout_held_by_the_doubt_asks_for_the_settling_probe(monkeypatch):
     monkeypatch.setattr(decide_module, "settling_probe_for", settling)
     decisions, _ = probe_tests.closed_loop(probe_tests.tuning(downtimeFraction=0.0), world=probe_tests.as_prior,
                                            k=1, batch_sizes={60: 0.3, 64: 0.7}, ticks=10)
-    # the plugin's per-batch-size series: the noise bound the settling probe is told is theirs
+    # the plugin's per-batch-size series: the noise bound the settling probe is told is theirs (probe.noise_bound)
     assert asked and all(not any(dense) and gain > 0 and by_size for dense, gain, by_size in asked), asked
     settled = [d for d in decisions if d.probe and "a rollout to it waits on that" in d.reason]
     assert settled and settled[0].path == "inPlace", [d.reason for d in decisions if d.is_change]

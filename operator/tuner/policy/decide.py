@@ -345,6 +345,7 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
     observed = {max(1, min(int(b), top)) for b, _ in distribution}
 
     probes_may_run = ramp is None and _may_probe(obs, tuning, common["signals"])
+    per_batch_size = common["signals"] == "specinfer"  # the plugin's series: step times per batch size and K
 
     def may_probe(dense: Sequence[int]) -> bool:
         """Probes may run (not on a ramp, `_may_probe`) and nothing `dense` changes at today's batch sizes."""
@@ -361,7 +362,7 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
         if not may_probe(dense):
             return None
         return issued(probe_for(model, tuning, current, distribution, st, now, measured_noise(st),
-                                per_batch_size=common["signals"] == "specinfer"))
+                                per_batch_size=per_batch_size))
 
     def settling(refused: _Candidate) -> Decision | None:
         """A rollout the doubted prior still calls a loss after a probe: measure the K that settles it -- unless
@@ -370,7 +371,7 @@ def _optimise(obs: Observation, tuning: TuningInput, st: PolicyState, now: float
                 or guards.budget_guard(st, tuning, now, reserve=1):
             return None
         return issued(settling_probe_for(model, tuning, current, refused.dense, refused.gain, distribution, st, now,
-                                         measured_noise(st), per_batch_size=common["signals"] == "specinfer"))
+                                         measured_noise(st), per_batch_size=per_batch_size))
 
     def measuring_plain(verdict: _Verdict) -> Decision | None:
         """A rollout to speculation off that every guard but the confirmations lets through, whose plain step

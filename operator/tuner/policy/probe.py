@@ -61,11 +61,14 @@ MAX_LOSS = 0.35  # the probe's predicted loss (today's fit) for the windows it r
 LOSS_PER_GAIN = 3.0  # ... and at most this many times the gain it may find (a found gain lasts many windows)
 MIN_SEPARATION = 0.10  # the fits' predicted step times at the probed K differ by at least this (drafter doubt) ...
 SETTLE_SEPARATION = 0.04  # ... (a probe at a large batch, or one a rollout waits on) ...
-NOISE_SEPARATION = 2.0  # ... and by this many times the measured window-to-window noise (the plugin's series) ...
-# ... or this many with vLLM's pooled series, whose probe window also holds steps of today's K wherever the load strays
-# out of the probed batch sizes: the bench's heavy-spikes at twice the noise probed K=3 at the first spike, and the
-# fit, given that mixed window, never again saw speculation off win (0.956 -> 0.891 of the per-phase oracle); with
-# the plugin's series the same bound let K=2 be measured there and the spikes served off (0.917 -> 0.954)
+# ... and by this many times the measured window-to-window noise with the plugin's series, whose probe window times
+# the probed K at the probed batch sizes alone: at the bench's heavy-spikes (noise ~1.8%) three times kept K=2 (4.6-4.9%
+# apart) unmeasured until the third spike, twice measures it at the first (0.917 -> 0.954 of the per-phase oracle
+# under Surge, 0.932 -> 0.936 under Replace) ...
+PER_BATCH_SIZE_NOISE_SEPARATION = 2.0
+# ... and by this many with vLLM's pooled series, whose probe window also holds steps of today's K wherever the load
+# strays out of the probed batch sizes: at twice, heavy-spikes probed K=3 at the first spike, and the fit, given that
+# mixed window, never again saw speculation off win (0.956 -> 0.891 under Surge, 0.953 -> 0.891 under Replace)
 POOLED_NOISE_SEPARATION = 3.0
 MEASURED_WEIGHT = 0.5  # a cell holding half a window of steps has measured its K there
 # An engine that never measured its acceptance is stuck where it is (probe.acceptance_probe_for): its one window
@@ -99,7 +102,7 @@ DRAFTER = Doubt("the drafter", DRAFTER_PRIOR_FIELDS, DRAFTER_TERMS, MIN_SEPARATI
 # with K=1 alone measured at batch ~210, the fit put the KV term at 1.5x its prior where the engine's is
 # 0.7x, a plain step at 21.4 ms where it takes 18.6, and saw speculation off at +2.7% where it gains +13%
 # -- and K = 0 there, which tells them apart, the two fits priced 4.4% apart: at a batch that large a window
-# holds thousands of steps, and the noise bound (NOISE_SEPARATION) is what keeps the measurement telling
+# holds thousands of steps, and the noise bound (`noise_bound`) is what keeps the measurement telling
 PER_SEQUENCE = Doubt("the KV reads per sequence", ("kv_per_sequence",), PER_SEQUENCE_TERMS, SETTLE_SEPARATION)
 DOUBTS = (DRAFTER, PER_SEQUENCE)
 
@@ -261,11 +264,11 @@ def _here(model: Model, tuning: TuningInput, current: DraftConfig, distribution:
 def probe_for(model: Model, tuning: TuningInput, current: DraftConfig, distribution: Distribution,
               st: PolicyState, now: float, noise: float, *, per_batch_size: bool = False) -> Probe | None:
     """The probe worth a window when `current` is today's best, or None. `per_batch_size`: the windows time steps
-    per batch size (the plugin's series); only then is the K above today's probed for a doubt that turns
-    speculation off (`_probe_towards`). vLLM's pooled latency mixes that K with today's at the batch sizes
-    around the probed ones, and in the bench's heavy-drafter-peak (Surge) such a window took the doubt away
-    from a switch-off worth +13% (0.939 -> 0.890 of the per-phase oracle); without it K = 0 was probed there a
-    window later and the switch-off taken."""
+    per batch size (the plugin's series): the fits need differ by less noise (`noise_bound`), and only then is
+    the K above today's probed for a doubt that turns speculation off (`_probe_towards`). vLLM's pooled latency
+    mixes that K with today's at the batch sizes around the probed ones, and in the bench's heavy-drafter-peak
+    (Surge) such a window took the doubt away from a switch-off worth +13% (0.939 -> 0.890 of the per-phase
+    oracle); without it K = 0 was probed there a window later and the switch-off taken."""
     here = _here(model, tuning, current, distribution, st, now)
     if here is None:
         return None
@@ -298,12 +301,12 @@ def probe_for(model: Model, tuning: TuningInput, current: DraftConfig, distribut
 def noise_bound(noise: float, per_batch_size: bool) -> float:
     """How far apart two fits' predicted step times must be for one window to tell them apart, given the measured
     window-to-window `noise`: twice it with the plugin's per-batch-size series, three times with vLLM's pooled one."""
-    return (NOISE_SEPARATION if per_batch_size else POOLED_NOISE_SEPARATION) * noise
+    return (PER_BATCH_SIZE_NOISE_SEPARATION if per_batch_size else POOLED_NOISE_SEPARATION) * noise
 
 
 def settling_probe_for(model: Model, tuning: TuningInput, current: DraftConfig, refused: Sequence[int],
                        refused_gain: float, distribution: Distribution, st: PolicyState, now: float,
-                       noise: float, *, per_batch_size: bool = False) -> Probe | None:
+                       noise: float, *, per_batch_size: bool) -> Probe | None:
     """The probe a rollout held by `doubted_loss` waits on: the unmeasured K nearest today's that tells
     today's fit from the doubted one that calls the rollout a loss.
 
@@ -312,7 +315,8 @@ def settling_probe_for(model: Model, tuning: TuningInput, current: DraftConfig, 
     cheaper can go on seeing the rollout lose whatever the window said. A K above today's (one more draft
     pass, B more drafted tokens) separates them. The bench's heavy-drafter-peak with vLLM's series: after
     K=0 was measured at batch 208 the fit saw speculation off at +11.3%, the drafter 3x cheaper at -5.6%,
-    and the two priced K=2 there 6% apart; nothing else could settle it, and the peak was served at K=1."""
+    and the two priced K=2 there 6% apart; nothing else could settle it, and the peak was served at K=1.
+    `per_batch_size`: the plugin's series, whose windows tell the fits apart at less noise (`noise_bound`)."""
     here = _here(model, tuning, current, distribution, st, now)
     if here is None or refused_gain <= 0:
         return None
