@@ -86,7 +86,7 @@ def test_one_window_tells_the_fits_apart_at_twice_the_noise_with_the_plugins_ser
     assert probe is not None and probe.k == 0, probe
     other = probe_module.doubted_model(model, probe.doubt, probe.doubted)
     apart = max(abs(other.served_step_time(b, 0, True) / model.served_step_time(b, 0, True) - 1) for b in PEAK)
-    assert apart > 2 * probe_module.SETTLE_SEPARATION  # the noise, not the doubt's floor, decides below
+    assert apart > 2 * probe.doubted.min_separation  # the noise, not the doubt's floor, decides below
 
     def probed(noise: float, per_batch_size: bool) -> bool:
         found = probe_module.probe_for(model, world.tuning, K1, DISTRIBUTION, PolicyState(), 0.0, noise,
