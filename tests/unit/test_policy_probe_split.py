@@ -78,8 +78,8 @@ def test_the_per_sequence_split_is_probed_at_the_peak():
 
 
 def test_one_window_tells_the_fits_apart_at_twice_the_noise_with_the_plugins_series_three_times_with_vllms():
-    """The noise bound on a probe's separation: the plugin's window times the probed K at the probed batch sizes
-    alone; vLLM's pooled window also holds today's K wherever the load strays out of them, so it asks for more."""
+    """The noise bound on a probe's separation (probe.noise_bound): twice the measured noise with the plugin's
+    per-batch-size series, three times with vLLM's pooled one."""
     world = World()
     model = world.model()
     probe = probe_module.probe_for(model, world.tuning, K1, DISTRIBUTION, PolicyState(), 0.0, 0.01)

@@ -66,9 +66,12 @@ SETTLE_SEPARATION = 0.04  # ... (a probe at a large batch, or one a rollout wait
 # apart) unmeasured until the third spike, twice measures it at the first (0.917 -> 0.954 of the per-phase oracle
 # under Surge, 0.932 -> 0.936 under Replace) ...
 PER_BATCH_SIZE_NOISE_SEPARATION = 2.0
-# ... and by this many with vLLM's pooled series, whose probe window also holds steps of today's K wherever the load
-# strays out of the probed batch sizes: at twice, heavy-spikes probed K=3 at the first spike, and the fit, given that
-# mixed window, never again saw speculation off win (0.956 -> 0.891 under Surge, 0.953 -> 0.891 under Replace)
+# ... and by this many with vLLM's pooled series, which times no batch size apart: at twice, heavy-spikes' first probe
+# with it went the other way (K=3, for the fit with the KV reads dearer, which would draft more), and the fit, given
+# that window, never again saw speculation off win (0.956 -> 0.891 under Surge, 0.953 -> 0.891 under Replace) -- also
+# with the probed K run wherever today's K runs, so that the pooled window holds one K: not the window's mix, the
+# measurement itself moved the fit. At three times that probe is not taken and the pooled windows see off win from
+# the second spike.
 POOLED_NOISE_SEPARATION = 3.0
 MEASURED_WEIGHT = 0.5  # a cell holding half a window of steps has measured its K there
 # An engine that never measured its acceptance is stuck where it is (probe.acceptance_probe_for): its one window
@@ -300,7 +303,8 @@ def probe_for(model: Model, tuning: TuningInput, current: DraftConfig, distribut
 
 def noise_bound(noise: float, per_batch_size: bool) -> float:
     """How far apart two fits' predicted step times must be for one window to tell them apart, given the measured
-    window-to-window `noise`: twice it with the plugin's per-batch-size series, three times with vLLM's pooled one."""
+    window-to-window `noise`: twice it with the plugin's per-batch-size series, three times with vLLM's pooled one
+    (what the bench measured with each: PER_BATCH_SIZE_NOISE_SEPARATION, POOLED_NOISE_SEPARATION)."""
     return (PER_BATCH_SIZE_NOISE_SEPARATION if per_batch_size else POOLED_NOISE_SEPARATION) * noise
 
 
